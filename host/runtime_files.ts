@@ -1,0 +1,73 @@
+/**
+ * The runtime directory (SPEC §9.3, §9.9): the bundled runtime entry, the cell bootstrap and the
+ * worker protocol, copied to a host-private directory that is the runtimes' only readable path.
+ * Works the same from source and from a compiled executable (which embeds these files).
+ *
+ * @module
+ */
+import { PROTO_FILES, readProtoText } from "../proto/loader.ts";
+
+/** Files of the runtime directory and where they come from (relative to this module). */
+const SOURCES: [name: string, read: () => Uint8Array][] = [
+  ["runtime.js", () => Deno.readFileSync(new URL("../worker/dist/runtime.js", import.meta.url))],
+  ["cell.js", () => Deno.readFileSync(new URL("../worker/dist/cell.js", import.meta.url))],
+  ["worker.proto", () => new TextEncoder().encode(readProtoText(PROTO_FILES.worker))],
+];
+
+/** The host-private parent of runtime and work directories: `<TMPDIR>/code-mode-host`. */
+export function hostTempParent(): string {
+  const tmp = Deno.env.get("TMPDIR") || "/tmp";
+  return `${tmp.replace(/\/+$/, "")}/code-mode-host`;
+}
+
+function processAlive(pid: number): boolean {
+  try {
+    Deno.statSync(`/proc/${pid}`);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Removes directories left under the parent by hosts that no longer run (SPEC §9.9).
+ *
+ * @param parent the host-private parent directory
+ * @returns the names removed
+ */
+export function removeStaleDirectories(parent: string): string[] {
+  const removed: string[] = [];
+  let entries: Deno.DirEntry[];
+  try {
+    entries = [...Deno.readDirSync(parent)];
+  } catch {
+    return removed;
+  }
+  for (const entry of entries) {
+    const match = /^[wr]-(\d+)(-\d+)?$/.exec(entry.name);
+    if (!match) continue;
+    const pid = Number(match[1]);
+    if (pid === Deno.pid || processAlive(pid)) continue;
+    try {
+      Deno.removeSync(`${parent}/${entry.name}`, { recursive: true });
+      removed.push(entry.name);
+    } catch {
+      // Another host may be cleaning up too.
+    }
+  }
+  return removed;
+}
+
+/**
+ * Writes the runtime files to `<parent>/r-<pid>` and returns that directory.
+ *
+ * @param parent the host-private parent directory
+ * @returns the runtime directory
+ * @throws {Deno.errors.NotFound} when the bundle is missing (run `deno task bundle`)
+ */
+export function prepareRuntimeDirectory(parent: string): string {
+  const dir = `${parent}/r-${Deno.pid}`;
+  Deno.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  for (const [name, read] of SOURCES) Deno.writeFileSync(`${dir}/${name}`, read(), { mode: 0o600 });
+  return dir;
+}

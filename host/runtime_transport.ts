@@ -1,0 +1,78 @@
+/**
+ * The host's view of one session runtime, whatever carries its frames (a subprocess today, an
+ * in-memory transport for in-process isolation later, SPEC §9.8).
+ *
+ * @module
+ */
+import type { HostToWorker, WorkerToHost } from "../proto/worker_codec.ts";
+
+/** How a runtime ended. */
+export type RuntimeEnd =
+  /** The process exited (or was killed); `byHost` when the host stopped or killed it itself. */
+  | {
+    kind: "exit";
+    byHost: boolean;
+    code: number | null;
+    signal: string | null;
+    stderrTail: string;
+  }
+  /** The frame stream broke the protocol (the host killed the process). */
+  | {
+    kind: "protocol";
+    byHost: false;
+    detail: string;
+    code: number | null;
+    signal: string | null;
+    stderrTail: string;
+  }
+  /** The runtime reported a fault of its own main loop. */
+  | {
+    kind: "fault";
+    byHost: false;
+    detail: string;
+    code: number | null;
+    signal: string | null;
+    stderrTail: string;
+  };
+
+/** One session runtime. */
+export interface RuntimeTransport extends AsyncDisposable {
+  /** A host-local number, for logs and test hooks. */
+  readonly id: number;
+  /** OS process id, when there is one. */
+  readonly pid: number | undefined;
+  /** Resolves once `Ready` was accepted; rejects (with the version-mismatch message) otherwise. */
+  readonly ready: Promise<void>;
+  /** Resolves once the runtime is gone and reaped. Never rejects. */
+  readonly ended: Promise<RuntimeEnd>;
+  /** Whether the runtime has ended (or is being stopped by the host). */
+  readonly alive: boolean;
+  /** Receives every frame after `Ready`, in order, synchronously as it is decoded. */
+  onMessage: (message: WorkerToHost) => void;
+  /** Sends one frame; resolves when it was written to the pipe. Rejects if the runtime is gone. */
+  send(message: HostToWorker): Promise<void>;
+  /** Orderly stop (SPEC §9.3): `Shutdown`, close stdin, grace, SIGTERM, grace, SIGKILL, reap. */
+  stop(): Promise<RuntimeEnd>;
+  /** Hard stop (SPEC §4.5): SIGKILL at once, then reap. */
+  kill(): Promise<RuntimeEnd>;
+}
+
+/**
+ * The crash reason of SPEC §3.5 for a runtime that ended on its own.
+ *
+ * @param end how the runtime ended
+ * @returns the `{reason}` text
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * const end = { kind: "exit", byHost: false, code: 137, signal: "SIGKILL", stderrTail: "" } as const;
+ * assert.equal(crashReason(end), "worker process killed by signal SIGKILL");
+ * ```
+ */
+export function crashReason(end: RuntimeEnd): string {
+  if (end.kind === "protocol") return `worker protocol error: ${end.detail}`;
+  if (end.kind === "fault") return `worker reported an internal fault: ${end.detail}`;
+  if (/heap limit|out of memory/i.test(end.stderrTail)) return "V8 heap limit reached";
+  if (end.signal) return `worker process killed by signal ${end.signal}`;
+  return `worker process exited with code ${end.code}`;
+}

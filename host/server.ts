@@ -1,0 +1,147 @@
+/**
+ * `createHost`: the gRPC server with the code-mode service, health and reflection, and the
+ * session manager behind it (SPEC §9). Listening, draining and disposal live here; signals and
+ * process exit live in `main.ts`.
+ *
+ * @module
+ */
+import { createServer, type Server } from "nice-grpc";
+import { HealthDefinition, HealthServiceImpl, HealthState } from "nice-grpc-server-health";
+import { ServerReflection, ServerReflectionService } from "nice-grpc-server-reflection";
+import {
+  CODE_MODE_SERVICE,
+  codeModeHostDefinition,
+  fileDescriptorSet,
+  publicProtoRoot,
+} from "../proto/loader.ts";
+import { type Clock, realClock } from "./clock.ts";
+import { type Limits, resolveLimits } from "./limits.ts";
+import { Logger, type LogLevel } from "./log.ts";
+import { hostTempParent, prepareRuntimeDirectory, removeStaleDirectories } from "./runtime_files.ts";
+import { createCodeModeService } from "./service.ts";
+import { SessionManager } from "./session_manager.ts";
+
+/** Options of {@link createHost}; every field has a default. */
+export interface HostOptions {
+  /** `IP:PORT` to listen on (default `127.0.0.1:50051`; port 0 picks a free port). */
+  listen?: string;
+  /** Limit overrides (SPEC §2.8). */
+  limits?: Partial<Limits>;
+  /** Deno binary for session runtimes (default `Deno.execPath()`). */
+  deno?: string;
+  /** Argv placed before `<deno>` for every runtime (default none). */
+  workerPrefix?: string[];
+  /** Pre-spawned idle runtimes (default `limits.warmSessionWorkers`, 2). */
+  warmSessions?: number;
+  /** `x-code-mode-route` token sent on OpenSession (default none). */
+  routeToken?: string;
+  /** Log threshold (default `info`) or a logger. */
+  log?: LogLevel | Logger;
+  /** Injected clock (default real time). */
+  clock?: Clock;
+  /** Test hook: the protocol version expected from runtimes. */
+  protocolVersion?: number;
+}
+
+/** A running host. */
+export interface Host extends AsyncDisposable {
+  /** The bound port. */
+  readonly port: number;
+  /** `http://IP:PORT`. */
+  readonly url: string;
+  /** The session registry (test hooks: sessions, runtimes, warm pool). */
+  readonly manager: SessionManager;
+  /** Graceful shutdown (SPEC §9.7): drain, stop runtimes, stop serving; bounded by `shutdownGraceMs`. */
+  shutdown(): Promise<void>;
+  /** Immediate stop: kill every runtime, reap them, close the server. */
+  kill(): Promise<void>;
+}
+
+/**
+ * Starts a host.
+ *
+ * @param options see {@link HostOptions}
+ * @returns the running host
+ * @throws {Error} `failed to bind code-mode gRPC host to {addr}` when the address cannot be bound
+ */
+export async function createHost(options: HostOptions = {}): Promise<Host> {
+  const limits = resolveLimits(options.limits ?? {});
+  const log = options.log instanceof Logger ? options.log : new Logger(options.log ?? "info");
+  const parent = hostTempParent();
+  Deno.mkdirSync(parent, { recursive: true, mode: 0o700 });
+  removeStaleDirectories(parent);
+  const runtimeDir = prepareRuntimeDirectory(parent);
+
+  const manager = new SessionManager({
+    limits,
+    log,
+    clock: options.clock ?? realClock,
+    warmSessions: options.warmSessions ?? limits.warmSessionWorkers,
+    runtime: {
+      deno: options.deno ?? Deno.execPath(),
+      prefix: options.workerPrefix,
+      runtimeDir,
+      workParent: parent,
+      protocolVersion: options.protocolVersion,
+    },
+  });
+
+  const server: Server = createServer({
+    "grpc.max_receive_message_length": limits.maxMessageBytes,
+    "grpc.max_send_message_length": limits.maxMessageBytes,
+    "grpc.keepalive_time_ms": limits.serverKeepaliveTimeMs,
+    "grpc.keepalive_timeout_ms": limits.serverKeepaliveTimeoutMs,
+    "grpc.keepalive_permit_without_calls": 1,
+  });
+  // deno-lint-ignore no-explicit-any
+  server.add(codeModeHostDefinition() as any, createCodeModeService({ manager, log, routeToken: options.routeToken }) as any);
+  const health = HealthState();
+  server.add(HealthDefinition, HealthServiceImpl(health));
+  server.add(
+    ServerReflectionService,
+    ServerReflection(fileDescriptorSet(publicProtoRoot()), [CODE_MODE_SERVICE, "grpc.health.v1.Health"]),
+  );
+
+  const address = options.listen ?? "127.0.0.1:50051";
+  let port: number;
+  try {
+    port = await server.listen(address);
+  } catch (error) {
+    await manager.killAll();
+    await Deno.remove(runtimeDir, { recursive: true }).catch(() => {});
+    throw new Error(`failed to bind code-mode gRPC host to ${address}`, { cause: error });
+  }
+  health.setStatus("healthy");
+  health.setStatus("healthy", CODE_MODE_SERVICE);
+  const host = address.startsWith("[") ? address.slice(0, address.indexOf("]") + 1) : address.split(":")[0];
+  const url = `http://${host}:${port}`;
+
+  let stopping: Promise<void> | undefined;
+  const finish = async () => {
+    await server.shutdown().catch(() => server.forceShutdown());
+    await Deno.remove(runtimeDir, { recursive: true }).catch(() => {});
+  };
+  const shutdown = () => {
+    stopping ??= (async () => {
+      log.info("code-mode host shutting down");
+      health.setStatus("unhealthy");
+      health.setStatus("unhealthy", CODE_MODE_SERVICE);
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const deadline = new Promise<"late">((r) => timer = setTimeout(() => r("late"), limits.shutdownGraceMs));
+      const result = await Promise.race([manager.drain(), deadline]);
+      clearTimeout(timer);
+      if (result === "late") await manager.killAll();
+      const serverDeadline = setTimeout(() => server.forceShutdown(), 1_000);
+      await finish();
+      clearTimeout(serverDeadline);
+      log.info("code-mode host shut down");
+    })();
+    return stopping;
+  };
+  const kill = async () => {
+    await manager.killAll();
+    server.forceShutdown();
+    await finish();
+  };
+  return { port, url, manager, shutdown, kill, [Symbol.asyncDispose]: shutdown };
+}

@@ -1,0 +1,314 @@
+/**
+ * Thin RPC glue for `codex.code_mode.v1.CodeModeHost`: validate, call the domain, map the result
+ * (STYLE: gRPC). Errors become statuses in one place ({@link toServerError}).
+ *
+ * @module
+ */
+import type { CallContext } from "nice-grpc";
+import { ServerError, Status } from "nice-grpc";
+import type { Outcome } from "./cell.ts";
+import { MAX_TIMER_MS } from "./clock.ts";
+import { CodeModeError, toServerError } from "./errors.ts";
+import { normalizeCodeModeIdentifier } from "./identifiers.ts";
+import type { Logger } from "./log.ts";
+import type { Permit } from "./permits.ts";
+import { OUTPUT_CLIENT, OUTPUT_SERVER, type Session } from "./session.ts";
+import type { SessionManager } from "./session_manager.ts";
+import { validateIdentifier } from "./validate.ts";
+
+// deno-lint-ignore no-explicit-any
+type Message = any;
+
+/** Options of {@link createCodeModeService}. */
+export interface ServiceOptions {
+  manager: SessionManager;
+  log: Logger;
+  /** `--route-token`: sent as the `x-code-mode-route` response header of OpenSession. */
+  routeToken?: string;
+}
+
+const MAX_SAFE = 9_007_199_254_740_991n;
+
+/** Reads an optional uint64 (decoded as a decimal string) exactly. */
+function u64(value: string | number | undefined): bigint | undefined {
+  return value === undefined || value === null ? undefined : BigInt(value);
+}
+
+/** Effective yield time: requested (or default), capped by the session, clamped (SPEC §4.1). */
+function effectiveYield(requested: bigint, session: Session): number {
+  let ms = requested;
+  if (session.maxYieldTimeMs !== undefined && session.maxYieldTimeMs < ms) ms = session.maxYieldTimeMs;
+  return Number(ms > BigInt(MAX_TIMER_MS) ? BigInt(MAX_TIMER_MS) : ms);
+}
+
+function nanosSince(start: number): number {
+  return Math.max(0, Math.round((performance.now() - start) * 1e6));
+}
+
+/** Converts an outcome to a wire `ExecutionOutcome`. */
+function wireOutcome(cellId: string, outcome: Outcome, start: number): Message {
+  const result: Message = { cellId, contentItems: outcome.items, codeModeHostDurationNs: nanosSince(start) };
+  if (outcome.kind === "completed") {
+    result.completed = outcome.errorText === undefined ? {} : { errorText: outcome.errorText };
+  } else result[outcome.kind] = {};
+  return result;
+}
+
+function missingCell(cellId: string, start: number): Message {
+  return {
+    missingCell: {
+      cellId,
+      contentItems: [],
+      completed: { errorText: `exec cell ${cellId} not found` },
+      codeModeHostDurationNs: nanosSince(start),
+    },
+  };
+}
+
+function isAbort(error: unknown, signal: AbortSignal): boolean {
+  return signal.aborted && (error === signal.reason || (error as Error)?.name === "AbortError");
+}
+
+/**
+ * Builds the service implementation.
+ *
+ * @param options the manager, logger and route token
+ * @returns methods keyed like the definition from `proto/loader.ts`
+ */
+export function createCodeModeService(options: ServiceOptions): Record<string, unknown> {
+  const { manager, log } = options;
+  const limits = manager.limits;
+  const idBytes = limits.maxIdentifierBytes;
+
+  function unary<R>(fn: (request: Message, context: CallContext) => Promise<R>) {
+    return async (request: Message, context: CallContext): Promise<R> => {
+      try {
+        return await fn(request, context);
+      } catch (error) {
+        if (!(error instanceof CodeModeError) && !(error instanceof ServerError)) {
+          log.error("unexpected failure in an RPC", { error: String((error as Error)?.stack ?? error) });
+        }
+        throw toServerError(error);
+      }
+    };
+  }
+
+  function streaming(fn: (request: Message, context: CallContext) => AsyncGenerator<Message>) {
+    return async function* (request: Message, context: CallContext): AsyncGenerator<Message> {
+      try {
+        yield* fn(request, context);
+      } catch (error) {
+        if (context.signal.aborted) return;
+        if (!(error instanceof CodeModeError) && !(error instanceof ServerError)) {
+          log.error("unexpected failure in an RPC", { error: String((error as Error)?.stack ?? error) });
+        }
+        throw toServerError(error);
+      }
+    };
+  }
+
+  function unimplemented(name: string) {
+    return () => {
+      throw new ServerError(Status.UNIMPLEMENTED, `code-mode ${name} is not implemented by this build`);
+    };
+  }
+
+  function validateTools(tools: Message[] | undefined): { globalName: string; description: string }[] {
+    const out: { globalName: string; description: string }[] = [];
+    for (const def of tools ?? []) {
+      validateIdentifier(def.name, "tool definition name", idBytes);
+      if (!def.toolName) throw new CodeModeError("INVALID_ARGUMENT", "tool definition is missing its tool name");
+      validateIdentifier(def.toolName.name, "tool name", idBytes);
+      if (def.toolName.namespace !== undefined) {
+        validateIdentifier(def.toolName.namespace, "tool namespace", idBytes, { allowEmpty: true });
+      }
+      if (def.kind !== 1 && def.kind !== 2) {
+        throw new CodeModeError("INVALID_ARGUMENT", "tool definition has an invalid kind");
+      }
+      for (const [field, label] of [["inputSchemaJson", "input"], ["outputSchemaJson", "output"]] as const) {
+        const bytes: Uint8Array | undefined = def[field];
+        if (bytes === undefined) continue;
+        try {
+          JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
+        } catch (error) {
+          throw new CodeModeError("INVALID_ARGUMENT", `invalid tool ${label} schema: ${(error as Error).message}`);
+        }
+      }
+      out.push({ globalName: normalizeCodeModeIdentifier(def.name), description: def.description ?? "" });
+    }
+    return out;
+  }
+
+  return {
+    openSession: streaming(async function* (request, context) {
+      using _permit = manager.permit("request");
+      const slot = manager.acquireSlot();
+      let heapBytes: bigint | undefined;
+      try {
+        heapBytes = u64(request.cellExecutionLimits?.maxHeapSizeBytes);
+        if (heapBytes !== undefined && heapBytes > MAX_SAFE) {
+          throw new CodeModeError("INVALID_ARGUMENT", "maximum heap size exceeds this platform");
+        }
+        if (heapBytes !== undefined && heapBytes < BigInt(limits.minHeapSizeBytes)) {
+          throw new CodeModeError(
+            "INVALID_ARGUMENT",
+            `maximum heap size must be at least ${limits.minHeapSizeBytes} bytes`,
+          );
+        }
+      } catch (error) {
+        slot.release();
+        throw error;
+      }
+      const outputMode = request.outputTruncation === OUTPUT_SERVER ? OUTPUT_SERVER : OUTPUT_CLIENT;
+      const heap = Number(heapBytes ?? BigInt(limits.defaultMaxHeapSizeBytes));
+      const session = await manager.open({
+        outputMode,
+        maxYieldTimeMs: u64(request.cellExecutionLimits?.maxYieldTimeMs),
+        cellHeapMb: Math.ceil(heap / 1_048_576),
+      }, slot);
+      _permit.release();
+      if (options.routeToken !== undefined) {
+        context.header.set("x-code-mode-route", options.routeToken);
+      }
+      context.sendHeader();
+      try {
+        yield* session.lease(context.signal);
+      } finally {
+        if (context.signal.aborted) void session.close("lease");
+      }
+    }),
+
+    closeSession: unary(async (request) => {
+      const session = manager.lookup(request.sessionId);
+      using _permit = manager.permit("control");
+      await session.close("close");
+      return {};
+    }),
+
+    execute: streaming(async function* (request, context) {
+      const start = performance.now();
+      const session = manager.lookup(request.sessionId);
+      const executionId = validateIdentifier(request.executionId, "execution ID", idBytes);
+      using _permit = manager.permit("request");
+      const toolCallId = validateIdentifier(request.toolCallId, "tool call ID", idBytes);
+      const tools = validateTools(request.enabledTools);
+      const maxTokens = u64(request.maxOutputTokens);
+      if (maxTokens !== undefined && maxTokens > MAX_SAFE) {
+        throw new CodeModeError("INVALID_ARGUMENT", "maximum output tokens exceeds this platform");
+      }
+      const permits: Permit[] = [];
+      try {
+        const hostPermit = manager.activeCells.tryAcquire();
+        if (!hostPermit) throw new CodeModeError("RESOURCE_EXHAUSTED", "code-mode host has too many active cells");
+        permits.push(hostPermit);
+        if (session.runningCells >= limits.maxActiveCellsPerSession) {
+          throw new CodeModeError("RESOURCE_EXHAUSTED", "code-mode session has too many active cells");
+        }
+      } catch (error) {
+        for (const p of permits) p.release();
+        throw error;
+      }
+      let yieldSignal: AbortSignal;
+      try {
+        yieldSignal = session.reserveExecution(executionId);
+      } catch (error) {
+        for (const p of permits) p.release();
+        throw error;
+      }
+      try {
+        const cell = await session.startCell({ executionId, toolCallId, source: request.source ?? "", tools, permits });
+        yield { started: { executionId, cellId: cell.id } };
+        const yieldMs = effectiveYield(u64(request.yieldTimeMs) ?? BigInt(limits.defaultExecYieldTimeMs), session);
+        let outcome: Outcome;
+        try {
+          outcome = await cell.observe(yieldMs, { signal: context.signal, yieldSignal });
+        } catch (error) {
+          if (context.signal.aborted) session.abandon(cell);
+          throw error;
+        }
+        if (context.signal.aborted) {
+          session.abandon(cell);
+          return;
+        }
+        yield { outcome: wireOutcome(cell.id, outcome, start) };
+      } finally {
+        session.releaseExecution(executionId);
+      }
+    }),
+
+    wait: unary(async (request, context) => {
+      const start = performance.now();
+      const session = manager.lookup(request.sessionId);
+      const cellId = validateIdentifier(request.cellId, "cell ID", idBytes);
+      const waitId = validateIdentifier(request.waitId, "wait ID", idBytes);
+      using _permit = manager.permit("request");
+      session.ensureOpen();
+      const wait = session.registerWait(waitId);
+      try {
+        const cell = session.cell(cellId);
+        if (!cell) return missingCell(cellId, start);
+        if (wait.cancel.aborted) throw wait.cancel.reason;
+        const signal = AbortSignal.any([context.signal, wait.cancel]);
+        const yieldMs = effectiveYield(u64(request.yieldTimeMs) ?? 0n, session);
+        let outcome: Outcome;
+        try {
+          outcome = await cell.observe(yieldMs, { signal, yieldSignal: wait.yieldNow });
+        } catch (error) {
+          if (wait.cancel.aborted) throw wait.cancel.reason;
+          if (isAbort(error, context.signal)) throw new ServerError(Status.CANCELLED, "code-mode wait was cancelled");
+          throw error;
+        }
+        if (context.signal.aborted) {
+          cell.restore(outcome);
+          throw new ServerError(Status.CANCELLED, "code-mode wait was cancelled");
+        }
+        return { liveCell: wireOutcome(cellId, outcome, start) };
+      } finally {
+        wait.finish();
+      }
+    }),
+
+    terminate: unary(async (request) => {
+      const start = performance.now();
+      const session = manager.lookup(request.sessionId);
+      const cellId = validateIdentifier(request.cellId, "cell ID", idBytes);
+      using _permit = manager.permit("request");
+      session.ensureOpen();
+      const cell = session.cell(cellId);
+      if (!cell) return missingCell(cellId, start);
+      const outcome = await cell.terminate();
+      return { liveCell: wireOutcome(cellId, outcome, start) };
+    }),
+
+    yieldObservation: unary((request) => {
+      const session = manager.lookup(request.sessionId);
+      using _permit = manager.permit("control");
+      if (request.observation === "executionId") {
+        session.yieldObservation(validateIdentifier(request.executionId, "execution ID", idBytes), "execution");
+      } else if (request.observation === "waitId") {
+        session.yieldObservation(validateIdentifier(request.waitId, "wait ID", idBytes), "wait");
+      } else {
+        throw new CodeModeError("INVALID_ARGUMENT", "missing code-mode observation ID");
+      }
+      return Promise.resolve({});
+    }),
+
+    cancelWait: unary(async (request) => {
+      const session = manager.lookup(request.sessionId);
+      const waitId = validateIdentifier(request.waitId, "wait ID", idBytes);
+      using _permit = manager.permit("control");
+      await session.cancelWait(waitId);
+      return {};
+    }),
+
+    acknowledgeNotification: unary((request) => {
+      manager.lookup(request.sessionId);
+      validateIdentifier(request.notificationId, "notification ID", idBytes, { uuid: true });
+      using _permit = manager.permit("control");
+      return Promise.resolve({});
+    }),
+
+    subscribeToToolCalls: unimplemented("SubscribeToToolCalls"),
+    completeToolCall: unimplemented("CompleteToolCall"),
+  };
+}

@@ -1,0 +1,452 @@
+/**
+ * One host session (SPEC §3): its runtime, cells, stored values, IDs, lease and lifetime.
+ *
+ * - The host owns the authoritative stored-value map; the runtime's replica is kept current by
+ *   sending each commit as a `StoreUpdate` before any later `StartCell` (SPEC §6).
+ * - Closing follows SPEC §3.4; a runtime that ends on its own is a crash (SPEC §3.5): the
+ *   session leaves the registry at once and every observation completes with
+ *   `exec runtime ended unexpectedly`.
+ *
+ * @module
+ */
+import { ServerError, Status } from "nice-grpc";
+import type { WireCellEvent, WorkerToHost } from "../proto/worker_codec.ts";
+import { Cell, type CellHost, type Outcome } from "./cell.ts";
+import type { Clock } from "./clock.ts";
+import { CodeModeError } from "./errors.ts";
+import { LeaseQueue } from "./lease_queue.ts";
+import type { Limits } from "./limits.ts";
+import type { Logger } from "./log.ts";
+import { type Permit, RecentIds } from "./permits.ts";
+import { crashReason, type RuntimeEnd, type RuntimeTransport } from "./runtime_transport.ts";
+import { checkCellSource } from "./source_check.ts";
+import { utf8Length } from "./validate.ts";
+
+/** Output truncation modes (the public enum numbers). */
+export const OUTPUT_CLIENT = 1;
+/** Server-mode truncation. */
+export const OUTPUT_SERVER = 2;
+
+/** A `SessionEvent` as a plain object for the encoder. */
+export type SessionEvent =
+  | { opened: { sessionId: string; outputTruncation: number } }
+  | { toolCallCancelled: { invocationId: string } }
+  | {
+    notification: {
+      notificationId: string;
+      executionId: string;
+      cellId: string;
+      callId: string;
+      text: string;
+    };
+  }
+  | { cellClosed: { executionId: string; cellId: string; finalToolCallSequence: number } };
+
+/** Construction options of a {@link Session}. */
+export interface SessionOptions {
+  id: string;
+  ref: number;
+  outputMode: number;
+  /** The session's `max_yield_time_ms`, if it asked. */
+  maxYieldTimeMs?: bigint;
+  cellHeapMb: number;
+  runtime: RuntimeTransport;
+  limits: Limits;
+  log: Logger;
+  clock: Clock;
+  /** Called once when the session leaves the registry. */
+  onRemoved(session: Session): void;
+}
+
+/** What an Execute needs to start a cell. */
+export interface StartRequest {
+  executionId: string;
+  toolCallId: string;
+  source: string;
+  tools: { globalName: string; description: string }[];
+  /** Active-cell permits, released when the cell's `CellClosed` is queued. */
+  permits: Permit[];
+}
+
+interface ActiveWait {
+  cancel: AbortController;
+  yieldNow: AbortController;
+  done: Promise<void>;
+}
+
+const CLOSED_MESSAGE = "code-mode session is closed";
+
+
+/** Host-side state of one session. */
+export class Session {
+  readonly id: string;
+  readonly ref: number;
+  readonly outputMode: number;
+  readonly maxYieldTimeMs: bigint | undefined;
+  readonly cellHeapMb: number;
+
+  #options: SessionOptions;
+  #cellHost: CellHost;
+  #runtime: RuntimeTransport;
+  #state: "open" | "closing" | "crashed" | "closed" = "open";
+  #lease: LeaseQueue<SessionEvent>;
+  #removed = Promise.withResolvers<void>();
+  #nextCellId = 1;
+  /** Cells a Wait or Terminate can still name. */
+  #cells = new Map<string, Cell>();
+  /** Cells whose isolate has not stopped, by cell ID (includes forgotten ones). */
+  #running = new Map<string, Cell>();
+  #cellMeta = new Map<Cell, { toolCallId: string; permits: Permit[] }>();
+  #store = new Map<string, string>();
+  #storeBytes = 0;
+  #storeVersion = 0;
+  #activeExecutions = new Map<string, AbortController>();
+  #recentExecutions: RecentIds;
+  #activeWaits = new Map<string, ActiveWait>();
+  #recentWaits: RecentIds;
+  #preYielded: RecentIds;
+  #preCancelled: RecentIds;
+
+  /** @param options see {@link SessionOptions} */
+  constructor(options: SessionOptions) {
+    this.#options = options;
+    this.#cellHost = this.#makeCellHost(options.clock);
+    this.id = options.id;
+    this.ref = options.ref;
+    this.outputMode = options.outputMode;
+    this.maxYieldTimeMs = options.maxYieldTimeMs;
+    this.cellHeapMb = options.cellHeapMb;
+    const recent = options.limits.maxRecentIds;
+    this.#recentExecutions = new RecentIds(recent);
+    this.#recentWaits = new RecentIds(recent);
+    this.#preYielded = new RecentIds(recent);
+    this.#preCancelled = new RecentIds(recent);
+    this.#lease = new LeaseQueue(options.limits.leaseEventQueueCapacity);
+    this.#lease.push({ opened: { sessionId: this.id, outputTruncation: this.outputMode } });
+    this.#runtime = options.runtime;
+    this.#attach(options.runtime);
+  }
+
+  /** Whether the session accepts new work. */
+  get open(): boolean {
+    return this.#state === "open";
+  }
+
+  /** Number of cells whose isolate is running. */
+  get runningCells(): number {
+    return this.#running.size;
+  }
+
+  /** Resolves once the session has been removed from the registry. */
+  get removed(): Promise<void> {
+    return this.#removed.promise;
+  }
+
+  /** The session's runtime (a test hook). */
+  get runtime(): RuntimeTransport {
+    return this.#runtime;
+  }
+
+  /** The lease stream: `opened` first, then session events, until the session ends. */
+  lease(signal?: AbortSignal): AsyncGenerator<SessionEvent> {
+    return this.#lease.drain(signal);
+  }
+
+  /** @throws {CodeModeError} `CANCELLED` `code-mode session is closed` once closing began */
+  ensureOpen(): void {
+    if (this.#state !== "open") throw new CodeModeError("CANCELLED", CLOSED_MESSAGE);
+  }
+
+  #attach(runtime: RuntimeTransport): void {
+    runtime.onMessage = (message) => this.#onRuntimeMessage(message);
+    void runtime.send({
+      configure: {
+        sessionId: this.id,
+        outputTruncation: this.outputMode,
+        cellHeapLimitMb: this.cellHeapMb,
+        maxMessageBytes: this.#options.limits.maxMessageBytes,
+        maxStoredValueBytes: this.#options.limits.maxStoredValueBytes,
+      },
+    }).catch(() => {});
+    void runtime.ended.then((end) => this.#onRuntimeEnded(runtime, end));
+  }
+
+  #onRuntimeMessage(message: WorkerToHost): void {
+    const event = message.cellEvent;
+    if (!event) return;
+    const cell = this.#running.get(event.cellId);
+    cell?.onEvent(event);
+  }
+
+  #onRuntimeEnded(runtime: RuntimeTransport, end: RuntimeEnd): void {
+    if (runtime !== this.#runtime) return;
+    if (this.#state === "open" && !end.byHost) return this.#crash(end);
+    const errorText = "exec runtime ended unexpectedly";
+    for (const cell of [...this.#running.values()]) cell.runtimeStopped(errorText);
+  }
+
+  #crash(end: RuntimeEnd): void {
+    this.#state = "crashed";
+    const reason = crashReason(end);
+    const owner = end.kind === "fault"
+      ? "code-mode V8 runtime thread panicked"
+      : "code-mode V8 runtime thread ended unexpectedly";
+    this.#options.log.error(`code-mode host session failed: ${reason}`, {
+      session_ref: this.ref,
+      exit_code: end.code,
+      signal: end.signal,
+      stderr_tail: end.stderrTail,
+    });
+    this.#remove();
+    for (const cell of [...this.#running.values()]) cell.runtimeStopped("exec runtime ended unexpectedly");
+    this.#lease.end(new ServerError(Status.INTERNAL, `${owner}: ${reason}`));
+    this.#state = "closed";
+  }
+
+  #remove(): void {
+    this.#options.onRemoved(this);
+    this.#removed.resolve();
+  }
+
+  // ---- executions and cells ---------------------------------------------------------------------
+
+  /**
+   * Reserves an execution ID (SPEC §4.1 step 3).
+   *
+   * @param executionId the client's ID
+   * @returns the execution's yield signal (pre-fired if a YieldObservation came first)
+   * @throws {CodeModeError} `ALREADY_EXISTS` when reused, `CANCELLED` when the session closed
+   */
+  reserveExecution(executionId: string): AbortSignal {
+    if (this.#activeExecutions.has(executionId) || this.#recentExecutions.has(executionId)) {
+      throw new CodeModeError("ALREADY_EXISTS", `code-mode execution ID \`${executionId}\` was reused`);
+    }
+    this.ensureOpen();
+    const yieldNow = new AbortController();
+    if (this.#preYielded.delete(executionId)) yieldNow.abort();
+    this.#activeExecutions.set(executionId, yieldNow);
+    this.#recentExecutions.add(executionId);
+    return yieldNow.signal;
+  }
+
+  /** Ends an execution's reservation (its initial observation is over). */
+  releaseExecution(executionId: string): void {
+    this.#activeExecutions.delete(executionId);
+  }
+
+  /**
+   * Allocates the next cell ID, checks the source and starts the cell in the runtime.
+   *
+   * @param request the Execute's inputs
+   * @returns the started (or already refused) cell
+   */
+  async startCell(request: StartRequest): Promise<Cell> {
+    this.ensureOpen();
+    const cell = new Cell(String(this.#nextCellId++), request.executionId, this.#cellHost, this.cellHeapMb);
+    this.#cells.set(cell.id, cell);
+    this.#running.set(cell.id, cell);
+    this.#cellMeta.set(cell, { toolCallId: request.toolCallId, permits: request.permits });
+    const check = await checkCellSource(request.source);
+    if (!check.ok) {
+      cell.refuse(check.errorText);
+      return cell;
+    }
+    if (this.#state !== "open") {
+      cell.runtimeStopped("exec runtime ended unexpectedly");
+      return cell;
+    }
+    await this.#runtime.send({
+      startCell: {
+        cellId: cell.id,
+        source: check.source,
+        tools: request.tools,
+        storeVersion: this.#storeVersion,
+      },
+    }).catch(() => {});
+    return cell;
+  }
+
+  /** A cell that Wait/Terminate can name, if any. */
+  cell(cellId: string): Cell | undefined {
+    return this.#cells.get(cellId);
+  }
+
+  /**
+   * Abandons an Execute's cell (SPEC §4.1 step 7): terminate in the background, drop its output.
+   *
+   * @param cell the cell whose Execute stream went away
+   */
+  abandon(cell: Cell): void {
+    this.#cells.delete(cell.id);
+    void cell.terminate().catch(() => {});
+  }
+
+  #makeCellHost(clock: Clock): CellHost {
+    return {
+    clock,
+    commit: (writes) => this.#commit(writes),
+    stop: (cell) => {
+      if (this.#state !== "open") return;
+      void this.#runtime.send({ stopCell: { cellId: cell.id } }).catch(() => {});
+    },
+    forget: (cell) => {
+      if (this.#cells.get(cell.id) === cell) this.#cells.delete(cell.id);
+    },
+    closed: (cell) => this.#cellClosed(cell),
+    delegate: (cell, event) => this.#delegate(cell, event),
+  };
+  }
+
+  #cellClosed(cell: Cell): void {
+    this.#running.delete(cell.id);
+    const meta = this.#cellMeta.get(cell);
+    this.#cellMeta.delete(cell);
+    if (this.#state === "crashed" || this.#state === "closed") {
+      for (const permit of meta?.permits ?? []) permit.release();
+      return;
+    }
+    const queued = this.#lease.push({
+      cellClosed: { executionId: cell.executionId, cellId: cell.id, finalToolCallSequence: 0 },
+    });
+    for (const permit of meta?.permits ?? []) permit.release();
+    if (!queued && this.#state === "open") {
+      void this.close("overflow");
+    }
+  }
+
+  #delegate(cell: Cell, event: WireCellEvent): void {
+    if (event.event === "toolCall") {
+      // Tool subscriptions arrive with the tool-call bridge; until then nothing matches.
+      void this.#runtime.send({
+        toolResult: {
+          cellId: cell.id,
+          runtimeToolCallId: event.toolCall!.runtimeToolCallId,
+          errorMessage: "no code-mode tool subscription matches the requested tool",
+        },
+      }).catch(() => {});
+    } else if (event.event === "notify") {
+      const meta = this.#cellMeta.get(cell);
+      this.#lease.push({
+        notification: {
+          notificationId: crypto.randomUUID(),
+          executionId: cell.executionId,
+          cellId: cell.id,
+          callId: meta?.toolCallId ?? "",
+          text: event.notify ?? "",
+        },
+      });
+    }
+  }
+
+  #commit(writes: [string, string][]): string | undefined {
+    if (writes.length === 0) return undefined;
+    let size = this.#storeBytes;
+    const last = new Map(writes);
+    for (const [key, value] of last) {
+      const old = this.#store.get(key);
+      if (old !== undefined) size -= utf8Length(key) + utf8Length(old);
+      size += utf8Length(key) + utf8Length(value);
+    }
+    const cap = this.#options.limits.maxStoredValueBytes;
+    if (size > cap) return `stored values exceed the ${cap}-byte session limit`;
+    for (const [key, value] of last) this.#store.set(key, value);
+    this.#storeBytes = size;
+    this.#storeVersion++;
+    const entries = [...last].map(([key, valueJson]) => ({ key, valueJson }));
+    void this.#runtime.send({ storeUpdate: { version: this.#storeVersion, entries } }).catch(() => {});
+    return undefined;
+  }
+
+  // ---- waits and yields -------------------------------------------------------------------------
+
+  /**
+   * Registers a Wait (SPEC §4.3 step 2).
+   *
+   * @param waitId the client's ID
+   * @returns its cancellation and yield signals, and `finish` to call when the Wait ends
+   * @throws {CodeModeError} `ALREADY_EXISTS` when reused, `CANCELLED` when pre-cancelled
+   */
+  registerWait(waitId: string): { cancel: AbortSignal; yieldNow: AbortSignal; finish(): void } {
+    if (this.#activeWaits.has(waitId) || this.#recentWaits.has(waitId)) {
+      throw new CodeModeError("ALREADY_EXISTS", `code-mode wait ID \`${waitId}\` was reused`);
+    }
+    this.#recentWaits.add(waitId);
+    if (this.#preCancelled.delete(waitId)) {
+      throw new CodeModeError("CANCELLED", "code-mode wait was cancelled");
+    }
+    const done = Promise.withResolvers<void>();
+    const wait: ActiveWait = { cancel: new AbortController(), yieldNow: new AbortController(), done: done.promise };
+    if (this.#preYielded.delete(waitId)) wait.yieldNow.abort();
+    this.#activeWaits.set(waitId, wait);
+    return {
+      cancel: wait.cancel.signal,
+      yieldNow: wait.yieldNow.signal,
+      finish: () => {
+        this.#activeWaits.delete(waitId);
+        done.resolve();
+      },
+    };
+  }
+
+  /**
+   * Fires the yield signal of an execution's initial observation or of a Wait (SPEC §4.4).
+   *
+   * @param id the execution or wait ID
+   * @param kind which kind of ID
+   */
+  yieldObservation(id: string, kind: "execution" | "wait"): void {
+    if (kind === "execution") {
+      const active = this.#activeExecutions.get(id);
+      if (active) active.abort();
+      else if (!this.#recentExecutions.has(id)) this.#preYielded.add(id);
+    } else {
+      const active = this.#activeWaits.get(id);
+      if (active) active.yieldNow.abort();
+      else if (!this.#recentWaits.has(id)) this.#preYielded.add(id);
+    }
+  }
+
+  /**
+   * Cancels a Wait and resolves once it has retired (SPEC §4.4).
+   *
+   * @param waitId the wait ID
+   */
+  async cancelWait(waitId: string): Promise<void> {
+    const active = this.#activeWaits.get(waitId);
+    if (active) {
+      active.cancel.abort(new CodeModeError("CANCELLED", "code-mode wait was cancelled"));
+      await active.done;
+    } else if (!this.#recentWaits.has(waitId)) {
+      this.#preCancelled.add(waitId);
+    }
+  }
+
+  // ---- closing ----------------------------------------------------------------------------------
+
+  /**
+   * Closes the session (SPEC §3.4) and resolves once it has been removed from the registry.
+   *
+   * @param trigger what closed it; `shutdown` ends the lease `UNAVAILABLE`, `overflow` ends it
+   *   `RESOURCE_EXHAUSTED`, anything else OK
+   */
+  async close(trigger: "close" | "lease" | "shutdown" | "overflow" = "close"): Promise<void> {
+    if (this.#state !== "open") return await this.#removed.promise;
+    this.#state = "closing";
+    const closed = new CodeModeError("CANCELLED", CLOSED_MESSAGE);
+    for (const wait of this.#activeWaits.values()) wait.cancel.abort(closed);
+    const terminations: Promise<Outcome | void>[] = [];
+    for (const cell of this.#running.values()) {
+      if (!cell.terminating) terminations.push(cell.terminate().catch(() => {}));
+    }
+    await this.#runtime.stop();
+    await Promise.all(terminations);
+    const status = trigger === "shutdown"
+      ? new ServerError(Status.UNAVAILABLE, "code-mode host is shutting down")
+      : trigger === "overflow"
+      ? new ServerError(Status.RESOURCE_EXHAUSTED, "code-mode session event queue is full")
+      : undefined;
+    this.#state = "closed";
+    this.#lease.end(status);
+    this.#remove();
+  }
+}

@@ -1,0 +1,259 @@
+/**
+ * The session registry, admission permits (SPEC §9.5) and the warm runtime pool (SPEC §9.3).
+ *
+ * @module
+ */
+import { readProtoText, PROTO_FILES } from "../proto/loader.ts";
+import { createWorkerCodec, type WorkerCodec } from "../proto/worker_codec.ts";
+import type { Clock } from "./clock.ts";
+import { CodeModeError } from "./errors.ts";
+import type { Limits } from "./limits.ts";
+import type { Logger } from "./log.ts";
+import { type Permit, Permits } from "./permits.ts";
+import type { RuntimeTransport } from "./runtime_transport.ts";
+import { Session } from "./session.ts";
+import { validateIdentifier } from "./validate.ts";
+import { spawnWorkerProcess } from "./worker_process.ts";
+
+/** How session runtimes are made. */
+export interface RuntimeFactoryOptions {
+  deno: string;
+  prefix?: readonly string[];
+  runtimeDir: string;
+  workParent: string;
+  /** Test hook: the protocol version the host expects in `Ready`. */
+  protocolVersion?: number;
+}
+
+/** Construction options of a {@link SessionManager}. */
+export interface SessionManagerOptions {
+  limits: Limits;
+  log: Logger;
+  clock: Clock;
+  runtime: RuntimeFactoryOptions;
+  warmSessions: number;
+}
+
+/** What OpenSession asks for. */
+export interface OpenOptions {
+  outputMode: number;
+  maxYieldTimeMs?: bigint;
+  cellHeapMb: number;
+}
+
+/** Registry and admission. */
+export class SessionManager implements AsyncDisposable {
+  readonly limits: Limits;
+  readonly requests: Permits;
+  readonly controls: Permits;
+  readonly activeCells: Permits;
+
+  #options: SessionManagerOptions;
+  #codec: WorkerCodec;
+  #sessions = new Map<string, Session>();
+  #slots: Permits;
+  #nextRef = 0;
+  #warm: RuntimeTransport[] = [];
+  #allRuntimes = new Set<RuntimeTransport>();
+  #draining = false;
+
+  /** @param options see {@link SessionManagerOptions} */
+  constructor(options: SessionManagerOptions) {
+    this.#options = options;
+    this.limits = options.limits;
+    this.#slots = new Permits(options.limits.maxSessions);
+    this.requests = new Permits(options.limits.maxInFlightRequests);
+    this.controls = new Permits(options.limits.maxInFlightControlRequests);
+    this.activeCells = new Permits(options.limits.maxActiveCells);
+    this.#codec = createWorkerCodec(readProtoText(PROTO_FILES.worker));
+    this.#refill();
+  }
+
+  /** Whether the host is draining (no new sessions). */
+  get draining(): boolean {
+    return this.#draining;
+  }
+
+  /** Open sessions (a test hook). */
+  get sessions(): ReadonlyMap<string, Session> {
+    return this.#sessions;
+  }
+
+  /** Warm runtimes waiting to be handed out (a test hook). */
+  get warmCount(): number {
+    return this.#warm.length;
+  }
+
+  /** Every runtime process this manager still owns (a test hook). */
+  get runtimes(): ReadonlySet<RuntimeTransport> {
+    return this.#allRuntimes;
+  }
+
+  #spawn(): RuntimeTransport {
+    const o = this.#options;
+    const runtime = spawnWorkerProcess({
+      codec: this.#codec,
+      deno: o.runtime.deno,
+      prefix: o.runtime.prefix,
+      runtimeDir: o.runtime.runtimeDir,
+      workParent: o.runtime.workParent,
+      protocolVersion: o.runtime.protocolVersion,
+      workerMainHeapMb: o.limits.workerMainHeapMb,
+      maxWorkerFrameBytes: o.limits.maxWorkerFrameBytes,
+      stderrTailBytes: o.limits.stderrTailBytes,
+      workerKillGraceMs: o.limits.workerKillGraceMs,
+    });
+    this.#allRuntimes.add(runtime);
+    void runtime.ended.then(() => {
+      this.#allRuntimes.delete(runtime);
+      const at = this.#warm.indexOf(runtime);
+      if (at >= 0) {
+        // A warm runtime that dies is replaced and never handed out.
+        this.#warm.splice(at, 1);
+        if (!this.#draining) this.#options.log.warn("warm session runtime ended; replacing it");
+        this.#refill();
+      }
+    });
+    return runtime;
+  }
+
+  #refill(): void {
+    while (!this.#draining && this.#warm.length < this.#options.warmSessions) {
+      const runtime = this.#spawn();
+      runtime.ready.catch((error) => {
+        this.#options.log.error(String((error as Error).message));
+        void runtime.kill();
+      });
+      this.#warm.push(runtime);
+    }
+  }
+
+  /**
+   * Takes a runtime: a warm one when available, else a fresh spawn; waits for its `Ready`.
+   *
+   * @returns a ready runtime
+   * @throws {CodeModeError} `INTERNAL` when it failed to start (e.g. version mismatch)
+   */
+  async takeRuntime(): Promise<RuntimeTransport> {
+    const runtime = this.#warm.shift() ?? this.#spawn();
+    this.#refill();
+    try {
+      await runtime.ready;
+    } catch (error) {
+      await runtime.kill();
+      throw new CodeModeError("INTERNAL", (error as Error).message);
+    }
+    if (!runtime.alive) throw new CodeModeError("INTERNAL", "code-mode session runtime ended before use");
+    return runtime;
+  }
+
+  /**
+   * Takes a session slot (SPEC §3.1 step 1).
+   *
+   * @returns the slot, held until the session is removed
+   * @throws {CodeModeError} `UNAVAILABLE` while draining, `RESOURCE_EXHAUSTED` when full
+   */
+  acquireSlot(): Permit {
+    if (this.#draining) throw new CodeModeError("UNAVAILABLE", "code-mode host is shutting down");
+    const slot = this.#slots.tryAcquire();
+    if (!slot) throw new CodeModeError("RESOURCE_EXHAUSTED", "code-mode host has too many sessions");
+    return slot;
+  }
+
+  /**
+   * Opens and registers a session on a ready runtime.
+   *
+   * @param options mode and limits
+   * @param slot the session slot (released when the session is removed)
+   * @returns the registered session
+   */
+  async open(options: OpenOptions, slot: Permit): Promise<Session> {
+    let runtime: RuntimeTransport;
+    try {
+      runtime = await this.takeRuntime();
+    } catch (error) {
+      slot.release();
+      throw error;
+    }
+    if (this.#draining) {
+      slot.release();
+      await runtime.stop();
+      throw new CodeModeError("UNAVAILABLE", "code-mode host is shutting down");
+    }
+    const session = new Session({
+      id: crypto.randomUUID(),
+      ref: ++this.#nextRef,
+      outputMode: options.outputMode,
+      maxYieldTimeMs: options.maxYieldTimeMs,
+      cellHeapMb: options.cellHeapMb,
+      runtime,
+      limits: this.limits,
+      log: this.#options.log,
+      clock: this.#options.clock,
+      onRemoved: (removed) => {
+        if (this.#sessions.get(removed.id) === removed) this.#sessions.delete(removed.id);
+        slot.release();
+      },
+    });
+    this.#sessions.set(session.id, session);
+    this.#options.log.debug("session opened", { session_id: session.id, session_ref: session.ref });
+    return session;
+  }
+
+  /**
+   * Validates a session ID and finds its session (SPEC §2.6–§2.7).
+   *
+   * @param sessionId the request's `session_id`
+   * @returns the session
+   * @throws {CodeModeError} `INVALID_ARGUMENT` for a malformed ID, `NOT_FOUND` for an unknown one
+   */
+  lookup(sessionId: string | undefined): Session {
+    const id = validateIdentifier(sessionId, "session ID", this.limits.maxIdentifierBytes, { uuid: true });
+    const session = this.#sessions.get(id);
+    if (!session) throw new CodeModeError("NOT_FOUND", `unknown code-mode session ${id}`);
+    return session;
+  }
+
+  /**
+   * Takes a permit or fails with `RESOURCE_EXHAUSTED`.
+   *
+   * @param kind which permit
+   * @returns the permit
+   */
+  permit(kind: "request" | "control"): Permit {
+    const permit = (kind === "request" ? this.requests : this.controls).tryAcquire();
+    if (!permit) {
+      throw new CodeModeError(
+        "RESOURCE_EXHAUSTED",
+        kind === "request"
+          ? "code-mode host has too many in-flight requests"
+          : "code-mode host has too many in-flight control requests",
+      );
+    }
+    return permit;
+  }
+
+  /**
+   * Starts draining: new sessions are refused; every session is closed as for shutdown, and
+   * every runtime (warm ones included) is stopped and reaped.
+   */
+  async drain(): Promise<void> {
+    this.#draining = true;
+    const warm = this.#warm.splice(0);
+    await Promise.all([
+      ...[...this.#sessions.values()].map((s) => s.close("shutdown")),
+      ...warm.map((r) => r.stop()),
+    ]);
+    await Promise.all([...this.#allRuntimes].map((r) => r.stop()));
+  }
+
+  /** Kills every runtime at once and reaps them. */
+  async killAll(): Promise<void> {
+    this.#draining = true;
+    await Promise.all([...this.#allRuntimes].map((r) => r.kill()));
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.drain();
+  }
+}

@@ -1,0 +1,76 @@
+/**
+ * Pure policy → argv for a session runtime subprocess (SPEC §9.3). No I/O here.
+ *
+ * @module
+ */
+
+/** File name of the bundled runtime entry inside the runtime directory. */
+export const RUNTIME_ENTRY = "runtime.js";
+
+/** Inputs of {@link buildWorkerCommand}. */
+export interface WorkerCommandOptions {
+  /** The Deno binary for runtimes (`--deno`, default `Deno.execPath()`). */
+  deno: string;
+  /** `--worker-prefix`: placed before `<deno>` (default none). */
+  prefix?: readonly string[];
+  /** Directory holding the runtime's own files; the only readable path. */
+  runtimeDir: string;
+  /** Fresh private working directory of this runtime; also holds its `DENO_DIR`. */
+  workDir: string;
+  /** V8 old-space limit of the runtime's main isolate, MiB (default 512). */
+  workerMainHeapMb: number;
+}
+
+/** A complete spawn description. */
+export interface WorkerCommand {
+  command: string;
+  args: string[];
+  /** Exactly the six variables of SPEC §9.3; the spawn clears everything else. */
+  env: Record<string, string>;
+  cwd: string;
+}
+
+/**
+ * Builds the runtime's argv, environment and working directory.
+ *
+ * @param options see {@link WorkerCommandOptions}
+ * @returns the command; `args` excludes `command` itself
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * const c = buildWorkerCommand({ deno: "/d", runtimeDir: "/r", workDir: "/w", workerMainHeapMb: 512 });
+ * assert.equal(c.command, "/d");
+ * assert.equal(c.args[0], "run");
+ * assert.equal(c.env.DENO_DIR, "/w/deno_dir");
+ * ```
+ */
+export function buildWorkerCommand(options: WorkerCommandOptions): WorkerCommand {
+  const runtimeDir = options.runtimeDir.replace(/\/+$/, "");
+  const argv = [
+    ...(options.prefix ?? []),
+    options.deno,
+    "run",
+    "--no-prompt",
+    "--no-config",
+    "--no-lock",
+    "--no-remote",
+    "--no-npm",
+    "--no-code-cache",
+    `--allow-read=${runtimeDir}`,
+    `--v8-flags=--max-old-space-size=${options.workerMainHeapMb}`,
+    `${runtimeDir}/${RUNTIME_ENTRY}`,
+  ];
+  return {
+    command: argv[0],
+    args: argv.slice(1),
+    env: {
+      NO_COLOR: "1",
+      DENO_NO_UPDATE_CHECK: "1",
+      DENO_NO_PROMPT: "1",
+      DENO_UNSTABLE_ALLOW_ALL_BY_DEFAULT: "0",
+      DENO_UNSTABLE_RELAXED_PERMISSIONS: "0",
+      DENO_DIR: `${options.workDir.replace(/\/+$/, "")}/deno_dir`,
+    },
+    cwd: options.workDir,
+  };
+}

@@ -1,0 +1,53 @@
+import assert from "node:assert/strict";
+import { buildWorkerCommand } from "./worker_command.ts";
+
+const base = {
+  deno: "/opt/deno",
+  runtimeDir: "/rt",
+  workDir: "/tmp/code-mode-host/w-1-1",
+  workerMainHeapMb: 512,
+};
+
+Deno.test("buildWorkerCommand() gives exactly the SPEC §9.3 argv for any session (scenario 109)", () => {
+  const command = buildWorkerCommand(base);
+  assert.deepEqual([command.command, ...command.args], [
+    "/opt/deno",
+    "run",
+    "--no-prompt",
+    "--no-config",
+    "--no-lock",
+    "--no-remote",
+    "--no-npm",
+    "--no-code-cache",
+    "--allow-read=/rt",
+    "--v8-flags=--max-old-space-size=512",
+    "/rt/runtime.js",
+  ]);
+  assert.ok(!command.args.includes("--unstable-worker-options"));
+  assert.ok(!command.args.some((a) => /^--allow-(net|env|write|run|ffi|sys|all)/.test(a)));
+  assert.equal(command.cwd, base.workDir);
+});
+
+Deno.test("buildWorkerCommand() passes exactly six environment variables with DENO_DIR in the work dir", () => {
+  const { env } = buildWorkerCommand(base);
+  assert.deepEqual(env, {
+    NO_COLOR: "1",
+    DENO_NO_UPDATE_CHECK: "1",
+    DENO_NO_PROMPT: "1",
+    DENO_UNSTABLE_ALLOW_ALL_BY_DEFAULT: "0",
+    DENO_UNSTABLE_RELAXED_PERMISSIONS: "0",
+    DENO_DIR: "/tmp/code-mode-host/w-1-1/deno_dir",
+  });
+});
+
+Deno.test("buildWorkerCommand() puts the --worker-prefix before deno (scenario 114h)", () => {
+  const prefix = ["systemd-run", "--scope", "-p", "MemoryMax=2G", "--"];
+  const plain = buildWorkerCommand(base);
+  const wrapped = buildWorkerCommand({ ...base, prefix });
+  assert.deepEqual([wrapped.command, ...wrapped.args], [...prefix, plain.command, ...plain.args]);
+});
+
+Deno.test("buildWorkerCommand() uses the configured main-isolate heap", () => {
+  const command = buildWorkerCommand({ ...base, workerMainHeapMb: 32 });
+  assert.ok(command.args.includes("--v8-flags=--max-old-space-size=32"));
+});

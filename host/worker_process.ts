@@ -1,0 +1,273 @@
+/**
+ * Spawns and supervises one session runtime subprocess (SPEC §9.3, §3.5).
+ *
+ * - Frames on stdout are decoded and handed to `onMessage` at once; nothing here waits on a
+ *   session queue, so a slow consumer never stalls the reader.
+ * - The process status promise, stdout EOF and frame errors are all watched, so a runtime that
+ *   dies on its own is reported immediately through `ended`.
+ * - stderr is kept in a ring buffer of `stderrTailBytes` for the crash log.
+ * - The runtime's working directory (and its `DENO_DIR`) is removed once the process is reaped.
+ *
+ * @module
+ */
+import { encodeFrame, FrameError, readFrames } from "../proto/frame_codec.ts";
+import {
+  type HostToWorker,
+  WORKER_PROTOCOL_VERSION,
+  type WorkerCodec,
+  type WorkerToHost,
+} from "../proto/worker_codec.ts";
+import type { RuntimeEnd, RuntimeTransport } from "./runtime_transport.ts";
+import { buildWorkerCommand } from "./worker_command.ts";
+
+/** Options of {@link spawnWorkerProcess}. */
+export interface WorkerProcessOptions {
+  codec: WorkerCodec;
+  deno: string;
+  prefix?: readonly string[];
+  runtimeDir: string;
+  /** Parent of per-runtime work dirs (`<TMPDIR>/code-mode-host`). */
+  workParent: string;
+  workerMainHeapMb: number;
+  maxWorkerFrameBytes: number;
+  stderrTailBytes: number;
+  workerKillGraceMs: number;
+  /** Expected Deno version in `Ready` (default: this process's). */
+  denoVersion?: string;
+  /** Expected protocol version in `Ready` (default {@link WORKER_PROTOCOL_VERSION}). */
+  protocolVersion?: number;
+}
+
+let nextId = 0;
+let spawnCount = 0;
+
+/** Number of runtime processes spawned by this host process so far (a test hook). */
+export function workerSpawnCount(): number {
+  return spawnCount;
+}
+
+/** Keeps the last `capacity` bytes written to it. */
+class TailBuffer {
+  #chunks: Uint8Array[] = [];
+  #size = 0;
+  #capacity: number;
+  constructor(capacity: number) {
+    this.#capacity = capacity;
+  }
+  push(chunk: Uint8Array): void {
+    this.#chunks.push(chunk.slice());
+    this.#size += chunk.length;
+    while (this.#size - this.#chunks[0].length >= this.#capacity) {
+      this.#size -= this.#chunks.shift()!.length;
+    }
+  }
+  text(): string {
+    const all = new Uint8Array(this.#size);
+    let at = 0;
+    for (const c of this.#chunks) {
+      all.set(c, at);
+      at += c.length;
+    }
+    const start = Math.max(0, all.length - this.#capacity);
+    return new TextDecoder().decode(all.subarray(start));
+  }
+}
+
+/**
+ * Spawns a runtime subprocess. The returned transport's `ready` settles with the `Ready` frame.
+ *
+ * @param options see {@link WorkerProcessOptions}
+ * @returns the supervised runtime
+ */
+export function spawnWorkerProcess(options: WorkerProcessOptions): RuntimeTransport {
+  return new WorkerProcess(options);
+}
+
+class WorkerProcess implements RuntimeTransport {
+  readonly id = ++nextId;
+  readonly ready: Promise<void>;
+  readonly ended: Promise<RuntimeEnd>;
+  onMessage: (message: WorkerToHost) => void = () => {};
+
+  #options: WorkerProcessOptions;
+  #child: Deno.ChildProcess;
+  #writer: WritableStreamDefaultWriter<Uint8Array>;
+  #writeChain: Promise<void> = Promise.resolve();
+  #stderr: TailBuffer;
+  #workDir: string;
+  #stopping = false;
+  #alive = true;
+  #failure: { kind: "protocol" | "fault"; detail: string } | undefined;
+  #resolveReady!: () => void;
+  #rejectReady!: (error: Error) => void;
+  #gotReady = false;
+
+  constructor(options: WorkerProcessOptions) {
+    this.#options = options;
+    this.#stderr = new TailBuffer(options.stderrTailBytes);
+    this.#workDir = `${options.workParent}/w-${Deno.pid}-${this.id}`;
+    Deno.mkdirSync(this.#workDir, { recursive: true, mode: 0o700 });
+    const command = buildWorkerCommand({
+      deno: options.deno,
+      prefix: options.prefix,
+      runtimeDir: options.runtimeDir,
+      workDir: this.#workDir,
+      workerMainHeapMb: options.workerMainHeapMb,
+    });
+    spawnCount++;
+    this.#child = new Deno.Command(command.command, {
+      args: command.args,
+      env: command.env,
+      clearEnv: true,
+      cwd: command.cwd,
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    this.#writer = this.#child.stdin.getWriter();
+    this.ready = new Promise((resolve, reject) => {
+      this.#resolveReady = resolve;
+      this.#rejectReady = reject;
+    });
+    this.ready.catch(() => {});
+    void this.#pumpStderr();
+    this.ended = this.#supervise();
+  }
+
+  get pid(): number | undefined {
+    return this.#child.pid;
+  }
+
+  get alive(): boolean {
+    return this.#alive && !this.#stopping;
+  }
+
+  send(message: HostToWorker): Promise<void> {
+    if (!this.#alive) return Promise.reject(new Error("session runtime has ended"));
+    const frame = encodeFrame(
+      this.#options.codec.encodeHostToWorker(message),
+      this.#options.maxWorkerFrameBytes,
+    );
+    const write = this.#writeChain.then(() => this.#writer.write(frame));
+    this.#writeChain = write.catch(() => {});
+    return write;
+  }
+
+  async stop(): Promise<RuntimeEnd> {
+    if (!this.#stopping && this.#alive) {
+      this.#stopping = true;
+      void this.send({ shutdown: {} }).catch(() => {});
+      void this.#writeChain.then(() => this.#writer.close()).catch(() => {});
+      const grace = this.#options.workerKillGraceMs;
+      void (async () => {
+        if (await this.#exitsWithin(grace)) return;
+        this.#signal("SIGTERM");
+        if (await this.#exitsWithin(grace)) return;
+        this.#signal("SIGKILL");
+      })();
+    }
+    return await this.ended;
+  }
+
+  async kill(): Promise<RuntimeEnd> {
+    this.#stopping = true;
+    this.#signal("SIGKILL");
+    return await this.ended;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.stop();
+  }
+
+  #signal(signal: Deno.Signal): void {
+    try {
+      this.#child.kill(signal);
+    } catch {
+      // Already gone.
+    }
+  }
+
+  async #exitsWithin(ms: number): Promise<boolean> {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<false>((resolve) => timer = setTimeout(() => resolve(false), ms));
+    const result = await Promise.race([this.#child.status.then(() => true), timeout]);
+    clearTimeout(timer);
+    return result;
+  }
+
+  async #pumpStderr(): Promise<void> {
+    try {
+      for await (const chunk of this.#child.stderr) this.#stderr.push(chunk);
+    } catch {
+      // The pipe broke with the process; the status tells the rest.
+    }
+  }
+
+  #accept(message: WorkerToHost): void {
+    if (!this.#gotReady) {
+      const ready = message.ready;
+      if (!ready) throw new FrameError("the first frame was not Ready");
+      this.#gotReady = true;
+      const wantDeno = this.#options.denoVersion ?? Deno.version.deno;
+      const wantProtocol = this.#options.protocolVersion ?? WORKER_PROTOCOL_VERSION;
+      if (ready.protocolVersion !== wantProtocol || ready.denoVersion !== wantDeno) {
+        const detail =
+          `runtime reported deno ${ready.denoVersion} protocol ${ready.protocolVersion}; ` +
+          `host expects deno ${wantDeno} protocol ${wantProtocol}`;
+        this.#rejectReady(new Error(`code-mode session runtime version mismatch: ${detail}`));
+        this.#stopping = true;
+        this.#signal("SIGKILL");
+        return;
+      }
+      this.#resolveReady();
+      return;
+    }
+    if (message.message === undefined) throw new FrameError("an envelope with no message set");
+    if (message.ready) throw new FrameError("an unexpected Ready frame");
+    if (message.runtimeFault) {
+      this.#failure ??= { kind: "fault", detail: message.runtimeFault.detail ?? "" };
+    }
+    this.onMessage(message);
+  }
+
+  async #readFrames(): Promise<void> {
+    try {
+      for await (const frame of readFrames(this.#child.stdout, this.#options.maxWorkerFrameBytes)) {
+        let message: WorkerToHost;
+        try {
+          message = this.#options.codec.decodeWorkerToHost(frame);
+        } catch (error) {
+          throw new FrameError(`undecodable frame: ${(error as Error).message}`);
+        }
+        this.#accept(message);
+      }
+      // Orderly EOF. If the host did not ask for it, wait briefly for the status.
+      if (!this.#stopping && !this.#failure && !(await this.#exitsWithin(500))) {
+        this.#failure = { kind: "protocol", detail: "unexpected end of stream" };
+        this.#signal("SIGKILL");
+      }
+    } catch (error) {
+      if (!this.#stopping) {
+        const detail = error instanceof FrameError ? error.message : String(error);
+        this.#failure ??= { kind: "protocol", detail };
+        this.#signal("SIGKILL");
+      }
+    }
+  }
+
+  async #supervise(): Promise<RuntimeEnd> {
+    const reading = this.#readFrames();
+    const status = await this.#child.status;
+    this.#alive = false;
+    if (!this.#gotReady) this.#rejectReady(new Error("session runtime exited before it was ready"));
+    // Give the reader a moment to take frames already in the pipe (a RuntimeFault, say).
+    await Promise.race([reading, new Promise((r) => setTimeout(r, 50))]);
+    await this.#writer.close().catch(() => {});
+    await Deno.remove(this.#workDir, { recursive: true }).catch(() => {});
+    const base = { code: status.code, signal: status.signal, stderrTail: this.#stderr.text() };
+    if (this.#failure) {
+      return { kind: this.#failure.kind, byHost: false, detail: this.#failure.detail, ...base };
+    }
+    return { kind: "exit", byHost: this.#stopping, ...base };
+  }
+}

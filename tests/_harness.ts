@@ -1,0 +1,264 @@
+/**
+ * Test harness: a real host (in this process via `createHost`, or as a `deno task serve`
+ * subprocess), a real gRPC client on 127.0.0.1, and helpers to open sessions and run cells.
+ * Folder-private: never re-exported.
+ *
+ * @module
+ */
+import { type Channel, type Client, ClientError, createChannel, createClient, Metadata, Status } from "nice-grpc";
+import { codeModeHostDefinition } from "../proto/loader.ts";
+import { createHost, type Host, type HostOptions } from "../host/server.ts";
+import { Logger } from "../host/log.ts";
+
+// deno-lint-ignore no-explicit-any
+export type Msg = any;
+// deno-lint-ignore no-explicit-any
+export type RawClient = Client<any>;
+
+export const CHANNEL_OPTIONS = {
+  "grpc.max_receive_message_length": 67_108_864,
+  "grpc.max_send_message_length": 67_108_864,
+  "grpc.use_local_subchannel_pool": 1,
+};
+
+/** A raw gRPC client of the code-mode service bound to one channel. */
+export function rawClient(address: string): { client: RawClient; channel: Channel } & Disposable {
+  const channel = createChannel(address.replace(/^http:\/\//, ""), undefined, CHANNEL_OPTIONS);
+  // deno-lint-ignore no-explicit-any
+  const client = createClient(codeModeHostDefinition() as any, channel) as RawClient;
+  return { client, channel, [Symbol.dispose]: () => channel.close() };
+}
+
+/** Log lines captured from an in-process host. */
+export class CapturedLog extends Logger {
+  readonly lines: Record<string, unknown>[] = [];
+  constructor(level: "debug" | "info" = "info") {
+    super(level, (line) => this.lines.push(JSON.parse(line)));
+  }
+}
+
+/** An in-process host on 127.0.0.1:0 plus a client. */
+export interface TestHost extends AsyncDisposable {
+  host: Host;
+  client: RawClient;
+  log: CapturedLog;
+  address: string;
+}
+
+/** Starts a real host in this process (real gRPC server, real runtime subprocesses). */
+export async function startHost(options: HostOptions = {}): Promise<TestHost> {
+  const log = options.log instanceof CapturedLog ? options.log : new CapturedLog();
+  const host = await createHost({ listen: "127.0.0.1:0", warmSessions: 1, ...options, log });
+  const address = `127.0.0.1:${host.port}`;
+  const raw = rawClient(address);
+  return {
+    host,
+    client: raw.client,
+    log,
+    address,
+    async [Symbol.asyncDispose]() {
+      raw.channel.close();
+      await host.shutdown();
+    },
+  };
+}
+
+/** An open session: its ID, its lease iterator and the events read so far. */
+export interface OpenSession extends AsyncDisposable {
+  id: string;
+  opened: Msg;
+  /** Reads the next lease event (rejects with the lease's final status). */
+  next(): Promise<IteratorResult<Msg>>;
+  /** Events already read. */
+  events: Msg[];
+  /** Resolves with the lease's end: `undefined` for OK, else the ClientError. */
+  end: Promise<ClientError | undefined>;
+  /** Cancels the lease stream. */
+  cancel(): void;
+  /** Starts reading all events in the background (for `end`). */
+  pump(): void;
+}
+
+/** Opens a session and reads `opened`. */
+export async function openSession(client: RawClient, request: Msg = {}, metadata?: Metadata): Promise<OpenSession> {
+  const abort = new AbortController();
+  const stream = client.openSession(request, { signal: abort.signal, metadata }) as AsyncIterable<Msg>;
+  const iterator = stream[Symbol.asyncIterator]();
+  const first = await iterator.next();
+  if (first.done || !first.value.opened) throw new Error("lease did not start with opened");
+  const events: Msg[] = [];
+  const end = Promise.withResolvers<ClientError | undefined>();
+  let pumping = false;
+  const session: OpenSession = {
+    id: first.value.opened.sessionId,
+    opened: first.value.opened,
+    events,
+    end: end.promise,
+    next: async () => {
+      const r = await iterator.next();
+      if (!r.done) events.push(r.value);
+      return r;
+    },
+    cancel: () => abort.abort(),
+    pump: () => {
+      if (pumping) return;
+      pumping = true;
+      (async () => {
+        try {
+          for (;;) {
+            const r = await iterator.next();
+            if (r.done) return end.resolve(undefined);
+            events.push(r.value);
+          }
+        } catch (error) {
+          end.resolve(error as ClientError);
+        }
+      })();
+    },
+    async [Symbol.asyncDispose]() {
+      abort.abort();
+    },
+  };
+  return session;
+}
+
+let executionCounter = 0;
+
+/** Result of {@link execute}. */
+export interface ExecuteResult {
+  started: Msg;
+  outcome: Msg;
+}
+
+/** Runs one Execute to its outcome. */
+export async function execute(
+  client: RawClient,
+  sessionId: string,
+  source: string,
+  extra: Msg = {},
+  options: { signal?: AbortSignal } = {},
+): Promise<ExecuteResult> {
+  const events: Msg[] = [];
+  const request = {
+    sessionId,
+    executionId: `exec-${++executionCounter}-${crypto.randomUUID()}`,
+    toolCallId: "call-1",
+    source,
+    yieldTimeMs: 10_000,
+    ...extra,
+  };
+  for await (const event of client.execute(request, options) as AsyncIterable<Msg>) events.push(event);
+  const started = events.find((e) => e.started)?.started;
+  const outcome = events.find((e) => e.outcome)?.outcome;
+  return { started, outcome };
+}
+
+/** The texts of an outcome's content items. */
+export function texts(outcome: Msg): string[] {
+  return (outcome.contentItems ?? []).map((i: Msg) => i.text?.text ?? (i.image ? `[image ${i.image.imageUrl}]` : "?"));
+}
+
+/** Runs a cell and returns its texts, asserting it completed. */
+export async function run(client: RawClient, sessionId: string, source: string): Promise<{ texts: string[]; error?: string; outcome: Msg }> {
+  const { outcome } = await execute(client, sessionId, source);
+  if (!outcome?.completed) throw new Error(`cell did not complete: ${JSON.stringify(outcome)}`);
+  return { texts: texts(outcome), error: outcome.completed.errorText, outcome };
+}
+
+/** Catches a gRPC failure and returns its code and details. */
+export async function grpcError(promise: Promise<unknown>): Promise<{ code: Status; details: string }> {
+  try {
+    await promise;
+  } catch (error) {
+    if (error instanceof ClientError) return { code: error.code, details: error.details };
+    throw error;
+  }
+  throw new Error("expected a gRPC error");
+}
+
+/** Drains an async iterable into an array (for streaming calls expected to fail). */
+export async function collect(stream: AsyncIterable<Msg>): Promise<Msg[]> {
+  const out: Msg[] = [];
+  for await (const item of stream) out.push(item);
+  return out;
+}
+
+/** Whether a process with this pid exists. */
+export function processExists(pid: number): boolean {
+  try {
+    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+    return !/^\d+ \(.*\) Z /.test(stat);
+  } catch {
+    return false;
+  }
+}
+
+/** Polls `predicate` every 10 ms until it holds or `ms` pass. */
+export async function eventually(predicate: () => boolean | Promise<boolean>, ms = 2_000): Promise<boolean> {
+  const deadline = performance.now() + ms;
+  while (performance.now() < deadline) {
+    if (await predicate()) return true;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  return await predicate();
+}
+
+/** A `deno task serve` subprocess. */
+export interface ServeProcess extends AsyncDisposable {
+  child: Deno.ChildProcess;
+  url: string;
+  stdoutLines: string[];
+  stderr(): string;
+}
+
+const repoRoot = new URL("..", import.meta.url).pathname;
+
+/** Starts `deno run host/main.ts …` (what `deno task serve` runs) and reads its endpoint line. */
+export async function serve(args: string[], options: { expectFailure?: boolean } = {}): Promise<ServeProcess> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["task", "-q", "serve", ...args],
+    cwd: repoRoot,
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  let stderrText = "";
+  const stderrDone = (async () => {
+    for await (const chunk of child.stderr.pipeThrough(new TextDecoderStream())) stderrText += chunk;
+  })();
+  const stdoutLines: string[] = [];
+  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  let url = "";
+  const stdoutDone = (async () => {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      buffer += value;
+      let at;
+      while ((at = buffer.indexOf("\n")) >= 0) {
+        stdoutLines.push(buffer.slice(0, at));
+        buffer = buffer.slice(at + 1);
+      }
+    }
+  })();
+  if (!options.expectFailure) {
+    const ok = await eventually(() => stdoutLines.length > 0, 20_000);
+    if (!ok) throw new Error(`host did not print its endpoint: ${stderrText}`);
+    url = stdoutLines[0];
+  }
+  return {
+    child,
+    url,
+    stdoutLines,
+    stderr: () => stderrText,
+    async [Symbol.asyncDispose]() {
+      try {
+        child.kill("SIGTERM");
+      } catch { /* already gone */ }
+      await child.status;
+      await stdoutDone;
+      await stderrDone;
+    },
+  };
+}

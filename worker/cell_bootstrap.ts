@@ -1,0 +1,922 @@
+/**
+ * The code that runs inside one cell isolate: a `node:worker_threads` Worker created by the session
+ * runtime (SPEC §5, message contract in `./cell_protocol.ts`).
+ *
+ * - On load it installs a private `unhandledRejection` handler, posts `{t: "ready"}` on
+ *   `parentPort` and waits for its {@link CellStart}.
+ * - On `start` it builds a fresh `node:vm` context holding only the ECMAScript built-ins, creates the
+ *   helpers of SPEC §5.3 *inside* that context, posts `started` and evaluates the cell's source once.
+ * - Helpers reach this (outer) realm only through private bridge functions that take and return
+ *   primitives and never throw into the context; every call into a bridge is wrapped so that not
+ *   even a stack overflow can hand an outer-realm error to user code.
+ * - The cell ends with exactly one `result` (SPEC §5.6), or with `stopped` after a `stop` control
+ *   message; afterwards nothing is dispatched into the context and every helper call throws.
+ *
+ * This file is bundled with `deno bundle` and runs with `--no-npm --no-remote`, so it imports only
+ * `node:` built-ins and its two sibling protocol modules.
+ *
+ * @module
+ */
+
+import { Buffer } from "node:buffer";
+import process from "node:process";
+import { clearTimeout as clearHostTimer, setTimeout as setHostTimer } from "node:timers";
+import vm from "node:vm";
+import { parentPort } from "node:worker_threads";
+import { CELL_FILE_NAME, CELL_LINE_OFFSET, wrapCellSource } from "../proto/cell_source.ts";
+import type { CellControl, CellOutput, CellStart, CellTool } from "./cell_protocol.ts";
+
+/** The string `exit()` throws; a cell it ends completes successfully (SPEC §5.3). */
+export const CELL_EXIT_SENTINEL = "__codex_code_mode_exit__";
+
+/** What every helper call throws once the cell has been stopped. */
+export const CELL_STOPPED_ERROR = "code-mode cell was stopped";
+
+/** What every helper call throws once the cell has posted its `result`. */
+export const CELL_FINISHED_ERROR = "code-mode cell has finished";
+
+/** The file name of the helpers' own stack frames (user frames name `exec_main.mjs`). */
+export const CELL_HELPERS_FILE_NAME = "code_mode_helpers.js";
+
+/**
+ * The global names a cell's context keeps (SPEC §5.2), besides the helpers; every other own
+ * property of a fresh context's global (`console`, `queueMicrotask`, `Atomics`,
+ * `SharedArrayBuffer`, `WebAssembly`, …) is deleted before user code runs.
+ */
+export const CELL_GLOBAL_ALLOWLIST: readonly string[] = Object.freeze([
+  "globalThis",
+  "Infinity",
+  "NaN",
+  "undefined",
+  "eval",
+  "isFinite",
+  "isNaN",
+  "parseFloat",
+  "parseInt",
+  "decodeURI",
+  "decodeURIComponent",
+  "encodeURI",
+  "encodeURIComponent",
+  "escape",
+  "unescape",
+  "AggregateError",
+  "Array",
+  "ArrayBuffer",
+  "BigInt",
+  "BigInt64Array",
+  "BigUint64Array",
+  "Boolean",
+  "DataView",
+  "Date",
+  "Error",
+  "EvalError",
+  "FinalizationRegistry",
+  "Float16Array",
+  "Float32Array",
+  "Float64Array",
+  "Function",
+  "Int8Array",
+  "Int16Array",
+  "Int32Array",
+  "Iterator",
+  "JSON",
+  "Map",
+  "Math",
+  "Number",
+  "Object",
+  "Promise",
+  "Proxy",
+  "RangeError",
+  "ReferenceError",
+  "Reflect",
+  "RegExp",
+  "Set",
+  "String",
+  "Symbol",
+  "SyntaxError",
+  "TypeError",
+  "Uint8Array",
+  "Uint8ClampedArray",
+  "Uint16Array",
+  "Uint32Array",
+  "URIError",
+  "WeakMap",
+  "WeakRef",
+  "WeakSet",
+  "Intl",
+  // Further ECMAScript-standard globals V8 provides.
+  "AsyncDisposableStack",
+  "DisposableStack",
+  "SuppressedError",
+  "Temporal",
+]);
+
+// Bridge opcodes, shared by the outer realm and the helper source (which cannot import them, so
+// it repeats the numbers; keep both in sync).
+const PHASE_RUNNING = 0;
+const PHASE_STOPPED = 1;
+const PHASE_FINISHED = 2;
+const EMIT_TEXT = 0;
+const EMIT_IMAGE = 1;
+const EMIT_YIELD = 2;
+const EMIT_NOTIFY = 3;
+const EMIT_CONSUMED = 4;
+const STORE_OK = 0;
+const STORE_OVER_LIMIT = 1;
+const TIMER_SET = 0;
+const TIMER_CLEAR = 1;
+
+/** The largest delay a host timer accepts; longer delays are armed in steps. */
+const MAX_HOST_TIMER_MS = 2_147_483_647;
+
+/** The outer-realm functions the helpers are created with; primitives in, primitives out. */
+interface CellBridges {
+  phase: () => number;
+  emit: (kind: number, a: string, b: string) => number;
+  callTool: (name: string, input: string | undefined) => string;
+  byteLength: (text: string) => number;
+  load: (key: string) => string | undefined;
+  store: (key: string, json: string) => number;
+  timer: (op: number, id: number, delayMs: number) => void;
+  finish: (failed: number, errorText: string) => void;
+}
+
+/** The context-realm functions the outer realm drives the cell with. */
+interface CellController {
+  /** Calls the compiled cell function once (from a context microtask) and watches its promise. */
+  run: (fn: unknown) => void;
+  /** Ends the cell with the value thrown while the compiled script itself was evaluated. */
+  fail: (thrown: unknown) => void;
+  /** Runs timer `id`'s callback (from a context microtask) unless it was cleared. */
+  fireTimer: (id: number) => void;
+  /** Settles tool call `id`: parse `payload` as JSON, or reject with it when `isError`. */
+  deliver: (id: string, isError: boolean, payload: string) => void;
+}
+
+/**
+ * The helper factory. It is never called in this realm: its source text is evaluated inside the
+ * cell's context, so every function and object it creates belongs to that context. It must not
+ * refer to anything outside its own body except the context's built-ins.
+ */
+function createCellHelpers(
+  bridgePhase: CellBridges["phase"],
+  bridgeEmit: CellBridges["emit"],
+  bridgeCallTool: CellBridges["callTool"],
+  bridgeByteLength: CellBridges["byteLength"],
+  bridgeLoad: CellBridges["load"],
+  bridgeStore: CellBridges["store"],
+  bridgeTimer: CellBridges["timer"],
+  bridgeFinish: CellBridges["finish"],
+  allowlistJson: string,
+  toolsJson: string,
+  maxMessageBytes: number,
+  maxStoredValueBytes: number,
+): CellController {
+  // Originals, captured before user code can replace them.
+  const global = globalThis;
+  const ReflectApply = Reflect.apply;
+  const defineProperty = Object.defineProperty;
+  const getOwnPropertyNames = Object.getOwnPropertyNames;
+  const isArray = Array.isArray;
+  const stringify = JSON.stringify;
+  const parse = JSON.parse;
+  const StringCtor = String;
+  const NumberCtor = Number;
+  const numberIsFinite = Number.isFinite;
+  const mathTrunc = Math.trunc;
+  const PromiseCtor = Promise;
+  const promiseThen = Promise.prototype.then;
+  const stringTrim = String.prototype.trim;
+  const stringToLowerCase = String.prototype.toLowerCase;
+  const stringSlice = String.prototype.slice;
+
+  const EXIT_SENTINEL = "__codex_code_mode_exit__";
+  const STOPPED = "code-mode cell was stopped";
+  const FINISHED = "code-mode cell has finished";
+  const INTERNAL = "code-mode internal error";
+  const UNKNOWN = "unknown code mode exception";
+  const IMAGE_GENERIC = "image expects a non-empty image URL string, an object with image_url " +
+    "and optional detail, or a raw MCP image block";
+  const IMAGE_DETAIL_TYPE = "image detail must be a string when provided";
+
+  // Dictionaries without prototypes: no user-replaceable accessor is ever consulted.
+  const timers: Record<number, unknown> = { __proto__: null } as unknown as Record<
+    number,
+    unknown
+  >;
+  const pendingTools: Record<
+    string,
+    { resolve: (value: unknown) => void; reject: (reason: unknown) => void }
+  > = { __proto__: null } as unknown as Record<
+    string,
+    { resolve: (value: unknown) => void; reject: (reason: unknown) => void }
+  >;
+  let nextTimerId = 0;
+  let exitRequested = false;
+
+  // A settled promise whose `then` never consults user-replaceable species/constructor hooks:
+  // its own `constructor` is undefined, so derived promises use the intrinsic %Promise%.
+  const settledPromise = PromiseCtor.resolve();
+  defineProperty(settledPromise, "constructor", { __proto__: null, value: undefined } as never);
+
+  function queueJob(job: () => void): void {
+    ReflectApply(promiseThen, settledPromise, [job]);
+  }
+
+  // Bridge calls: a failure (even a stack overflow on entry) becomes a context string.
+  function phase(): number {
+    try {
+      return bridgePhase();
+    } catch {
+      throw INTERNAL;
+    }
+  }
+  function live(): void {
+    const p = phase();
+    if (p === 1) throw STOPPED;
+    if (p !== 0) throw FINISHED;
+  }
+  function emit(kind: number, a: string, b: string): void {
+    let posted: number;
+    try {
+      posted = bridgeEmit(kind, a, b);
+    } catch {
+      throw INTERNAL;
+    }
+    if (posted !== 0) live();
+  }
+  function byteLength(text: string): number {
+    try {
+      return bridgeByteLength(text);
+    } catch {
+      throw INTERNAL;
+    }
+  }
+  function finish(failed: number, errorText: string): void {
+    try {
+      bridgeFinish(failed, errorText);
+    } catch {
+      // Nothing sensible is left to do in the context.
+    }
+  }
+
+  // SPEC §5.6: a string as-is, a string `stack`, else String(value), else the unknown text.
+  function describeThrown(value: unknown): string {
+    if (typeof value === "string") return value;
+    if (value !== null && (typeof value === "object" || typeof value === "function")) {
+      let stack: unknown;
+      try {
+        stack = (value as { stack?: unknown }).stack;
+      } catch {
+        stack = undefined;
+      }
+      if (typeof stack === "string") return stack;
+    }
+    try {
+      return StringCtor(value);
+    } catch {
+      return UNKNOWN;
+    }
+  }
+
+  // Stringify with the original JSON.stringify; its exceptions become strings (SPEC §5.3 text).
+  function toJsonText(value: unknown): string | undefined {
+    try {
+      return stringify(value);
+    } catch (e) {
+      throw describeThrown(e);
+    }
+  }
+
+  function toOutputText(value: unknown): string {
+    const type = typeof value;
+    if (
+      value === undefined || value === null || type === "boolean" || type === "number" ||
+      type === "bigint" || type === "string"
+    ) {
+      return StringCtor(value);
+    }
+    const json = toJsonText(value);
+    return json === undefined ? StringCtor(value) : json;
+  }
+
+  function settle(failed: boolean, value: unknown): void {
+    if (phase() !== 0) return;
+    if (!failed || (value === EXIT_SENTINEL && exitRequested)) {
+      finish(0, "");
+    } else {
+      finish(1, describeThrown(value));
+    }
+  }
+
+  function startsWithIgnoreCase(text: string, prefix: string): boolean {
+    return ReflectApply(
+      stringToLowerCase,
+      ReflectApply(stringSlice, text, [0, prefix.length]),
+      [],
+    ) === prefix;
+  }
+
+  // Returns [url, detail] for image()/generatedImage() (SPEC §5.3 property reads and rules).
+  function resolveImage(input: unknown, override: unknown): [string, string] {
+    if (override !== undefined && override !== null && typeof override !== "string") {
+      throw IMAGE_DETAIL_TYPE;
+    }
+    let url: string;
+    let detail: string | undefined;
+    if (typeof input === "string") {
+      if (input === "") throw IMAGE_GENERIC;
+      url = input;
+    } else if (
+      input !== null && (typeof input === "object" || typeof input === "function") &&
+      !isArray(input)
+    ) {
+      const item = input as Record<string, unknown>;
+      const imageUrl = item.image_url;
+      if (typeof imageUrl === "string") {
+        url = imageUrl;
+        const ownDetail = item.detail;
+        if (ownDetail !== undefined && ownDetail !== null && typeof ownDetail !== "string") {
+          throw IMAGE_DETAIL_TYPE;
+        }
+        detail = ownDetail ?? undefined;
+      } else if (imageUrl !== undefined) {
+        throw IMAGE_GENERIC;
+      } else {
+        const type = item.type;
+        if (typeof type !== "string") throw IMAGE_GENERIC;
+        const data = item.data;
+        const mimeType = item.mimeType;
+        const mimeTypeSnake = item.mime_type;
+        const meta = item._meta;
+        let metaDetail: unknown;
+        if (meta !== null && (typeof meta === "object" || typeof meta === "function")) {
+          metaDetail = (meta as Record<string, unknown>)["codex/imageDetail"];
+        }
+        if (type !== "image") throw 'image only accepts MCP image blocks, got "' + type + '"';
+        if (typeof data !== "string" || data === "") throw "image expected MCP image data";
+        const mime = typeof mimeType === "string" && mimeType !== ""
+          ? mimeType
+          : typeof mimeTypeSnake === "string" && mimeTypeSnake !== ""
+          ? mimeTypeSnake
+          : "application/octet-stream";
+        url = startsWithIgnoreCase(data, "data:") ? data : "data:" + mime + ";base64," + data;
+        if (
+          metaDetail === "auto" || metaDetail === "low" || metaDetail === "high" ||
+          metaDetail === "original"
+        ) {
+          detail = metaDetail;
+        }
+      }
+    } else {
+      throw IMAGE_GENERIC;
+    }
+    if (typeof override === "string") detail = override;
+    if (startsWithIgnoreCase(url, "http://") || startsWithIgnoreCase(url, "https://")) {
+      throw "Tool call failed: remote image URLs are not supported in tool outputs. " +
+        "Pass a base64 data URI instead";
+    }
+    if (!startsWithIgnoreCase(url, "data:")) {
+      throw "Tool call failed: invalid image output. Pass a base64 data URI instead";
+    }
+    let resolved = "high";
+    if (detail !== undefined) {
+      resolved = ReflectApply(stringToLowerCase, detail, []);
+      if (
+        resolved !== "auto" && resolved !== "low" && resolved !== "high" &&
+        resolved !== "original"
+      ) {
+        throw "image detail must be one of: auto, low, high, original";
+      }
+    }
+    return [url, resolved];
+  }
+
+  function text(value?: unknown): undefined {
+    live();
+    emit(0, toOutputText(value), "");
+    return undefined;
+  }
+
+  function image(imageUrlOrItem?: unknown, detail?: unknown): undefined {
+    live();
+    const resolved = resolveImage(imageUrlOrItem, detail);
+    emit(1, resolved[0], resolved[1]);
+    return undefined;
+  }
+
+  function generatedImage(result?: unknown): undefined {
+    live();
+    if (result === null || (typeof result !== "object" && typeof result !== "function")) {
+      throw "generatedImage expects an image generation result object";
+    }
+    const hint = (result as Record<string, unknown>).output_hint;
+    if (hint !== undefined && typeof hint !== "string") {
+      throw "generatedImage output_hint must be a string when provided";
+    }
+    const resolved = resolveImage(result, undefined);
+    emit(1, resolved[0], resolved[1]);
+    if (typeof hint === "string") emit(0, hint, "");
+    return undefined;
+  }
+
+  function store(key?: unknown, value?: unknown): undefined {
+    live();
+    let name: string;
+    try {
+      name = StringCtor(key);
+    } catch {
+      throw "store key must be a string";
+    }
+    const json = toJsonText(value);
+    if (json === undefined) {
+      throw "Unable to store " + stringify(name) +
+        ". Only plain serializable objects can be stored.";
+    }
+    let stored: number;
+    try {
+      stored = bridgeStore(name, json);
+    } catch {
+      throw INTERNAL;
+    }
+    if (stored === 1) {
+      throw "stored values exceed the " + maxStoredValueBytes + "-byte session limit";
+    }
+    if (stored !== 0) live();
+    return undefined;
+  }
+
+  function load(key?: unknown): unknown {
+    live();
+    let name: string;
+    try {
+      name = StringCtor(key);
+    } catch {
+      throw "load key must be a string";
+    }
+    let json: string | undefined;
+    try {
+      json = bridgeLoad(name);
+    } catch {
+      throw INTERNAL;
+    }
+    if (json === undefined) return undefined;
+    try {
+      return parse(json);
+    } catch {
+      throw "failed to load stored value";
+    }
+  }
+
+  function notify(value?: unknown): undefined {
+    live();
+    const message = toOutputText(value);
+    if (ReflectApply(stringTrim, message, []) === "") throw "notify expects non-empty text";
+    if (byteLength(message) > maxMessageBytes) {
+      throw "code-mode notification exceeds the " + maxMessageBytes + "-byte gRPC message limit";
+    }
+    emit(3, message, "");
+    return undefined;
+  }
+
+  function yield_control(): undefined {
+    live();
+    emit(2, "", "");
+    return undefined;
+  }
+
+  function exit(): never {
+    live();
+    exitRequested = true;
+    throw EXIT_SENTINEL;
+  }
+
+  function setTimeout(callback?: unknown, delayMs?: unknown): number {
+    live();
+    if (typeof callback !== "function") throw "setTimeout expects a function callback";
+    let delay = NumberCtor(delayMs);
+    delay = numberIsFinite(delay) && delay > 0 ? mathTrunc(delay) : 0;
+    const id = ++nextTimerId;
+    timers[id] = callback;
+    try {
+      bridgeTimer(0, id, delay);
+    } catch {
+      throw INTERNAL;
+    }
+    return id;
+  }
+
+  function clearTimeout(id?: unknown): undefined {
+    live();
+    if (id === undefined || id === null) return undefined;
+    let n: number;
+    try {
+      n = NumberCtor(id);
+    } catch {
+      throw "clearTimeout expects a numeric timeout id";
+    }
+    if (!numberIsFinite(n) || n <= 0) return undefined;
+    n = mathTrunc(n);
+    if (timers[n] !== undefined) {
+      delete timers[n];
+      try {
+        bridgeTimer(1, n, 0);
+      } catch {
+        throw INTERNAL;
+      }
+    }
+    return undefined;
+  }
+
+  function callTool(name: string, arg: unknown): Promise<unknown> {
+    live();
+    const input = toJsonText(arg);
+    if (input !== undefined && byteLength(input) > maxMessageBytes) {
+      const message = "code-mode tool invocation exceeds the " + maxMessageBytes +
+        "-byte gRPC message limit";
+      return new PromiseCtor((_resolve, reject) => reject(message));
+    }
+    let settlers!: { resolve: (value: unknown) => void; reject: (reason: unknown) => void };
+    const promise = new PromiseCtor((resolve, reject) => {
+      settlers = { __proto__: null, resolve, reject } as unknown as typeof settlers;
+    });
+    let id: string;
+    try {
+      id = bridgeCallTool(name, input);
+    } catch {
+      throw INTERNAL;
+    }
+    if (id === "") live();
+    pendingTools[id] = settlers;
+    return promise;
+  }
+
+  // Remove every global that is not allowed, then install the helpers.
+  const allowed: Record<string, boolean> = { __proto__: null } as unknown as Record<
+    string,
+    boolean
+  >;
+  const allowlist: string[] = parse(allowlistJson);
+  for (let i = 0; i < allowlist.length; i++) allowed[allowlist[i]] = true;
+  const names = getOwnPropertyNames(global);
+  for (let i = 0; i < names.length; i++) {
+    if (allowed[names[i]] !== true) delete (global as Record<string, unknown>)[names[i]];
+  }
+
+  const toolList: { name: string; description: string }[] = parse(toolsJson);
+  const tools: Record<string, unknown> = {};
+  for (let i = 0; i < toolList.length; i++) {
+    const toolName = toolList[i].name;
+    const tool = function (arg?: unknown): Promise<unknown> {
+      return callTool(toolName, arg);
+    };
+    defineProperty(tool, "name", { __proto__: null, value: toolName } as never);
+    defineProperty(tools, toolName, {
+      __proto__: null,
+      value: tool,
+      writable: true,
+      enumerable: true,
+      configurable: true,
+    } as never);
+  }
+
+  const helpers: [string, unknown][] = [
+    ["text", text],
+    ["image", image],
+    ["generatedImage", generatedImage],
+    ["store", store],
+    ["load", load],
+    ["notify", notify],
+    ["yield_control", yield_control],
+    ["exit", exit],
+    ["setTimeout", setTimeout],
+    ["clearTimeout", clearTimeout],
+    ["tools", tools],
+    ["ALL_TOOLS", toolList],
+  ];
+  for (let i = 0; i < helpers.length; i++) {
+    defineProperty(global, helpers[i][0], {
+      __proto__: null,
+      value: helpers[i][1],
+      writable: true,
+      enumerable: false,
+      configurable: true,
+    } as never);
+  }
+
+  function run(fn: unknown): void {
+    queueJob(() => {
+      let evaluation: unknown;
+      try {
+        evaluation = ReflectApply(fn as () => unknown, undefined, []);
+      } catch (e) {
+        settle(true, e);
+        return;
+      }
+      // The async function's own promise is unreachable from user code; pin its constructor so
+      // that `then` consults no user-replaceable species hook.
+      try {
+        defineProperty(evaluation, "constructor", { __proto__: null, value: undefined } as never);
+        ReflectApply(promiseThen, evaluation, [
+          () => settle(false, undefined),
+          (reason: unknown) => settle(true, reason),
+        ]);
+      } catch {
+        // Not a promise (the source closed the wrapper early): evaluation is over.
+        settle(false, undefined);
+      }
+    });
+  }
+
+  function fail(thrown: unknown): void {
+    settle(true, thrown);
+  }
+
+  function fireTimer(id: number): void {
+    const callback = timers[id];
+    if (callback === undefined) return;
+    delete timers[id];
+    queueJob(() => {
+      if (phase() !== 0) return;
+      try {
+        ReflectApply(callback as () => unknown, undefined, []);
+      } catch (e) {
+        settle(true, e);
+      }
+    });
+  }
+
+  function deliver(id: string, isError: boolean, payload: string): void {
+    const settlers = pendingTools[id];
+    if (settlers === undefined) return;
+    delete pendingTools[id];
+    queueJob(() => {
+      if (phase() !== 0) return;
+      emit(4, id, "");
+      if (isError) {
+        settlers.reject(payload);
+        return;
+      }
+      let value: unknown;
+      try {
+        value = parse(payload);
+      } catch {
+        settlers.reject("code-mode tool result is not valid JSON");
+        return;
+      }
+      settlers.resolve(value);
+    });
+  }
+
+  return { run, fail, fireTimer, deliver };
+}
+
+/** The outer-realm state of the one cell this isolate runs. */
+class CellRun {
+  #start: CellStart;
+  #output: MessagePort;
+  #phase = PHASE_RUNNING;
+  #hostTimers = new Map<number, ReturnType<typeof setHostTimer>>();
+  #nextToolId = 0;
+  #view: Map<string, string>;
+  /** UTF-8 bytes of the view; computed on the first `store` (`-1` until then). */
+  #viewBytes = -1;
+  #writes = new Map<string, string>();
+  #controller: CellController | undefined;
+
+  constructor(start: CellStart) {
+    this.#start = start;
+    this.#output = start.output;
+    this.#view = new Map(start.store);
+  }
+
+  /** Builds the context, posts `started`, compiles and runs the source once. */
+  begin(): void {
+    const start = this.#start;
+    const refuseImport = (specifier: unknown): Promise<never> =>
+      Promise.reject(`Unsupported import in exec: ${String(specifier)}`);
+    // DONT_CONTEXTIFY gives the context an ordinary global object: no interceptors, no sandbox
+    // object of this realm behind it, and global lookups ~20x faster than a contextified object.
+    const context = vm.createContext(vm.constants.DONT_CONTEXTIFY, {
+      importModuleDynamically: refuseImport as never,
+    });
+    const factory = vm.runInContext(
+      `"use strict";(${createCellHelpers.toString()})`,
+      context,
+      { filename: CELL_HELPERS_FILE_NAME },
+    ) as typeof createCellHelpers;
+    const tools = start.tools.map((tool: CellTool) => ({
+      name: String(tool.name),
+      description: String(tool.description),
+    }));
+    const b = this.#bridges();
+    this.#controller = factory(
+      b.phase,
+      b.emit,
+      b.callTool,
+      b.byteLength,
+      b.load,
+      b.store,
+      b.timer,
+      b.finish,
+      JSON.stringify(CELL_GLOBAL_ALLOWLIST),
+      JSON.stringify(tools),
+      start.maxMessageBytes,
+      start.maxStoredValueBytes,
+    );
+    this.#post({ t: "started" });
+
+    let script: vm.Script;
+    try {
+      script = new vm.Script(wrapCellSource(start.source), {
+        filename: CELL_FILE_NAME,
+        lineOffset: CELL_LINE_OFFSET,
+        importModuleDynamically: refuseImport as never,
+      });
+    } catch (e) {
+      this.#finish(1, describeCompileError(e));
+      return;
+    }
+    let fn: unknown;
+    try {
+      fn = script.runInContext(context);
+    } catch (e) {
+      // Only a source that closes the wrapper early runs code here.
+      this.#callController((c) => c.fail(e));
+      return;
+    }
+    this.#callController((c) => c.run(fn));
+  }
+
+  /** Handles a control message other than `start`. */
+  control(message: CellControl): void {
+    if (message.t === "stop") {
+      if (this.#phase === PHASE_RUNNING) this.#phase = PHASE_STOPPED;
+      this.#clearHostTimers();
+      this.#post({ t: "stopped" });
+    } else if (message.t === "toolResult") {
+      if (this.#phase !== PHASE_RUNNING) return;
+      const isError = "error" in message && typeof message.error === "string";
+      const payload = isError
+        ? (message as { error: string }).error
+        : String((message as { json: string }).json);
+      const id = String(message.id);
+      this.#callController((c) => c.deliver(id, isError, payload));
+    }
+  }
+
+  #bridges(): CellBridges {
+    return {
+      phase: () => this.#phase,
+      emit: (kind, a, b) => {
+        if (this.#phase !== PHASE_RUNNING) return 1;
+        const first = typeof a === "string" ? a : "";
+        switch (kind) {
+          case EMIT_TEXT:
+            this.#post({ t: "text", text: first });
+            break;
+          case EMIT_IMAGE:
+            this.#post({
+              t: "image",
+              image: { url: first, detail: typeof b === "string" ? b as "high" : "high" },
+            });
+            break;
+          case EMIT_YIELD:
+            this.#post({ t: "yield" });
+            break;
+          case EMIT_NOTIFY:
+            this.#post({ t: "notify", text: first });
+            break;
+          case EMIT_CONSUMED:
+            this.#post({ t: "toolResultConsumed", id: first });
+            break;
+        }
+        return 0;
+      },
+      callTool: (name, input) => {
+        if (this.#phase !== PHASE_RUNNING) return "";
+        const id = `tool-${++this.#nextToolId}`;
+        this.#post(
+          typeof input === "string"
+            ? { t: "toolCall", id, name: String(name), input }
+            : { t: "toolCall", id, name: String(name) },
+        );
+        return id;
+      },
+      byteLength: (text) => typeof text === "string" ? utf8Length(text) : 0,
+      load: (key) => typeof key === "string" ? this.#view.get(key) : undefined,
+      store: (key, json) => {
+        if (this.#phase !== PHASE_RUNNING) return 2;
+        if (typeof key !== "string" || typeof json !== "string") return 2;
+        if (this.#viewBytes < 0) {
+          let total = 0;
+          for (const [k, v] of this.#view) total += utf8Length(k) + utf8Length(v);
+          this.#viewBytes = total;
+        }
+        const keyBytes = utf8Length(key);
+        const previous = this.#view.get(key);
+        const next = this.#viewBytes + keyBytes + utf8Length(json) -
+          (previous === undefined ? 0 : keyBytes + utf8Length(previous));
+        if (next > this.#start.maxStoredValueBytes) return STORE_OVER_LIMIT;
+        this.#viewBytes = next;
+        this.#view.set(key, json);
+        this.#writes.delete(key);
+        this.#writes.set(key, json);
+        return STORE_OK;
+      },
+      timer: (op, id, delayMs) => {
+        if (this.#phase !== PHASE_RUNNING || typeof id !== "number") return;
+        if (op === TIMER_SET) {
+          this.#armTimer(id, typeof delayMs === "number" ? delayMs : 0);
+        } else if (op === TIMER_CLEAR) {
+          const handle = this.#hostTimers.get(id);
+          if (handle !== undefined) clearHostTimer(handle);
+          this.#hostTimers.delete(id);
+        }
+      },
+      finish: (failed, errorText) => {
+        this.#finish(failed === 1 ? 1 : 0, typeof errorText === "string" ? errorText : "");
+      },
+    };
+  }
+
+  #armTimer(id: number, remainingMs: number): void {
+    const step = Math.min(remainingMs, MAX_HOST_TIMER_MS);
+    const handle = setHostTimer(() => {
+      if (this.#phase !== PHASE_RUNNING) return;
+      if (remainingMs > step) {
+        this.#armTimer(id, remainingMs - step);
+        return;
+      }
+      this.#hostTimers.delete(id);
+      this.#callController((c) => c.fireTimer(id));
+    }, step);
+    this.#hostTimers.set(id, handle);
+  }
+
+  #clearHostTimers(): void {
+    for (const handle of this.#hostTimers.values()) clearHostTimer(handle);
+    this.#hostTimers.clear();
+  }
+
+  #callController(call: (controller: CellController) => void): void {
+    const controller = this.#controller;
+    if (controller === undefined || this.#phase !== PHASE_RUNNING) return;
+    try {
+      call(controller);
+    } catch {
+      // Only a fault of the bootstrap itself lands here (the controller catches user errors).
+      this.#finish(1, "code-mode internal error");
+    }
+  }
+
+  #finish(failed: number, errorText: string): void {
+    if (this.#phase !== PHASE_RUNNING) return;
+    this.#phase = PHASE_FINISHED;
+    this.#clearHostTimers();
+    const writes = [...this.#writes];
+    this.#post(failed === 1 ? { t: "result", writes, error: errorText } : { t: "result", writes });
+  }
+
+  #post(message: CellOutput): void {
+    try {
+      this.#output.postMessage(message);
+    } catch {
+      // A closed port means the runtime has gone; nothing to report to.
+    }
+  }
+}
+
+/** UTF-8 byte length of a string, as the host counts it. */
+function utf8Length(text: string): number {
+  return Buffer.byteLength(text, "utf8");
+}
+
+/** `SyntaxError: <V8 message>` for a compile failure (SPEC §5.6). */
+function describeCompileError(error: unknown): string {
+  if (error !== null && typeof error === "object") {
+    const { name, message } = error as { name?: unknown; message?: unknown };
+    if (typeof name === "string" && typeof message === "string") return `${name}: ${message}`;
+  }
+  return String(error);
+}
+
+/** Boots the cell isolate on `port`: posts `ready`, then serves one cell. */
+function boot(port: NonNullable<typeof parentPort>): void {
+  // Unhandled rejections in the context never fail the cell (SPEC §5.2).
+  process.on("unhandledRejection", () => {});
+  let cell: CellRun | undefined;
+  port.on("message", (message: CellControl) => {
+    if (message === null || typeof message !== "object") return;
+    if (message.t === "start") {
+      if (cell !== undefined) return;
+      cell = new CellRun(message);
+      cell.begin();
+    } else {
+      cell?.control(message);
+    }
+  });
+  port.postMessage({ t: "ready" });
+}
+
+if (parentPort !== null) boot(parentPort);

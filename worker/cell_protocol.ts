@@ -1,0 +1,89 @@
+/**
+ * Messages between a session runtime's main thread ("the runtime") and one cell isolate (a
+ * `node:worker_threads` Worker running `cell_bootstrap.ts`). Internal to `worker/`.
+ *
+ * Lifecycle:
+ * 1. The runtime creates the Worker (with `resourceLimits.maxOldGenerationSizeMb`) ahead of time,
+ *    as a spare. The bootstrap boots (imports, nothing user-visible) and posts `{t: "ready"}` on
+ *    `parentPort`.
+ * 2. The runtime posts a {@link CellStart} on the Worker (`worker.postMessage(start, [start.output])`).
+ *    The bootstrap builds a fresh `node:vm` context, creates the helpers inside it, posts
+ *    `{t: "started"}` on `start.output`, and evaluates the source once.
+ * 3. Everything the cell produces travels as {@link CellOutput} on `start.output`, a dedicated
+ *    `MessagePort`, in production order, so the runtime can drain it with `receiveMessageOnPort`
+ *    before terminating the Worker. `result` is always the last message of a cell that finished.
+ * 4. The runtime posts {@link CellControl} messages on the Worker (`worker.postMessage`).
+ *    `stop` is answered with `{t: "stopped"}` on `start.output` as soon as the bootstrap is not
+ *    running user code (the liveness handshake); after that it dispatches nothing more into the
+ *    context (no timers, no tool results) and every helper call throws.
+ *
+ * @module
+ */
+
+/** A tool exposed to the cell as `tools[name]`; `name` is already normalised (SPEC §11.3). */
+export interface CellTool {
+  /** The JS-facing identifier (`tools.<name>`), also listed in `ALL_TOOLS`. */
+  name: string;
+  /** The definition's description, listed in `ALL_TOOLS`. */
+  description: string;
+}
+
+/** Starts the cell: sent once to a ready bootstrap, with `output` in the transfer list. */
+export interface CellStart {
+  t: "start";
+  /** The cell ID (decimal string), for diagnostics only. */
+  cellId: string;
+  /** The checked JavaScript source (never TypeScript: the host stripped types already). */
+  source: string;
+  /** Enabled tools in `enabled_tools` order; later duplicates overwrite earlier ones in `tools`. */
+  tools: CellTool[];
+  /** The stored-value snapshot the cell starts from: key → JSON text. */
+  store: [string, string][];
+  /** Cap on the UTF-8 bytes of keys plus JSON texts of the cell's view (SPEC §6 rule 5). */
+  maxStoredValueBytes: number;
+  /** Cap on a notification's UTF-8 bytes and on a tool input's JSON bytes (SPEC §5.3, §7.1). */
+  maxMessageBytes: number;
+  /** The port every {@link CellOutput} is posted on. */
+  output: MessagePort;
+}
+
+/** Runtime → cell control messages, posted on the Worker. */
+export type CellControl =
+  | CellStart
+  /** Settles the JS promise of `tools.x()` call `id` (`"tool-1"`, …): `json` parsed in the context, or rejected with the string `error`. */
+  | { t: "toolResult"; id: string; json: string }
+  | { t: "toolResult"; id: string; error: string }
+  /** Stop: answer `stopped`, dispatch nothing more into the context, make helpers throw. */
+  | { t: "stop" };
+
+/** An image item as produced by `image()`/`generatedImage()`. */
+export interface CellImage {
+  url: string;
+  /** Always set by the helpers: `auto`, `low`, `high` or `original`. */
+  detail: "auto" | "low" | "high" | "original";
+}
+
+/** Cell → runtime messages, posted on `start.output` in production order. */
+export type CellOutput =
+  | { t: "started" }
+  | { t: "text"; text: string }
+  | { t: "image"; image: CellImage }
+  /** `yield_control()` was called. */
+  | { t: "yield" }
+  /** `tools.<name>(arg)` was called; `input` is the JSON text, absent when the value stringified to `undefined`. */
+  | { t: "toolCall"; id: string; name: string; input?: string }
+  /** The result of tool call `id` was delivered into the context. */
+  | { t: "toolResultConsumed"; id: string }
+  | { t: "notify"; text: string }
+  /**
+   * The cell finished: evaluation settled, `exit()`, or a failure. `writes` is the cell's write
+   * set (one entry per key, its last value as JSON text). `error` is set when the cell failed.
+   */
+  | { t: "result"; writes: [string, string][]; error?: string }
+  /** Answer to `stop` (liveness handshake). */
+  | { t: "stopped" };
+
+/** Posted once on `parentPort` when the bootstrap has booted and waits for its `start`. */
+export interface CellReady {
+  t: "ready";
+}

@@ -1,0 +1,837 @@
+// worker/cell_bootstrap.ts
+import { Buffer } from "node:buffer";
+import process from "node:process";
+import { clearTimeout as clearHostTimer, setTimeout as setHostTimer } from "node:timers";
+import vm from "node:vm";
+import { parentPort } from "node:worker_threads";
+
+// proto/cell_source.ts
+var CELL_FILE_NAME = "exec_main.mjs";
+var CELL_SOURCE_PREFIX = '(async function () {"use strict";\n';
+var CELL_SOURCE_SUFFIX = "\n})";
+var CELL_LINE_OFFSET = -1;
+function wrapCellSource(source) {
+  return CELL_SOURCE_PREFIX + source + CELL_SOURCE_SUFFIX;
+}
+
+// worker/cell_bootstrap.ts
+var CELL_EXIT_SENTINEL = "__codex_code_mode_exit__";
+var CELL_STOPPED_ERROR = "code-mode cell was stopped";
+var CELL_FINISHED_ERROR = "code-mode cell has finished";
+var CELL_HELPERS_FILE_NAME = "code_mode_helpers.js";
+var CELL_GLOBAL_ALLOWLIST = Object.freeze([
+  "globalThis",
+  "Infinity",
+  "NaN",
+  "undefined",
+  "eval",
+  "isFinite",
+  "isNaN",
+  "parseFloat",
+  "parseInt",
+  "decodeURI",
+  "decodeURIComponent",
+  "encodeURI",
+  "encodeURIComponent",
+  "escape",
+  "unescape",
+  "AggregateError",
+  "Array",
+  "ArrayBuffer",
+  "BigInt",
+  "BigInt64Array",
+  "BigUint64Array",
+  "Boolean",
+  "DataView",
+  "Date",
+  "Error",
+  "EvalError",
+  "FinalizationRegistry",
+  "Float16Array",
+  "Float32Array",
+  "Float64Array",
+  "Function",
+  "Int8Array",
+  "Int16Array",
+  "Int32Array",
+  "Iterator",
+  "JSON",
+  "Map",
+  "Math",
+  "Number",
+  "Object",
+  "Promise",
+  "Proxy",
+  "RangeError",
+  "ReferenceError",
+  "Reflect",
+  "RegExp",
+  "Set",
+  "String",
+  "Symbol",
+  "SyntaxError",
+  "TypeError",
+  "Uint8Array",
+  "Uint8ClampedArray",
+  "Uint16Array",
+  "Uint32Array",
+  "URIError",
+  "WeakMap",
+  "WeakRef",
+  "WeakSet",
+  "Intl",
+  // Further ECMAScript-standard globals V8 provides.
+  "AsyncDisposableStack",
+  "DisposableStack",
+  "SuppressedError",
+  "Temporal"
+]);
+var PHASE_RUNNING = 0;
+var PHASE_STOPPED = 1;
+var PHASE_FINISHED = 2;
+var EMIT_TEXT = 0;
+var EMIT_IMAGE = 1;
+var EMIT_YIELD = 2;
+var EMIT_NOTIFY = 3;
+var EMIT_CONSUMED = 4;
+var STORE_OK = 0;
+var STORE_OVER_LIMIT = 1;
+var TIMER_SET = 0;
+var TIMER_CLEAR = 1;
+var MAX_HOST_TIMER_MS = 2147483647;
+function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLength, bridgeLoad, bridgeStore, bridgeTimer, bridgeFinish, allowlistJson, toolsJson, maxMessageBytes, maxStoredValueBytes) {
+  const global = globalThis;
+  const ReflectApply = Reflect.apply;
+  const defineProperty = Object.defineProperty;
+  const getOwnPropertyNames = Object.getOwnPropertyNames;
+  const isArray = Array.isArray;
+  const stringify = JSON.stringify;
+  const parse = JSON.parse;
+  const StringCtor = String;
+  const NumberCtor = Number;
+  const numberIsFinite = Number.isFinite;
+  const mathTrunc = Math.trunc;
+  const PromiseCtor = Promise;
+  const promiseThen = Promise.prototype.then;
+  const stringTrim = String.prototype.trim;
+  const stringToLowerCase = String.prototype.toLowerCase;
+  const stringSlice = String.prototype.slice;
+  const EXIT_SENTINEL = "__codex_code_mode_exit__";
+  const STOPPED = "code-mode cell was stopped";
+  const FINISHED = "code-mode cell has finished";
+  const INTERNAL = "code-mode internal error";
+  const UNKNOWN = "unknown code mode exception";
+  const IMAGE_GENERIC = "image expects a non-empty image URL string, an object with image_url and optional detail, or a raw MCP image block";
+  const IMAGE_DETAIL_TYPE = "image detail must be a string when provided";
+  const timers = {
+    __proto__: null
+  };
+  const pendingTools = {
+    __proto__: null
+  };
+  let nextTimerId = 0;
+  let exitRequested = false;
+  const settledPromise = PromiseCtor.resolve();
+  defineProperty(settledPromise, "constructor", {
+    __proto__: null,
+    value: void 0
+  });
+  function queueJob(job) {
+    ReflectApply(promiseThen, settledPromise, [
+      job
+    ]);
+  }
+  function phase() {
+    try {
+      return bridgePhase();
+    } catch {
+      throw INTERNAL;
+    }
+  }
+  function live() {
+    const p = phase();
+    if (p === 1) throw STOPPED;
+    if (p !== 0) throw FINISHED;
+  }
+  function emit(kind, a, b) {
+    let posted;
+    try {
+      posted = bridgeEmit(kind, a, b);
+    } catch {
+      throw INTERNAL;
+    }
+    if (posted !== 0) live();
+  }
+  function byteLength(text2) {
+    try {
+      return bridgeByteLength(text2);
+    } catch {
+      throw INTERNAL;
+    }
+  }
+  function finish(failed, errorText) {
+    try {
+      bridgeFinish(failed, errorText);
+    } catch {
+    }
+  }
+  function describeThrown(value) {
+    if (typeof value === "string") return value;
+    if (value !== null && (typeof value === "object" || typeof value === "function")) {
+      let stack;
+      try {
+        stack = value.stack;
+      } catch {
+        stack = void 0;
+      }
+      if (typeof stack === "string") return stack;
+    }
+    try {
+      return StringCtor(value);
+    } catch {
+      return UNKNOWN;
+    }
+  }
+  function toJsonText(value) {
+    try {
+      return stringify(value);
+    } catch (e) {
+      throw describeThrown(e);
+    }
+  }
+  function toOutputText(value) {
+    const type = typeof value;
+    if (value === void 0 || value === null || type === "boolean" || type === "number" || type === "bigint" || type === "string") {
+      return StringCtor(value);
+    }
+    const json = toJsonText(value);
+    return json === void 0 ? StringCtor(value) : json;
+  }
+  function settle(failed, value) {
+    if (phase() !== 0) return;
+    if (!failed || value === EXIT_SENTINEL && exitRequested) {
+      finish(0, "");
+    } else {
+      finish(1, describeThrown(value));
+    }
+  }
+  function startsWithIgnoreCase(text2, prefix) {
+    return ReflectApply(stringToLowerCase, ReflectApply(stringSlice, text2, [
+      0,
+      prefix.length
+    ]), []) === prefix;
+  }
+  function resolveImage(input, override) {
+    if (override !== void 0 && override !== null && typeof override !== "string") {
+      throw IMAGE_DETAIL_TYPE;
+    }
+    let url;
+    let detail;
+    if (typeof input === "string") {
+      if (input === "") throw IMAGE_GENERIC;
+      url = input;
+    } else if (input !== null && (typeof input === "object" || typeof input === "function") && !isArray(input)) {
+      const item = input;
+      const imageUrl = item.image_url;
+      if (typeof imageUrl === "string") {
+        url = imageUrl;
+        const ownDetail = item.detail;
+        if (ownDetail !== void 0 && ownDetail !== null && typeof ownDetail !== "string") {
+          throw IMAGE_DETAIL_TYPE;
+        }
+        detail = ownDetail ?? void 0;
+      } else if (imageUrl !== void 0) {
+        throw IMAGE_GENERIC;
+      } else {
+        const type = item.type;
+        if (typeof type !== "string") throw IMAGE_GENERIC;
+        const data = item.data;
+        const mimeType = item.mimeType;
+        const mimeTypeSnake = item.mime_type;
+        const meta = item._meta;
+        let metaDetail;
+        if (meta !== null && (typeof meta === "object" || typeof meta === "function")) {
+          metaDetail = meta["codex/imageDetail"];
+        }
+        if (type !== "image") throw 'image only accepts MCP image blocks, got "' + type + '"';
+        if (typeof data !== "string" || data === "") throw "image expected MCP image data";
+        const mime = typeof mimeType === "string" && mimeType !== "" ? mimeType : typeof mimeTypeSnake === "string" && mimeTypeSnake !== "" ? mimeTypeSnake : "application/octet-stream";
+        url = startsWithIgnoreCase(data, "data:") ? data : "data:" + mime + ";base64," + data;
+        if (metaDetail === "auto" || metaDetail === "low" || metaDetail === "high" || metaDetail === "original") {
+          detail = metaDetail;
+        }
+      }
+    } else {
+      throw IMAGE_GENERIC;
+    }
+    if (typeof override === "string") detail = override;
+    if (startsWithIgnoreCase(url, "http://") || startsWithIgnoreCase(url, "https://")) {
+      throw "Tool call failed: remote image URLs are not supported in tool outputs. Pass a base64 data URI instead";
+    }
+    if (!startsWithIgnoreCase(url, "data:")) {
+      throw "Tool call failed: invalid image output. Pass a base64 data URI instead";
+    }
+    let resolved = "high";
+    if (detail !== void 0) {
+      resolved = ReflectApply(stringToLowerCase, detail, []);
+      if (resolved !== "auto" && resolved !== "low" && resolved !== "high" && resolved !== "original") {
+        throw "image detail must be one of: auto, low, high, original";
+      }
+    }
+    return [
+      url,
+      resolved
+    ];
+  }
+  function text(value) {
+    live();
+    emit(0, toOutputText(value), "");
+    return void 0;
+  }
+  function image(imageUrlOrItem, detail) {
+    live();
+    const resolved = resolveImage(imageUrlOrItem, detail);
+    emit(1, resolved[0], resolved[1]);
+    return void 0;
+  }
+  function generatedImage(result) {
+    live();
+    if (result === null || typeof result !== "object" && typeof result !== "function") {
+      throw "generatedImage expects an image generation result object";
+    }
+    const hint = result.output_hint;
+    if (hint !== void 0 && typeof hint !== "string") {
+      throw "generatedImage output_hint must be a string when provided";
+    }
+    const resolved = resolveImage(result, void 0);
+    emit(1, resolved[0], resolved[1]);
+    if (typeof hint === "string") emit(0, hint, "");
+    return void 0;
+  }
+  function store(key, value) {
+    live();
+    let name;
+    try {
+      name = StringCtor(key);
+    } catch {
+      throw "store key must be a string";
+    }
+    const json = toJsonText(value);
+    if (json === void 0) {
+      throw "Unable to store " + stringify(name) + ". Only plain serializable objects can be stored.";
+    }
+    let stored;
+    try {
+      stored = bridgeStore(name, json);
+    } catch {
+      throw INTERNAL;
+    }
+    if (stored === 1) {
+      throw "stored values exceed the " + maxStoredValueBytes + "-byte session limit";
+    }
+    if (stored !== 0) live();
+    return void 0;
+  }
+  function load(key) {
+    live();
+    let name;
+    try {
+      name = StringCtor(key);
+    } catch {
+      throw "load key must be a string";
+    }
+    let json;
+    try {
+      json = bridgeLoad(name);
+    } catch {
+      throw INTERNAL;
+    }
+    if (json === void 0) return void 0;
+    try {
+      return parse(json);
+    } catch {
+      throw "failed to load stored value";
+    }
+  }
+  function notify(value) {
+    live();
+    const message = toOutputText(value);
+    if (ReflectApply(stringTrim, message, []) === "") throw "notify expects non-empty text";
+    if (byteLength(message) > maxMessageBytes) {
+      throw "code-mode notification exceeds the " + maxMessageBytes + "-byte gRPC message limit";
+    }
+    emit(3, message, "");
+    return void 0;
+  }
+  function yield_control() {
+    live();
+    emit(2, "", "");
+    return void 0;
+  }
+  function exit() {
+    live();
+    exitRequested = true;
+    throw EXIT_SENTINEL;
+  }
+  function setTimeout(callback, delayMs) {
+    live();
+    if (typeof callback !== "function") throw "setTimeout expects a function callback";
+    let delay = NumberCtor(delayMs);
+    delay = numberIsFinite(delay) && delay > 0 ? mathTrunc(delay) : 0;
+    const id = ++nextTimerId;
+    timers[id] = callback;
+    try {
+      bridgeTimer(0, id, delay);
+    } catch {
+      throw INTERNAL;
+    }
+    return id;
+  }
+  function clearTimeout(id) {
+    live();
+    if (id === void 0 || id === null) return void 0;
+    let n;
+    try {
+      n = NumberCtor(id);
+    } catch {
+      throw "clearTimeout expects a numeric timeout id";
+    }
+    if (!numberIsFinite(n) || n <= 0) return void 0;
+    n = mathTrunc(n);
+    if (timers[n] !== void 0) {
+      delete timers[n];
+      try {
+        bridgeTimer(1, n, 0);
+      } catch {
+        throw INTERNAL;
+      }
+    }
+    return void 0;
+  }
+  function callTool(name, arg) {
+    live();
+    const input = toJsonText(arg);
+    if (input !== void 0 && byteLength(input) > maxMessageBytes) {
+      const message = "code-mode tool invocation exceeds the " + maxMessageBytes + "-byte gRPC message limit";
+      return new PromiseCtor((_resolve, reject) => reject(message));
+    }
+    let settlers;
+    const promise = new PromiseCtor((resolve, reject) => {
+      settlers = {
+        __proto__: null,
+        resolve,
+        reject
+      };
+    });
+    let id;
+    try {
+      id = bridgeCallTool(name, input);
+    } catch {
+      throw INTERNAL;
+    }
+    if (id === "") live();
+    pendingTools[id] = settlers;
+    return promise;
+  }
+  const allowed = {
+    __proto__: null
+  };
+  const allowlist = parse(allowlistJson);
+  for (let i = 0; i < allowlist.length; i++) allowed[allowlist[i]] = true;
+  const names = getOwnPropertyNames(global);
+  for (let i = 0; i < names.length; i++) {
+    if (allowed[names[i]] !== true) delete global[names[i]];
+  }
+  const toolList = parse(toolsJson);
+  const tools = {};
+  for (let i = 0; i < toolList.length; i++) {
+    const toolName = toolList[i].name;
+    const tool = function(arg) {
+      return callTool(toolName, arg);
+    };
+    defineProperty(tool, "name", {
+      __proto__: null,
+      value: toolName
+    });
+    defineProperty(tools, toolName, {
+      __proto__: null,
+      value: tool,
+      writable: true,
+      enumerable: true,
+      configurable: true
+    });
+  }
+  const helpers = [
+    [
+      "text",
+      text
+    ],
+    [
+      "image",
+      image
+    ],
+    [
+      "generatedImage",
+      generatedImage
+    ],
+    [
+      "store",
+      store
+    ],
+    [
+      "load",
+      load
+    ],
+    [
+      "notify",
+      notify
+    ],
+    [
+      "yield_control",
+      yield_control
+    ],
+    [
+      "exit",
+      exit
+    ],
+    [
+      "setTimeout",
+      setTimeout
+    ],
+    [
+      "clearTimeout",
+      clearTimeout
+    ],
+    [
+      "tools",
+      tools
+    ],
+    [
+      "ALL_TOOLS",
+      toolList
+    ]
+  ];
+  for (let i = 0; i < helpers.length; i++) {
+    defineProperty(global, helpers[i][0], {
+      __proto__: null,
+      value: helpers[i][1],
+      writable: true,
+      enumerable: false,
+      configurable: true
+    });
+  }
+  function run(fn) {
+    queueJob(() => {
+      let evaluation;
+      try {
+        evaluation = ReflectApply(fn, void 0, []);
+      } catch (e) {
+        settle(true, e);
+        return;
+      }
+      try {
+        defineProperty(evaluation, "constructor", {
+          __proto__: null,
+          value: void 0
+        });
+        ReflectApply(promiseThen, evaluation, [
+          () => settle(false, void 0),
+          (reason) => settle(true, reason)
+        ]);
+      } catch {
+        settle(false, void 0);
+      }
+    });
+  }
+  function fail(thrown) {
+    settle(true, thrown);
+  }
+  function fireTimer(id) {
+    const callback = timers[id];
+    if (callback === void 0) return;
+    delete timers[id];
+    queueJob(() => {
+      if (phase() !== 0) return;
+      try {
+        ReflectApply(callback, void 0, []);
+      } catch (e) {
+        settle(true, e);
+      }
+    });
+  }
+  function deliver(id, isError, payload) {
+    const settlers = pendingTools[id];
+    if (settlers === void 0) return;
+    delete pendingTools[id];
+    queueJob(() => {
+      if (phase() !== 0) return;
+      emit(4, id, "");
+      if (isError) {
+        settlers.reject(payload);
+        return;
+      }
+      let value;
+      try {
+        value = parse(payload);
+      } catch {
+        settlers.reject("code-mode tool result is not valid JSON");
+        return;
+      }
+      settlers.resolve(value);
+    });
+  }
+  return {
+    run,
+    fail,
+    fireTimer,
+    deliver
+  };
+}
+var CellRun = class {
+  #start;
+  #output;
+  #phase = PHASE_RUNNING;
+  #hostTimers = /* @__PURE__ */ new Map();
+  #nextToolId = 0;
+  #view;
+  /** UTF-8 bytes of the view; computed on the first `store` (`-1` until then). */
+  #viewBytes = -1;
+  #writes = /* @__PURE__ */ new Map();
+  #controller;
+  constructor(start) {
+    this.#start = start;
+    this.#output = start.output;
+    this.#view = new Map(start.store);
+  }
+  /** Builds the context, posts `started`, compiles and runs the source once. */
+  begin() {
+    const start = this.#start;
+    const refuseImport = (specifier) => Promise.reject(`Unsupported import in exec: ${String(specifier)}`);
+    const context = vm.createContext(vm.constants.DONT_CONTEXTIFY, {
+      importModuleDynamically: refuseImport
+    });
+    const factory = vm.runInContext(`"use strict";(${createCellHelpers.toString()})`, context, {
+      filename: CELL_HELPERS_FILE_NAME
+    });
+    const tools = start.tools.map((tool) => ({
+      name: String(tool.name),
+      description: String(tool.description)
+    }));
+    const b = this.#bridges();
+    this.#controller = factory(b.phase, b.emit, b.callTool, b.byteLength, b.load, b.store, b.timer, b.finish, JSON.stringify(CELL_GLOBAL_ALLOWLIST), JSON.stringify(tools), start.maxMessageBytes, start.maxStoredValueBytes);
+    this.#post({
+      t: "started"
+    });
+    let script;
+    try {
+      script = new vm.Script(wrapCellSource(start.source), {
+        filename: CELL_FILE_NAME,
+        lineOffset: CELL_LINE_OFFSET,
+        importModuleDynamically: refuseImport
+      });
+    } catch (e) {
+      this.#finish(1, describeCompileError(e));
+      return;
+    }
+    let fn;
+    try {
+      fn = script.runInContext(context);
+    } catch (e) {
+      this.#callController((c) => c.fail(e));
+      return;
+    }
+    this.#callController((c) => c.run(fn));
+  }
+  /** Handles a control message other than `start`. */
+  control(message) {
+    if (message.t === "stop") {
+      if (this.#phase === PHASE_RUNNING) this.#phase = PHASE_STOPPED;
+      this.#clearHostTimers();
+      this.#post({
+        t: "stopped"
+      });
+    } else if (message.t === "toolResult") {
+      if (this.#phase !== PHASE_RUNNING) return;
+      const isError = "error" in message && typeof message.error === "string";
+      const payload = isError ? message.error : String(message.json);
+      const id = String(message.id);
+      this.#callController((c) => c.deliver(id, isError, payload));
+    }
+  }
+  #bridges() {
+    return {
+      phase: () => this.#phase,
+      emit: (kind, a, b) => {
+        if (this.#phase !== PHASE_RUNNING) return 1;
+        const first = typeof a === "string" ? a : "";
+        switch (kind) {
+          case EMIT_TEXT:
+            this.#post({
+              t: "text",
+              text: first
+            });
+            break;
+          case EMIT_IMAGE:
+            this.#post({
+              t: "image",
+              image: {
+                url: first,
+                detail: typeof b === "string" ? b : "high"
+              }
+            });
+            break;
+          case EMIT_YIELD:
+            this.#post({
+              t: "yield"
+            });
+            break;
+          case EMIT_NOTIFY:
+            this.#post({
+              t: "notify",
+              text: first
+            });
+            break;
+          case EMIT_CONSUMED:
+            this.#post({
+              t: "toolResultConsumed",
+              id: first
+            });
+            break;
+        }
+        return 0;
+      },
+      callTool: (name, input) => {
+        if (this.#phase !== PHASE_RUNNING) return "";
+        const id = `tool-${++this.#nextToolId}`;
+        this.#post(typeof input === "string" ? {
+          t: "toolCall",
+          id,
+          name: String(name),
+          input
+        } : {
+          t: "toolCall",
+          id,
+          name: String(name)
+        });
+        return id;
+      },
+      byteLength: (text) => typeof text === "string" ? utf8Length(text) : 0,
+      load: (key) => typeof key === "string" ? this.#view.get(key) : void 0,
+      store: (key, json) => {
+        if (this.#phase !== PHASE_RUNNING) return 2;
+        if (typeof key !== "string" || typeof json !== "string") return 2;
+        if (this.#viewBytes < 0) {
+          let total = 0;
+          for (const [k, v] of this.#view) total += utf8Length(k) + utf8Length(v);
+          this.#viewBytes = total;
+        }
+        const keyBytes = utf8Length(key);
+        const previous = this.#view.get(key);
+        const next = this.#viewBytes + keyBytes + utf8Length(json) - (previous === void 0 ? 0 : keyBytes + utf8Length(previous));
+        if (next > this.#start.maxStoredValueBytes) return STORE_OVER_LIMIT;
+        this.#viewBytes = next;
+        this.#view.set(key, json);
+        this.#writes.delete(key);
+        this.#writes.set(key, json);
+        return STORE_OK;
+      },
+      timer: (op, id, delayMs) => {
+        if (this.#phase !== PHASE_RUNNING || typeof id !== "number") return;
+        if (op === TIMER_SET) {
+          this.#armTimer(id, typeof delayMs === "number" ? delayMs : 0);
+        } else if (op === TIMER_CLEAR) {
+          const handle = this.#hostTimers.get(id);
+          if (handle !== void 0) clearHostTimer(handle);
+          this.#hostTimers.delete(id);
+        }
+      },
+      finish: (failed, errorText) => {
+        this.#finish(failed === 1 ? 1 : 0, typeof errorText === "string" ? errorText : "");
+      }
+    };
+  }
+  #armTimer(id, remainingMs) {
+    const step = Math.min(remainingMs, MAX_HOST_TIMER_MS);
+    const handle = setHostTimer(() => {
+      if (this.#phase !== PHASE_RUNNING) return;
+      if (remainingMs > step) {
+        this.#armTimer(id, remainingMs - step);
+        return;
+      }
+      this.#hostTimers.delete(id);
+      this.#callController((c) => c.fireTimer(id));
+    }, step);
+    this.#hostTimers.set(id, handle);
+  }
+  #clearHostTimers() {
+    for (const handle of this.#hostTimers.values()) clearHostTimer(handle);
+    this.#hostTimers.clear();
+  }
+  #callController(call) {
+    const controller = this.#controller;
+    if (controller === void 0 || this.#phase !== PHASE_RUNNING) return;
+    try {
+      call(controller);
+    } catch {
+      this.#finish(1, "code-mode internal error");
+    }
+  }
+  #finish(failed, errorText) {
+    if (this.#phase !== PHASE_RUNNING) return;
+    this.#phase = PHASE_FINISHED;
+    this.#clearHostTimers();
+    const writes = [
+      ...this.#writes
+    ];
+    this.#post(failed === 1 ? {
+      t: "result",
+      writes,
+      error: errorText
+    } : {
+      t: "result",
+      writes
+    });
+  }
+  #post(message) {
+    try {
+      this.#output.postMessage(message);
+    } catch {
+    }
+  }
+};
+function utf8Length(text) {
+  return Buffer.byteLength(text, "utf8");
+}
+function describeCompileError(error) {
+  if (error !== null && typeof error === "object") {
+    const { name, message } = error;
+    if (typeof name === "string" && typeof message === "string") return `${name}: ${message}`;
+  }
+  return String(error);
+}
+function boot(port) {
+  process.on("unhandledRejection", () => {
+  });
+  let cell;
+  port.on("message", (message) => {
+    if (message === null || typeof message !== "object") return;
+    if (message.t === "start") {
+      if (cell !== void 0) return;
+      cell = new CellRun(message);
+      cell.begin();
+    } else {
+      cell?.control(message);
+    }
+  });
+  port.postMessage({
+    t: "ready"
+  });
+}
+if (parentPort !== null) boot(parentPort);
+export {
+  CELL_EXIT_SENTINEL,
+  CELL_FINISHED_ERROR,
+  CELL_GLOBAL_ALLOWLIST,
+  CELL_HELPERS_FILE_NAME,
+  CELL_STOPPED_ERROR
+};

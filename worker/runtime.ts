@@ -1,0 +1,303 @@
+/**
+ * The session runtime: the main thread of one permission-restricted Deno subprocess (SPEC §9.3).
+ * It holds no authoritative state. It reads `HostToWorker` frames on stdin, runs each cell in its
+ * own `node:worker_threads` Worker (SPEC §5.1), and streams `WorkerToHost` frames on stdout.
+ *
+ * - The first frame is always `Ready`.
+ * - stdin EOF or `Shutdown` ends the process with `Deno.exit()`, even while a cell spins.
+ * - Every output a cell posted before it stopped is forwarded: the cell's output port is drained
+ *   with `receiveMessageOnPort` before its Worker is terminated.
+ *
+ * This file is bundled into `worker/dist/runtime.js` (`deno task bundle`).
+ *
+ * @module
+ */
+import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from "node:worker_threads";
+import { encodeFrame, readFrames } from "../proto/frame_codec.ts";
+import {
+  createWorkerCodec,
+  type HostToWorker,
+  type WireCellEvent,
+  WORKER_PROTOCOL_VERSION,
+  type WorkerToHost,
+} from "../proto/worker_codec.ts";
+import type { CellControl, CellOutput, CellStart } from "./cell_protocol.ts";
+
+const MAX_FRAME_BYTES = 68_157_440;
+const codec = createWorkerCodec(Deno.readTextFileSync(new URL("./worker.proto", import.meta.url)));
+const cellUrl = new URL("./cell.js", import.meta.url);
+
+interface Config {
+  heapMb: number;
+  maxMessageBytes: number;
+  maxStoredValueBytes: number;
+}
+
+let config: Config = { heapMb: 1024, maxMessageBytes: 67_108_864, maxStoredValueBytes: 67_108_864 };
+const store = new Map<string, string>();
+
+// ---- stdout: frames written strictly in order -------------------------------------------------
+
+let writeChain: Promise<void> = Promise.resolve();
+
+async function writeAll(bytes: Uint8Array): Promise<void> {
+  let offset = 0;
+  while (offset < bytes.length) offset += await Deno.stdout.write(bytes.subarray(offset));
+}
+
+function send(message: WorkerToHost): void {
+  const frame = encodeFrame(codec.encodeWorkerToHost(message), MAX_FRAME_BYTES);
+  writeChain = writeChain.then(() => writeAll(frame)).catch(() => Deno.exit(1));
+}
+
+function sendCellEvent(event: WireCellEvent): void {
+  send({ cellEvent: event });
+}
+
+async function exitAfterFlush(code: number): Promise<never> {
+  await writeChain.catch(() => {});
+  Deno.exit(code);
+}
+
+// ---- cell workers -----------------------------------------------------------------------------
+
+interface CellWorker {
+  worker: Worker;
+  heapMb: number;
+  ready: Promise<void>;
+  /** Set once the Worker failed or exited before it was used. */
+  dead: boolean;
+}
+
+function createCellWorker(heapMb: number): CellWorker {
+  const worker = new Worker(cellUrl, { resourceLimits: { maxOldGenerationSizeMb: heapMb } });
+  const cell: CellWorker = { worker, heapMb, ready: Promise.resolve(), dead: false };
+  cell.ready = new Promise<void>((resolve) => {
+    const onMessage = (message: { t?: string }) => {
+      if (message?.t !== "ready") return;
+      worker.off("message", onMessage);
+      resolve();
+    };
+    worker.on("message", onMessage);
+    worker.once("exit", () => {
+      cell.dead = true;
+      resolve();
+    });
+  });
+  worker.on("error", () => {
+    cell.dead = true;
+  });
+  return cell;
+}
+
+let spare: CellWorker | undefined;
+
+function takeCellWorker(): CellWorker {
+  const taken = spare && !spare.dead && spare.heapMb === config.heapMb ? spare : undefined;
+  if (spare && spare !== taken) void spare.worker.terminate();
+  spare = undefined;
+  return taken ?? createCellWorker(config.heapMb);
+}
+
+function refillSpare(): void {
+  if (!spare) spare = createCellWorker(config.heapMb);
+}
+
+interface RunningCell {
+  id: string;
+  cell: CellWorker;
+  port: MessagePort;
+  /** `result` or `stopped` seen: nothing more comes from the cell. */
+  finished: boolean;
+  /** `exited` sent to the host. */
+  exited: boolean;
+  exitReason: "normal" | "heap_limit" | "fault";
+  exitDetail?: string;
+}
+
+const cells = new Map<string, RunningCell>();
+
+function forward(running: RunningCell, output: CellOutput): void {
+  const cellId = running.id;
+  switch (output.t) {
+    case "started":
+      return sendCellEvent({ cellId, started: {} });
+    case "text":
+      return sendCellEvent({ cellId, contentItem: { text: output.text } });
+    case "image":
+      return sendCellEvent({
+        cellId,
+        contentItem: { image: { imageUrl: output.image.url, detail: output.image.detail } },
+      });
+    case "yield":
+      return sendCellEvent({ cellId, yieldRequested: {} });
+    case "toolCall":
+      return sendCellEvent({
+        cellId,
+        toolCall: { runtimeToolCallId: output.id, globalName: output.name, inputJson: output.input },
+      });
+    case "toolResultConsumed":
+      return sendCellEvent({ cellId, toolResultConsumed: output.id });
+    case "notify":
+      return sendCellEvent({ cellId, notify: output.text });
+    case "result":
+      if (running.finished) return;
+      running.finished = true;
+      for (const [key, valueJson] of output.writes) {
+        sendCellEvent({ cellId, storedWrite: { key, valueJson } });
+      }
+      sendCellEvent({ cellId, result: output.error === undefined ? {} : { errorText: output.error } });
+      void endCell(running);
+      return;
+    case "stopped":
+      if (running.finished) return;
+      running.finished = true;
+      drain(running);
+      void endCell(running);
+      return;
+  }
+}
+
+function drain(running: RunningCell): void {
+  for (;;) {
+    const next = receiveMessageOnPort(running.port);
+    if (!next) return;
+    forward(running, next.message as CellOutput);
+  }
+}
+
+function reportExit(running: RunningCell): void {
+  if (running.exited) return;
+  drain(running);
+  running.exited = true;
+  cells.delete(running.id);
+  running.port.close();
+  sendCellEvent({
+    cellId: running.id,
+    exited: running.exitDetail === undefined
+      ? { reason: running.exitReason }
+      : { reason: running.exitReason, detail: running.exitDetail },
+  });
+}
+
+async function endCell(running: RunningCell): Promise<void> {
+  await running.cell.worker.terminate().catch(() => {});
+  reportExit(running);
+}
+
+async function startCell(start: NonNullable<HostToWorker["startCell"]>): Promise<void> {
+  const cell = takeCellWorker();
+  const channel = new MessageChannel();
+  const running: RunningCell = {
+    id: start.cellId,
+    cell,
+    port: channel.port1,
+    finished: false,
+    exited: false,
+    exitReason: "normal",
+  };
+  cells.set(start.cellId, running);
+  channel.port1.on("message", (output: CellOutput) => forward(running, output));
+  cell.worker.on("error", (error: Error & { code?: string }) => {
+    if (error?.code === "ERR_WORKER_OUT_OF_MEMORY") running.exitReason = "heap_limit";
+    else {
+      running.exitReason = "fault";
+      running.exitDetail = String(error?.message ?? error);
+    }
+  });
+  cell.worker.once("exit", () => {
+    // The error event (if any) precedes exit; give the port a last chance to deliver.
+    setTimeout(() => reportExit(running), 0);
+  });
+  await cell.ready;
+  if (cell.dead) return;
+  const message: CellStart = {
+    t: "start",
+    cellId: start.cellId,
+    source: start.source ?? "",
+    tools: (start.tools ?? []).map((t) => ({ name: t.globalName, description: t.description ?? "" })),
+    store: [...store],
+    maxStoredValueBytes: config.maxStoredValueBytes,
+    maxMessageBytes: config.maxMessageBytes,
+    output: channel.port2 as unknown as CellStart["output"],
+  };
+  cell.worker.postMessage(message, [channel.port2]);
+  refillSpare();
+}
+
+function control(cellId: string, message: CellControl): void {
+  const running = cells.get(cellId);
+  if (!running || running.finished) return;
+  running.cell.worker.postMessage(message);
+}
+
+function stopCell(cellId: string): void {
+  const running = cells.get(cellId);
+  if (!running || running.finished) return;
+  drain(running);
+  running.cell.worker.postMessage({ t: "stop" } satisfies CellControl);
+}
+
+async function shutdown(): Promise<never> {
+  for (const running of cells.values()) drain(running);
+  return await exitAfterFlush(0);
+}
+
+// ---- main loop --------------------------------------------------------------------------------
+
+function dispatch(message: HostToWorker): void {
+  switch (message.message) {
+    case "configure": {
+      const c = message.configure!;
+      config = {
+        heapMb: c.cellHeapLimitMb || config.heapMb,
+        maxMessageBytes: c.maxMessageBytes || config.maxMessageBytes,
+        maxStoredValueBytes: c.maxStoredValueBytes || config.maxStoredValueBytes,
+      };
+      if (spare && spare.heapMb !== config.heapMb) {
+        void spare.worker.terminate();
+        spare = undefined;
+      }
+      refillSpare();
+      return;
+    }
+    case "storeUpdate": {
+      const u = message.storeUpdate!;
+      if (u.reset) store.clear();
+      for (const entry of u.entries ?? []) store.set(entry.key, entry.valueJson ?? "null");
+      return;
+    }
+    case "startCell":
+      void startCell(message.startCell!).catch((error) => {
+        send({ runtimeFault: { detail: `failed to start cell: ${error}` } });
+        void exitAfterFlush(1);
+      });
+      return;
+    case "toolResult": {
+      const r = message.toolResult!;
+      const result: CellControl = r.errorMessage !== undefined
+        ? { t: "toolResult", id: r.runtimeToolCallId, error: r.errorMessage }
+        : { t: "toolResult", id: r.runtimeToolCallId, json: r.outputJson ?? "null" };
+      return control(r.cellId, result);
+    }
+    case "stopCell":
+      return stopCell(message.stopCell!.cellId);
+    case "shutdown":
+      void shutdown();
+      return;
+    default:
+      // Credit and Control arrive with later features; unknown messages are ignored.
+      return;
+  }
+}
+
+send({ ready: { denoVersion: Deno.version.deno, protocolVersion: WORKER_PROTOCOL_VERSION } });
+try {
+  for await (const frame of readFrames(Deno.stdin.readable, MAX_FRAME_BYTES)) {
+    dispatch(codec.decodeHostToWorker(frame));
+  }
+} catch (error) {
+  send({ runtimeFault: { detail: `host frame stream failed: ${error}` } });
+  await exitAfterFlush(1);
+}
+await shutdown();
