@@ -308,7 +308,38 @@ export function createCodeModeService(options: ServiceOptions): Record<string, u
       return Promise.resolve({});
     }),
 
-    subscribeToToolCalls: unimplemented("SubscribeToToolCalls"),
+    subscribeToToolCalls: streaming(async function* (request, context) {
+      const session = manager.lookup(request.sessionId);
+      const permit = manager.permit("control");
+      let subscription: Disposable;
+      try {
+        const filters: Message[] = request.toolNames ?? [];
+        if (filters.length > limits.maxToolFilters) {
+          throw new CodeModeError(
+            "INVALID_ARGUMENT",
+            `code-mode tool subscription exceeds ${limits.maxToolFilters} filters`,
+          );
+        }
+        for (const filter of filters) {
+          validateIdentifier(filter.name, "tool name", idBytes);
+          if (filter.namespace !== undefined) {
+            validateIdentifier(filter.namespace, "tool namespace", idBytes, { allowEmpty: true });
+          }
+        }
+        subscription = session.subscribe();
+      } finally {
+        permit.release();
+      }
+      using _subscription = subscription;
+      context.sendHeader();
+      // Tool calls are routed to subscriptions by the tool-call bridge (a later feature); the
+      // stream lives until the client cancels it or the session ends.
+      await Promise.race([
+        session.removed,
+        new Promise((resolve) => context.signal.addEventListener("abort", resolve, { once: true })),
+      ]);
+      yield* [];
+    }),
     completeToolCall: unimplemented("CompleteToolCall"),
   };
 }

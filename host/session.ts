@@ -106,6 +106,7 @@ export class Session {
   #recentWaits: RecentIds;
   #preYielded: RecentIds;
   #preCancelled: RecentIds;
+  #subscriptions = 0;
 
   /** @param options see {@link SessionOptions} */
   constructor(options: SessionOptions) {
@@ -355,6 +356,26 @@ export class Session {
     const entries = [...last].map(([key, valueJson]) => ({ key, valueJson }));
     void this.#runtime.send({ storeUpdate: { version: this.#storeVersion, entries } }).catch(() => {});
     return undefined;
+  }
+
+  /**
+   * Registers a tool subscription (SPEC §7.6 rule 1).
+   *
+   * @returns a handle that unregisters it
+   * @throws {CodeModeError} `RESOURCE_EXHAUSTED` beyond `maxSubscriptionsPerSession`
+   */
+  subscribe(): Disposable {
+    if (this.#subscriptions >= this.#options.limits.maxSubscriptionsPerSession) {
+      throw new CodeModeError("RESOURCE_EXHAUSTED", "code-mode session has too many tool subscriptions");
+    }
+    this.#subscriptions++;
+    let done = false;
+    return {
+      [Symbol.dispose]: () => {
+        if (!done) this.#subscriptions--;
+        done = true;
+      },
+    };
   }
 
   // ---- waits and yields -------------------------------------------------------------------------

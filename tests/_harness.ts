@@ -5,15 +5,16 @@
  *
  * @module
  */
-import { type Channel, type Client, ClientError, createChannel, createClient, Metadata, Status } from "nice-grpc";
+import { type Channel, ClientError, createChannel, createClient, Metadata, Status } from "nice-grpc";
 import { codeModeHostDefinition } from "../proto/loader.ts";
 import { createHost, type Host, type HostOptions } from "../host/server.ts";
 import { Logger } from "../host/log.ts";
 
 // deno-lint-ignore no-explicit-any
 export type Msg = any;
+/** A loosely typed client: requests and responses are plain protobufjs objects. */
 // deno-lint-ignore no-explicit-any
-export type RawClient = Client<any>;
+export type RawClient = Record<string, (request: Msg, options?: Msg) => any>;
 
 export const CHANNEL_OPTIONS = {
   "grpc.max_receive_message_length": 67_108_864,
@@ -25,7 +26,7 @@ export const CHANNEL_OPTIONS = {
 export function rawClient(address: string): { client: RawClient; channel: Channel } & Disposable {
   const channel = createChannel(address.replace(/^http:\/\//, ""), undefined, CHANNEL_OPTIONS);
   // deno-lint-ignore no-explicit-any
-  const client = createClient(codeModeHostDefinition() as any, channel) as RawClient;
+  const client = createClient(codeModeHostDefinition() as any, channel) as unknown as RawClient;
   return { client, channel, [Symbol.dispose]: () => channel.close() };
 }
 

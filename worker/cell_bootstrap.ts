@@ -424,7 +424,8 @@ function createCellHelpers(
     live();
     let name: string;
     try {
-      name = StringCtor(key);
+      // ToString, which (unlike String()) throws for a symbol.
+      name = `${key}`;
     } catch {
       throw "store key must be a string";
     }
@@ -450,7 +451,7 @@ function createCellHelpers(
     live();
     let name: string;
     try {
-      name = StringCtor(key);
+      name = `${key}`;
     } catch {
       throw "load key must be a string";
     }
@@ -820,7 +821,6 @@ class CellRun {
         if (next > this.#start.maxStoredValueBytes) return STORE_OVER_LIMIT;
         this.#viewBytes = next;
         this.#view.set(key, json);
-        this.#writes.delete(key);
         this.#writes.set(key, json);
         return STORE_OK;
       },

@@ -312,7 +312,7 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
     live();
     let name;
     try {
-      name = StringCtor(key);
+      name = `${key}`;
     } catch {
       throw "store key must be a string";
     }
@@ -336,7 +336,7 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
     live();
     let name;
     try {
-      name = StringCtor(key);
+      name = `${key}`;
     } catch {
       throw "load key must be a string";
     }
@@ -731,7 +731,6 @@ var CellRun = class {
         if (next > this.#start.maxStoredValueBytes) return STORE_OVER_LIMIT;
         this.#viewBytes = next;
         this.#view.set(key, json);
-        this.#writes.delete(key);
         this.#writes.set(key, json);
         return STORE_OK;
       },

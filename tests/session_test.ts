@@ -1,0 +1,132 @@
+/**
+ * Sessions, closure and stored values against a real host (SPEC §3, §6, scenarios 16, 17, 21c,
+ * 81, 82, 83a).
+ */
+import assert from "node:assert/strict";
+import { Status } from "nice-grpc";
+import { collect, eventually, execute, grpcError, openSession, processExists, run, startHost, texts } from "./_harness.ts";
+
+Deno.test("CloseSession cancels a pending Wait, ends the lease OK, and later calls are NOT_FOUND (scenario 16)", async () => {
+  await using h = await startHost();
+  const s = await openSession(h.client);
+  s.pump();
+  const { started, outcome } = await execute(h.client, s.id, "await new Promise(() => {})", { yieldTimeMs: 1 });
+  assert.ok(outcome.yielded);
+  const pid = h.host.manager.sessions.get(s.id)!.runtime.pid!;
+  const wait = grpcError(h.client.wait({ sessionId: s.id, cellId: started.cellId, waitId: "w", yieldTimeMs: 60_000 }));
+  await eventually(() => false, 100); // let the Wait attach
+  await h.client.closeSession({ sessionId: s.id });
+  assert.deepEqual(await wait, { code: Status.CANCELLED, details: "code-mode session is closed" });
+  assert.equal(await s.end, undefined);
+  assert.deepEqual(await grpcError(execute(h.client, s.id, "text(1)")), {
+    code: Status.NOT_FOUND,
+    details: `unknown code-mode session ${s.id}`,
+  });
+  assert.equal(processExists(pid), false, "the session's runtime was reaped");
+});
+
+Deno.test("An Execute awaiting its outcome receives terminated with its drained content when the session closes", async () => {
+  await using h = await startHost();
+  const s = await openSession(h.client);
+  s.pump();
+  const pending = execute(h.client, s.id, 'text("drained"); await new Promise(() => {})', { yieldTimeMs: 60_000 });
+  await eventually(() => (h.host.manager.sessions.get(s.id)?.runningCells ?? 0) > 0, 5_000);
+  await eventually(() => false, 200);
+  await h.client.closeSession({ sessionId: s.id });
+  const { outcome } = await pending;
+  assert.ok(outcome.terminated, JSON.stringify(outcome));
+  assert.deepEqual(texts(outcome), ["drained"]);
+});
+
+Deno.test("Sessions are isolated, and shutting one down leaves the other working (scenario 17)", async () => {
+  await using h = await startHost();
+  const a = await openSession(h.client);
+  await using b = await openSession(h.client);
+  await run(h.client, a.id, 'store("key", "A")');
+  assert.deepEqual((await run(h.client, b.id, 'text(typeof load("key"))')).texts, ["undefined"]);
+  assert.deepEqual((await run(h.client, a.id, 'text(load("key"))')).texts, ["A"]);
+  await h.client.closeSession({ sessionId: a.id });
+  assert.deepEqual((await run(h.client, b.id, "text(1)")).texts, ["1"]);
+});
+
+Deno.test("Cancelling the lease closes the session (scenario 15)", async () => {
+  await using h = await startHost();
+  const s = await openSession(h.client);
+  s.cancel();
+  assert.ok(
+    await eventually(async () => (await grpcError(execute(h.client, s.id, "text(1)"))).code === Status.NOT_FOUND, 5_000),
+  );
+});
+
+Deno.test("maxSessions bounds open sessions; closing one frees a slot (scenario 21c)", async () => {
+  await using h = await startHost({ limits: { maxSessions: 2 } });
+  const one = await openSession(h.client);
+  await using _two = await openSession(h.client);
+  assert.deepEqual(await grpcError(collect(h.client.openSession({}))), {
+    code: Status.RESOURCE_EXHAUSTED,
+    details: "code-mode host has too many sessions",
+  });
+  await h.client.closeSession({ sessionId: one.id });
+  await using three = await openSession(h.client);
+  assert.deepEqual((await run(h.client, three.id, "text(3)")).texts, ["3"]);
+});
+
+Deno.test("A value stored by one cell is loaded by the next (scenario 81)", async () => {
+  await using h = await startHost();
+  await using s = await openSession(h.client);
+  await run(h.client, s.id, 'store("key", "visible")');
+  assert.deepEqual((await run(h.client, s.id, 'text(load("key"))')).texts, ["visible"]);
+});
+
+Deno.test("Writes made before a failure are committed (scenario 82)", async () => {
+  await using h = await startHost();
+  await using s = await openSession(h.client);
+  const failed = await run(h.client, s.id, 'store("k", "v"); throw new Error("boom")');
+  assert.ok(failed.error?.includes("boom"));
+  assert.deepEqual((await run(h.client, s.id, 'text(load("k"))')).texts, ["v"]);
+});
+
+Deno.test("store() refuses to grow the session's values past maxStoredValueBytes (scenario 83a)", async () => {
+  await using h = await startHost({ limits: { maxStoredValueBytes: 1_048_576 } });
+  await using s = await openSession(h.client);
+  const r = await run(
+    h.client,
+    s.id,
+    'store("a", "x".repeat(600000)); try { store("b", "y".repeat(600000)) } catch (e) { text(e) }',
+  );
+  assert.deepEqual(r.texts, ["stored values exceed the 1048576-byte session limit"]);
+  assert.deepEqual((await run(h.client, s.id, 'text(typeof load("a") + "," + typeof load("b"))')).texts, ["string,undefined"]);
+});
+
+Deno.test("A cell started after a commit sees it; a cell running before it keeps its snapshot", async () => {
+  await using h = await startHost();
+  await using s = await openSession(h.client);
+  await run(h.client, s.id, 'store("k", 1)');
+  const early = execute(h.client, s.id, 'const before = load("k"); await new Promise((r) => setTimeout(r, 300)); text(before + "," + load("k"))');
+  await eventually(() => false, 100);
+  await run(h.client, s.id, 'store("k", 2)');
+  assert.deepEqual(texts((await early).outcome), ["1,1"]);
+  assert.deepEqual((await run(h.client, s.id, 'text(load("k"))')).texts, ["2"]);
+});
+
+Deno.test("Yield, Wait, YieldObservation and Terminate of an awaiting cell", async () => {
+  await using h = await startHost();
+  await using s = await openSession(h.client);
+  const first = await execute(h.client, s.id, 'text("before"); yield_control(); text("after"); await new Promise(() => {})', {
+    yieldTimeMs: 60_000,
+  });
+  assert.ok(first.outcome.yielded);
+  assert.deepEqual(texts(first.outcome), ["before"]);
+  const cellId = first.started.cellId;
+  const waited = await h.client.wait({ sessionId: s.id, cellId, waitId: "w1", yieldTimeMs: 100 });
+  assert.ok(waited.liveCell.yielded);
+  assert.deepEqual(texts(waited.liveCell), ["after"]);
+  const long = h.client.wait({ sessionId: s.id, cellId, waitId: "w2", yieldTimeMs: 60_000 });
+  await eventually(() => false, 100);
+  await h.client.yieldObservation({ sessionId: s.id, waitId: "w2" });
+  assert.ok((await long).liveCell.yielded);
+  const terminated = await h.client.terminate({ sessionId: s.id, cellId });
+  assert.ok(terminated.liveCell.terminated);
+  const after = await h.client.wait({ sessionId: s.id, cellId, waitId: "w3", yieldTimeMs: 0 });
+  assert.equal(after.state, "missingCell");
+});
