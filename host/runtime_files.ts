@@ -20,12 +20,14 @@ export function hostTempParent(): string {
   return `${tmp.replace(/\/+$/, "")}/code-mode-host`;
 }
 
+/** Whether `pid` may be running. Only a definite "no such process" counts as dead. */
 function processAlive(pid: number): boolean {
   try {
     Deno.statSync(`/proc/${pid}`);
     return true;
-  } catch {
-    return false;
+  } catch (error) {
+    // Without read access to /proc (Deno treats it as special), nothing can be proven dead.
+    return !(error instanceof Deno.errors.NotFound);
   }
 }
 
@@ -44,7 +46,7 @@ export function removeStaleDirectories(parent: string): string[] {
     return removed;
   }
   for (const entry of entries) {
-    const match = /^[wr]-(\d+)(-\d+)?$/.exec(entry.name);
+    const match = /^[wr]-(\d+)-/.exec(entry.name);
     if (!match) continue;
     const pid = Number(match[1]);
     if (pid === Deno.pid || processAlive(pid)) continue;
@@ -59,15 +61,15 @@ export function removeStaleDirectories(parent: string): string[] {
 }
 
 /**
- * Writes the runtime files to `<parent>/r-<pid>` and returns that directory.
+ * Writes the runtime files to a fresh `<parent>/r-<pid>-<random>` and returns that directory (one
+ * per host, so several hosts in one process never share or delete each other's files).
  *
  * @param parent the host-private parent directory
  * @returns the runtime directory
  * @throws {Deno.errors.NotFound} when the bundle is missing (run `deno task bundle`)
  */
 export function prepareRuntimeDirectory(parent: string): string {
-  const dir = `${parent}/r-${Deno.pid}`;
-  Deno.mkdirSync(dir, { recursive: true, mode: 0o700 });
+  const dir = Deno.makeTempDirSync({ dir: parent, prefix: `r-${Deno.pid}-` });
   for (const [name, read] of SOURCES) Deno.writeFileSync(`${dir}/${name}`, read(), { mode: 0o600 });
   return dir;
 }

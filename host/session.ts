@@ -175,6 +175,13 @@ export class Session {
   #onRuntimeMessage(message: WorkerToHost): void {
     const event = message.cellEvent;
     if (!event) return;
+    if (event.exited && event.exited.reason !== "normal") {
+      this.#options.log.warn("cell isolate ended without a result", {
+        session_ref: this.ref,
+        cell_id: event.cellId,
+        error: `${event.exited.reason}${event.exited.detail ? `: ${event.exited.detail}` : ""}`,
+      });
+    }
     const cell = this.#running.get(event.cellId);
     cell?.onEvent(event);
   }

@@ -105,8 +105,9 @@ class WorkerProcess implements RuntimeTransport {
   constructor(options: WorkerProcessOptions) {
     this.#options = options;
     this.#stderr = new TailBuffer(options.stderrTailBytes);
-    this.#workDir = `${options.workParent}/w-${Deno.pid}-${this.id}`;
-    Deno.mkdirSync(this.#workDir, { recursive: true, mode: 0o700 });
+    // Unique even when several hosts share one process (parallel tests).
+    this.#workDir = Deno.makeTempDirSync({ dir: options.workParent, prefix: `w-${Deno.pid}-${this.id}-` });
+    Deno.mkdirSync(`${this.#workDir}/deno_dir`, { mode: 0o700 });
     const command = buildWorkerCommand({
       deno: options.deno,
       prefix: options.prefix,

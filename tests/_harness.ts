@@ -210,6 +210,8 @@ export interface ServeProcess extends AsyncDisposable {
   url: string;
   stdoutLines: string[];
   stderr(): string;
+  /** Resolves once the process exited and both output streams were read to the end. */
+  exited(): Promise<Deno.CommandStatus>;
 }
 
 const repoRoot = new URL("..", import.meta.url).pathname;
@@ -253,6 +255,12 @@ export async function serve(args: string[], options: { expectFailure?: boolean }
     url,
     stdoutLines,
     stderr: () => stderrText,
+    exited: async () => {
+      const status = await child.status;
+      await stdoutDone;
+      await stderrDone;
+      return status;
+    },
     async [Symbol.asyncDispose]() {
       try {
         child.kill("SIGTERM");
