@@ -23,6 +23,8 @@ export class CodeModeError extends Error {
   /** The gRPC status name. */
   readonly code: CodeModeErrorCode;
   /**
+   * Creates a domain error.
+   *
    * @param code the gRPC status name
    * @param message the exact SPEC message
    * @param options `cause`, kept for the log

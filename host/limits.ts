@@ -6,42 +6,79 @@
 
 /** All limits; see SPEC §2.8 for each meaning. Byte and count values are plain numbers. */
 export interface Limits {
+  /** gRPC max encoded message, both directions (67,108,864). */
   maxMessageBytes: number;
+  /** Identifiers, namespaces and the route token, in UTF-8 bytes (256). */
   maxIdentifierBytes: number;
+  /** Sessions open or opening on the host (256). */
   maxSessions: number;
+  /** Host-wide request permits: OpenSession, Execute, Wait, Terminate (256). */
   maxInFlightRequests: number;
+  /** Host-wide control permits: CloseSession, CompleteToolCall, … (256). */
   maxInFlightControlRequests: number;
+  /** Host-wide cells from admission until their CellClosed (128). */
   maxActiveCells: number;
+  /** Active cells per session (64). */
   maxActiveCellsPerSession: number;
+  /** Host-wide outstanding tool invocations and notifications (1,024). */
   maxPendingDelegateCalls: number;
+  /** The same, per session (256). */
   maxPendingDelegateCallsPerSession: number;
+  /** Live SubscribeToToolCalls streams per session (128). */
   maxSubscriptionsPerSession: number;
+  /** Filters per subscription (64). */
   maxToolFilters: number;
+  /** Remembered execution/wait/invocation IDs per session and kind (4,096). */
   maxRecentIds: number;
+  /** Buffered ToolCalls per subscription (128). */
   subscriptionQueueCapacity: number;
+  /** Buffered SessionEvents per session (2,304). */
   leaseEventQueueCapacity: number;
+  /** Cell closures remembered before their admission (128). */
   maxClosuresBeforeAdmission: number;
+  /** Buffered events per Execute stream (2). */
   executeStreamBuffer: number;
+  /** Close a session idle this long; 0 turns it off (0). */
   idleSessionTimeoutMs: number;
+  /** Interval of the server's HTTP/2 keep-alive PINGs (30,000). */
   serverKeepaliveTimeMs: number;
+  /** Wait for a PING acknowledgement before closing the connection (10,000). */
   serverKeepaliveTimeoutMs: number;
+  /** Execute yield time when `yield_time_ms` is absent (10,000). */
   defaultExecYieldTimeMs: number;
+  /** Server-mode token budget when `max_output_tokens` is absent (10,000). */
   defaultMaxOutputTokens: number;
+  /** Server mode: retained text per observation (1,048,576). */
   boundedOutputMaxTextBytes: number;
+  /** Server mode: retained image/audio URL bytes per observation (16,777,216). */
   boundedOutputMaxImageBytes: number;
+  /** Server mode: cap on `error_text` (65,536). */
   maxDiagnosticBytes: number;
+  /** Per-cell output credit in events (128). */
   outputEventQueueCapacity: number;
+  /** Per-cell output credit in bytes (2,097,152). */
   outputEventQueueBytes: number;
+  /** Stored values per session: key bytes plus JSON text bytes (67,108,864). */
   maxStoredValueBytes: number;
+  /** Internal frame limit: 64 MiB + 1 MiB headroom (68,157,440). */
   maxWorkerFrameBytes: number;
+  /** Decoded, undispatched frames the host holds per session (128). */
   workerInboundFrameCapacity: number;
+  /** Per-cell V8 heap limit when the session did not ask (1 GiB). */
   defaultMaxHeapSizeBytes: number;
+  /** Smallest accepted `max_heap_size_bytes` (16 MiB). */
   minHeapSizeBytes: number;
+  /** V8 old-space limit, MiB, of each runtime's main isolate (512). */
   workerMainHeapMb: number;
+  /** How long a stopping cell may take to confirm before a runtime restart (100). */
   cooperativeStopMs: number;
+  /** Pre-spawned idle session runtimes (2). */
   warmSessionWorkers: number;
+  /** Runtime stderr kept for diagnostics (65,536). */
   stderrTailBytes: number;
+  /** Graceful-shutdown deadline, including stopping the runtimes (10,000). */
   shutdownGraceMs: number;
+  /** Wait between stdin close, SIGTERM and SIGKILL (2,000). */
   workerKillGraceMs: number;
 }
 

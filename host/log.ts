@@ -11,15 +11,25 @@ const ORDER: Record<LogLevel, number> = { debug: 0, info: 1, warn: 2, error: 3 }
 
 /** Optional structured fields of a log line. */
 export interface LogFields {
+  /** Host-local session number (logged at every level). */
   session_ref?: number;
+  /** The session's UUID: a bearer capability, so written only at `debug`. */
   session_id?: string;
+  /** A cell ID. */
   cell_id?: string;
+  /** An execution ID. */
   execution_id?: string;
+  /** W3C trace parent of the request. */
   traceparent?: string;
+  /** An error description. */
   error?: string;
+  /** A runtime's exit code. */
   exit_code?: number | null;
+  /** The signal that ended a runtime. */
   signal?: string | null;
+  /** The last bytes a runtime wrote to stderr. */
   stderr_tail?: string;
+  /** Any other field. */
   [key: string]: unknown;
 }
 
@@ -29,6 +39,8 @@ export class Logger {
   #write: (line: string) => void;
 
   /**
+   * Creates a logger.
+   *
    * @param level the threshold (default `info`)
    * @param write where lines go (default: stderr)
    */

@@ -43,14 +43,24 @@ export interface HostOptions {
   protocolVersion?: number;
 }
 
+/** Read-only views of a host's state, for tests and diagnostics. */
+export interface HostState {
+  /** An open session's runtime process id and number of running cells. */
+  session(id: string): { runtimePid: number | undefined; runningCells: number } | undefined;
+  /** Live runtime processes, session and warm ones. */
+  readonly runtimeCount: number;
+  /** Warm runtimes waiting to be handed out. */
+  readonly warmCount: number;
+}
+
 /** A running host. */
 export interface Host extends AsyncDisposable {
   /** The bound port. */
   readonly port: number;
   /** `http://IP:PORT`. */
   readonly url: string;
-  /** The session registry (test hooks: sessions, runtimes, warm pool). */
-  readonly manager: SessionManager;
+  /** Read-only views of the sessions and runtimes. */
+  readonly state: HostState;
   /** Graceful shutdown (SPEC §9.7): drain, stop runtimes, stop serving; bounded by `shutdownGraceMs`. */
   shutdown(): Promise<void>;
   /** Immediate stop: kill every runtime, reap them, close the server. */
@@ -93,8 +103,14 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
     "grpc.keepalive_timeout_ms": limits.serverKeepaliveTimeoutMs,
     "grpc.keepalive_permit_without_calls": 1,
   });
-  // deno-lint-ignore no-explicit-any
-  server.add(codeModeHostDefinition() as any, createCodeModeService({ manager, log, routeToken: options.routeToken }) as any);
+  // The definition is built at run time from the .proto files, so its method types are not
+  // known to the compiler: the service implementation is checked by its own tests instead.
+  type AnyDefinition = Parameters<Server["add"]>[0];
+  type AnyImplementation = Parameters<Server["add"]>[1];
+  server.add(
+    codeModeHostDefinition() as unknown as AnyDefinition,
+    createCodeModeService({ manager, log, routeToken: options.routeToken }) as unknown as AnyImplementation,
+  );
   const health = HealthState();
   server.add(HealthDefinition, HealthServiceImpl(health));
   server.add(
@@ -127,7 +143,9 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
       health.setStatus("unhealthy");
       health.setStatus("unhealthy", CODE_MODE_SERVICE);
       let timer: ReturnType<typeof setTimeout> | undefined;
-      const deadline = new Promise<"late">((r) => timer = setTimeout(() => r("late"), limits.shutdownGraceMs));
+      const deadline = new Promise<"late">((r) =>
+        timer = setTimeout(() => r("late"), limits.shutdownGraceMs)
+      );
       const result = await Promise.race([manager.drain(), deadline]);
       clearTimeout(timer);
       if (result === "late") await manager.killAll();
@@ -143,5 +161,17 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
     server.forceShutdown();
     await finish();
   };
-  return { port, url, manager, shutdown, kill, [Symbol.asyncDispose]: shutdown };
+  const state: HostState = {
+    session(id) {
+      const session = manager.sessions.get(id);
+      return session && { runtimePid: session.runtime.pid, runningCells: session.runningCells };
+    },
+    get runtimeCount() {
+      return manager.runtimes.size;
+    },
+    get warmCount() {
+      return manager.warmCount;
+    },
+  };
+  return { port, url, state, shutdown, kill, [Symbol.asyncDispose]: shutdown };
 }

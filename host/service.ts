@@ -117,7 +117,9 @@ export function createCodeModeService(options: ServiceOptions): Record<string, u
     const out: { globalName: string; description: string }[] = [];
     for (const def of tools ?? []) {
       validateIdentifier(def.name, "tool definition name", idBytes);
-      if (!def.toolName) throw new CodeModeError("INVALID_ARGUMENT", "tool definition is missing its tool name");
+      if (!def.toolName) {
+        throw new CodeModeError("INVALID_ARGUMENT", "tool definition is missing its tool name");
+      }
       validateIdentifier(def.toolName.name, "tool name", idBytes);
       if (def.toolName.namespace !== undefined) {
         validateIdentifier(def.toolName.namespace, "tool namespace", idBytes, { allowEmpty: true });
@@ -131,7 +133,10 @@ export function createCodeModeService(options: ServiceOptions): Record<string, u
         try {
           JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes));
         } catch (error) {
-          throw new CodeModeError("INVALID_ARGUMENT", `invalid tool ${label} schema: ${(error as Error).message}`);
+          throw new CodeModeError(
+            "INVALID_ARGUMENT",
+            `invalid tool ${label} schema: ${(error as Error).message}`,
+          );
         }
       }
       out.push({ globalName: normalizeCodeModeIdentifier(def.name), description: def.description ?? "" });
@@ -199,7 +204,9 @@ export function createCodeModeService(options: ServiceOptions): Record<string, u
       const permits: Permit[] = [];
       try {
         const hostPermit = manager.activeCells.tryAcquire();
-        if (!hostPermit) throw new CodeModeError("RESOURCE_EXHAUSTED", "code-mode host has too many active cells");
+        if (!hostPermit) {
+          throw new CodeModeError("RESOURCE_EXHAUSTED", "code-mode host has too many active cells");
+        }
         permits.push(hostPermit);
         if (session.runningCells >= limits.maxActiveCellsPerSession) {
           throw new CodeModeError("RESOURCE_EXHAUSTED", "code-mode session has too many active cells");
@@ -216,9 +223,18 @@ export function createCodeModeService(options: ServiceOptions): Record<string, u
         throw error;
       }
       try {
-        const cell = await session.startCell({ executionId, toolCallId, source: request.source ?? "", tools, permits });
+        const cell = await session.startCell({
+          executionId,
+          toolCallId,
+          source: request.source ?? "",
+          tools,
+          permits,
+        });
         yield { started: { executionId, cellId: cell.id } };
-        const yieldMs = effectiveYield(u64(request.yieldTimeMs) ?? BigInt(limits.defaultExecYieldTimeMs), session);
+        const yieldMs = effectiveYield(
+          u64(request.yieldTimeMs) ?? BigInt(limits.defaultExecYieldTimeMs),
+          session,
+        );
         let outcome: Outcome;
         try {
           outcome = await cell.observe(yieldMs, { signal: context.signal, yieldSignal });
@@ -255,7 +271,9 @@ export function createCodeModeService(options: ServiceOptions): Record<string, u
           outcome = await cell.observe(yieldMs, { signal, yieldSignal: wait.yieldNow });
         } catch (error) {
           if (wait.cancel.aborted) throw wait.cancel.reason;
-          if (isAbort(error, context.signal)) throw new ServerError(Status.CANCELLED, "code-mode wait was cancelled");
+          if (isAbort(error, context.signal)) {
+            throw new ServerError(Status.CANCELLED, "code-mode wait was cancelled");
+          }
           throw error;
         }
         if (context.signal.aborted) {
@@ -284,7 +302,10 @@ export function createCodeModeService(options: ServiceOptions): Record<string, u
       const session = manager.lookup(request.sessionId);
       using _permit = manager.permit("control");
       if (request.observation === "executionId") {
-        session.yieldObservation(validateIdentifier(request.executionId, "execution ID", idBytes), "execution");
+        session.yieldObservation(
+          validateIdentifier(request.executionId, "execution ID", idBytes),
+          "execution",
+        );
       } else if (request.observation === "waitId") {
         session.yieldObservation(validateIdentifier(request.waitId, "wait ID", idBytes), "wait");
       } else {

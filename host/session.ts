@@ -76,7 +76,6 @@ interface ActiveWait {
 
 const CLOSED_MESSAGE = "code-mode session is closed";
 
-
 /** Host-side state of one session. */
 export class Session {
   readonly id: string;
@@ -291,18 +290,18 @@ export class Session {
 
   #makeCellHost(clock: Clock): CellHost {
     return {
-    clock,
-    commit: (writes) => this.#commit(writes),
-    stop: (cell) => {
-      if (this.#state !== "open") return;
-      void this.#runtime.send({ stopCell: { cellId: cell.id } }).catch(() => {});
-    },
-    forget: (cell) => {
-      if (this.#cells.get(cell.id) === cell) this.#cells.delete(cell.id);
-    },
-    closed: (cell) => this.#cellClosed(cell),
-    delegate: (cell, event) => this.#delegate(cell, event),
-  };
+      clock,
+      commit: (writes) => this.#commit(writes),
+      stop: (cell) => {
+        if (this.#state !== "open") return;
+        void this.#runtime.send({ stopCell: { cellId: cell.id } }).catch(() => {});
+      },
+      forget: (cell) => {
+        if (this.#cells.get(cell.id) === cell) this.#cells.delete(cell.id);
+      },
+      closed: (cell) => this.#cellClosed(cell),
+      delegate: (cell, event) => this.#delegate(cell, event),
+    };
   }
 
   #cellClosed(cell: Cell): void {
@@ -403,7 +402,11 @@ export class Session {
       throw new CodeModeError("CANCELLED", "code-mode wait was cancelled");
     }
     const done = Promise.withResolvers<void>();
-    const wait: ActiveWait = { cancel: new AbortController(), yieldNow: new AbortController(), done: done.promise };
+    const wait: ActiveWait = {
+      cancel: new AbortController(),
+      yieldNow: new AbortController(),
+      done: done.promise,
+    };
     if (this.#preYielded.delete(waitId)) wait.yieldNow.abort();
     this.#activeWaits.set(waitId, wait);
     return {

@@ -3,7 +3,7 @@
  *
  * @module
  */
-import { readProtoText, PROTO_FILES } from "../proto/loader.ts";
+import { PROTO_FILES, readProtoText } from "../proto/loader.ts";
 import { createWorkerCodec, type WorkerCodec } from "../proto/worker_codec.ts";
 import type { Clock } from "./clock.ts";
 import { CodeModeError } from "./errors.ts";

@@ -37,8 +37,7 @@ Deno.test("checkCellSource() accepts plain JavaScript unchanged", async () => {
 });
 
 Deno.test("checkCellSource() strips TypeScript that does not compile as JavaScript", async () => {
-  const source =
-    'const n: number = 2; interface P { a: string }; const p = { a: "x" } as P; text(n + p.a)';
+  const source = 'const n: number = 2; interface P { a: string }; const p = { a: "x" } as P; text(n + p.a)';
   const stripped = accepted(await checkCellSource(source), true);
   assert.deepEqual(await evaluate(stripped), ["2x"]);
 });
@@ -219,14 +218,10 @@ Deno.test("checkCellSource() never runs the source", async (t) => {
   }
 });
 
-Deno.test("checkCellSource() checks a 1 MB JavaScript source quickly", async () => {
+Deno.test("checkCellSource() accepts a 1 MB JavaScript source unchanged", async () => {
+  // Its speed is measured in bench/source_check_bench.ts, not asserted here.
   const line = "{ const v = [1, 2, 3].map((x) => x * 2).join(','); text(v); }\n";
   const source = line.repeat(Math.ceil(1_000_000 / line.length));
-  await checkCellSource("warm(up)");
-  const start = performance.now();
   const check = await checkCellSource(source);
-  const elapsed = performance.now() - start;
   assert.ok(check.ok && check.source === source && !check.typescript, "not accepted unchanged");
-  // Generous bound against slow CI machines; typical runs take a few milliseconds.
-  assert.ok(elapsed < 1000, `took ${elapsed} ms`);
 });

@@ -212,8 +212,7 @@ class WorkerProcess implements RuntimeTransport {
       const wantDeno = this.#options.denoVersion ?? Deno.version.deno;
       const wantProtocol = this.#options.protocolVersion ?? WORKER_PROTOCOL_VERSION;
       if (ready.protocolVersion !== wantProtocol || ready.denoVersion !== wantDeno) {
-        const detail =
-          `runtime reported deno ${ready.denoVersion} protocol ${ready.protocolVersion}; ` +
+        const detail = `runtime reported deno ${ready.denoVersion} protocol ${ready.protocolVersion}; ` +
           `host expects deno ${wantDeno} protocol ${wantProtocol}`;
         this.#rejectReady(new Error(`code-mode session runtime version mismatch: ${detail}`));
         this.#stopping = true;

@@ -77,8 +77,7 @@ Deno.test("encodeFrame() writes a 4-byte big-endian length, then the body", () =
 Deno.test("encodeFrame() refuses a body larger than maxFrameBytes", () => {
   assert.throws(
     () => encodeFrame(new Uint8Array(17), 16),
-    (error: unknown) =>
-      error instanceof FrameError && error.detail === "frame length 17 exceeds 16 bytes",
+    (error: unknown) => error instanceof FrameError && error.detail === "frame length 17 exceeds 16 bytes",
   );
   assert.equal(encodeFrame(new Uint8Array(16), 16).length, 20);
 });

@@ -105,10 +105,8 @@ export function createWorkerCodec(protoText: string): WorkerCodec {
   const workerToHost = root.lookupType("codemode.worker.v1.WorkerToHost");
   return {
     encodeHostToWorker: (m) => hostToWorker.encode(m).finish(),
-    decodeHostToWorker: (b) =>
-      hostToWorker.toObject(hostToWorker.decode(b), OPTIONS) as HostToWorker,
+    decodeHostToWorker: (b) => hostToWorker.toObject(hostToWorker.decode(b), OPTIONS) as HostToWorker,
     encodeWorkerToHost: (m) => workerToHost.encode(m).finish(),
-    decodeWorkerToHost: (b) =>
-      workerToHost.toObject(workerToHost.decode(b), OPTIONS) as WorkerToHost,
+    decodeWorkerToHost: (b) => workerToHost.toObject(workerToHost.decode(b), OPTIONS) as WorkerToHost,
   };
 }

@@ -5,7 +5,14 @@
  *
  * @module
  */
-import { type Channel, ClientError, createChannel, createClient, Metadata, Status } from "nice-grpc";
+import {
+  type Channel,
+  ClientError,
+  createChannel,
+  createClient,
+  type Metadata,
+  type Status,
+} from "nice-grpc";
 import { codeModeHostDefinition } from "../proto/loader.ts";
 import { createHost, type Host, type HostOptions } from "../host/server.ts";
 import { Logger } from "../host/log.ts";
@@ -81,7 +88,11 @@ export interface OpenSession extends AsyncDisposable {
 }
 
 /** Opens a session and reads `opened`. */
-export async function openSession(client: RawClient, request: Msg = {}, metadata?: Metadata): Promise<OpenSession> {
+export async function openSession(
+  client: RawClient,
+  request: Msg = {},
+  metadata?: Metadata,
+): Promise<OpenSession> {
   const abort = new AbortController();
   const stream = client.openSession(request, { signal: abort.signal, metadata }) as AsyncIterable<Msg>;
   const iterator = stream[Symbol.asyncIterator]();
@@ -116,8 +127,9 @@ export async function openSession(client: RawClient, request: Msg = {}, metadata
         }
       })();
     },
-    async [Symbol.asyncDispose]() {
+    [Symbol.asyncDispose]() {
       abort.abort();
+      return Promise.resolve();
     },
   };
   return session;
@@ -156,11 +168,17 @@ export async function execute(
 
 /** The texts of an outcome's content items. */
 export function texts(outcome: Msg): string[] {
-  return (outcome.contentItems ?? []).map((i: Msg) => i.text?.text ?? (i.image ? `[image ${i.image.imageUrl}]` : "?"));
+  return (outcome.contentItems ?? []).map((i: Msg) =>
+    i.text?.text ?? (i.image ? `[image ${i.image.imageUrl}]` : "?")
+  );
 }
 
 /** Runs a cell and returns its texts, asserting it completed. */
-export async function run(client: RawClient, sessionId: string, source: string): Promise<{ texts: string[]; error?: string; outcome: Msg }> {
+export async function run(
+  client: RawClient,
+  sessionId: string,
+  source: string,
+): Promise<{ texts: string[]; error?: string; outcome: Msg }> {
   const { outcome } = await execute(client, sessionId, source);
   if (!outcome?.completed) throw new Error(`cell did not complete: ${JSON.stringify(outcome)}`);
   return { texts: texts(outcome), error: outcome.completed.errorText, outcome };
@@ -217,7 +235,10 @@ export interface ServeProcess extends AsyncDisposable {
 const repoRoot = new URL("..", import.meta.url).pathname;
 
 /** Starts `deno run host/main.ts …` (what `deno task serve` runs) and reads its endpoint line. */
-export async function serve(args: string[], options: { expectFailure?: boolean } = {}): Promise<ServeProcess> {
+export async function serve(
+  args: string[],
+  options: { expectFailure?: boolean } = {},
+): Promise<ServeProcess> {
   const child = new Deno.Command(Deno.execPath(), {
     args: ["task", "-q", "serve", ...args],
     cwd: repoRoot,

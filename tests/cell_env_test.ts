@@ -12,20 +12,45 @@ async function withSession(fn: (h: TestHost, sessionId: string) => Promise<void>
 
 Deno.test("A cell's global scope has no console and no platform APIs (scenarios 54, 55)", async () => {
   await withSession(async (h, id) => {
-    assert.deepEqual((await run(h.client, id, 'text(Object.hasOwn(globalThis, "console"))')).texts, ["false"]);
-    const names = ["Deno", "fetch", "WebSocket", "Worker", "Atomics", "SharedArrayBuffer", "WebAssembly", "postMessage", "self", "navigator"];
-    const r = await run(h.client, id, `text(${JSON.stringify(names)}.map((n) => typeof globalThis[n]).join(","))`);
+    assert.deepEqual((await run(h.client, id, 'text(Object.hasOwn(globalThis, "console"))')).texts, [
+      "false",
+    ]);
+    const names = [
+      "Deno",
+      "fetch",
+      "WebSocket",
+      "Worker",
+      "Atomics",
+      "SharedArrayBuffer",
+      "WebAssembly",
+      "postMessage",
+      "self",
+      "navigator",
+    ];
+    const r = await run(
+      h.client,
+      id,
+      `text(${JSON.stringify(names)}.map((n) => typeof globalThis[n]).join(","))`,
+    );
     assert.deepEqual(r.texts, [names.map(() => "undefined").join(",")]);
   });
 });
 
 Deno.test("Helpers return undefined and text() converts values (scenarios 56, 57, 58)", async () => {
   await withSession(async (h, id) => {
-    const r = await run(h.client, id, 'text([text("first"), image("data:image/png;base64,AAA"), notify("n")].map(v => v === undefined))');
+    const r = await run(
+      h.client,
+      id,
+      'text([text("first"), image("data:image/png;base64,AAA"), notify("n")].map(v => v === undefined))',
+    );
     assert.equal(r.texts.at(-1), "[true,true,true]");
     const conv = await run(h.client, id, 'text(); text(null); text(1e21); text({a: 1}); text([1, "x"])');
     assert.deepEqual(conv.texts, ["undefined", "null", "1e+21", '{"a":1}', '[1,"x"]']);
-    const cyc = await run(h.client, id, "const o = {}; o.self = o; try { text(o) } catch (e) { text(typeof e) }");
+    const cyc = await run(
+      h.client,
+      id,
+      "const o = {}; o.self = o; try { text(o) } catch (e) { text(typeof e) }",
+    );
     assert.deepEqual(cyc.texts, ["string"]);
   });
 });
@@ -35,7 +60,11 @@ Deno.test("store/load convert keys, refuse undefined and hand out copies (scenar
     assert.deepEqual((await run(h.client, id, 'store(1, "a"); text(load("1"))')).texts, ["a"]);
     const refused = await run(h.client, id, 'store("k", undefined)');
     assert.equal(refused.error, 'Unable to store "k". Only plain serializable objects can be stored.');
-    const copy = await run(h.client, id, 'store("o", {a: 1}); const v = load("o"); v.a = 2; text(load("o").a)');
+    const copy = await run(
+      h.client,
+      id,
+      'store("o", {a: 1}); const v = load("o"); v.a = 2; text(load("o").a)',
+    );
     assert.deepEqual(copy.texts, ["1"]);
   });
 });
@@ -52,18 +81,33 @@ Deno.test("exit() completes successfully with the output before it (scenarios 67
 
 Deno.test("Timers: validation, discarding at completion and failures (scenarios 69, 70, 71)", async () => {
   await withSession(async (h, id) => {
-    assert.equal((await run(h.client, id, 'setTimeout("x")')).error, "setTimeout expects a function callback");
-    assert.equal((await run(h.client, id, "clearTimeout(Symbol())")).error, "clearTimeout expects a numeric timeout id");
+    assert.equal(
+      (await run(h.client, id, 'setTimeout("x")')).error,
+      "setTimeout expects a function callback",
+    );
+    assert.equal(
+      (await run(h.client, id, "clearTimeout(Symbol())")).error,
+      "clearTimeout expects a numeric timeout id",
+    );
     assert.equal((await run(h.client, id, "clearTimeout(); clearTimeout(-1); text(1)")).error, undefined);
-    assert.deepEqual((await run(h.client, id, 'setTimeout(() => text("late"), 50); text("now")')).texts, ["now"]);
-    const tick = await run(h.client, id, 'setTimeout(() => { throw new Error("tick") }, 0); await new Promise(() => {})');
+    assert.deepEqual((await run(h.client, id, 'setTimeout(() => text("late"), 50); text("now")')).texts, [
+      "now",
+    ]);
+    const tick = await run(
+      h.client,
+      id,
+      'setTimeout(() => { throw new Error("tick") }, 0); await new Promise(() => {})',
+    );
     assert.ok(tick.error?.startsWith("Error: tick"), String(tick.error));
   });
 });
 
 Deno.test("Imports are refused statically and dynamically (scenarios 72, 80c, 80e)", async () => {
   await withSession(async (h, id) => {
-    assert.equal((await run(h.client, id, 'import fs from "node:fs";')).error, "Unsupported import in exec: node:fs");
+    assert.equal(
+      (await run(h.client, id, 'import fs from "node:fs";')).error,
+      "Unsupported import in exec: node:fs",
+    );
     assert.deepEqual(
       (await run(h.client, id, 'try { await import("./x.js") } catch (e) { text(e) }')).texts,
       ["Unsupported import in exec: ./x.js"],
@@ -73,10 +117,14 @@ Deno.test("Imports are refused statically and dynamically (scenarios 72, 80c, 80
       ["Unsupported import in exec: node:fs"],
     );
     assert.deepEqual(
-      (await run(h.client, id, `try { await Function('return import("node:fs")')() } catch (e) { text(e) }`)).texts,
+      (await run(h.client, id, `try { await Function('return import("node:fs")')() } catch (e) { text(e) }`))
+        .texts,
       ["Unsupported import in exec: node:fs"],
     );
-    assert.equal((await run(h.client, id, 'import a from "x"; import b from "y";')).error, "Unsupported import in exec: x");
+    assert.equal(
+      (await run(h.client, id, 'import a from "x"; import b from "y";')).error,
+      "Unsupported import in exec: x",
+    );
     assert.equal((await run(h.client, id, 'export { c } from "z";')).error, "Unsupported import in exec: z");
     assert.equal(
       (await run(h.client, id, 'import type { T } from "npm:t"; const v: T = 1;')).error,
@@ -87,12 +135,19 @@ Deno.test("Imports are refused statically and dynamically (scenarios 72, 80c, 80
 
 Deno.test("TypeScript is stripped and run once; syntax errors are reported (scenarios 73, 74, 80d, 80f)", async () => {
   await withSession(async (h, id) => {
-    const ts = await run(h.client, id, 'const n: number = 2; interface P { a: string }; const p = { a: "x" } as P; text(n + p.a)');
+    const ts = await run(
+      h.client,
+      id,
+      'const n: number = 2; interface P { a: string }; const p = { a: "x" } as P; text(n + p.a)',
+    );
     assert.deepEqual(ts.texts, ["2x"]);
     assert.ok((await run(h.client, id, "text(1")).error?.startsWith("SyntaxError: "));
     assert.ok((await run(h.client, id, "export const x = 1;")).error?.startsWith("SyntaxError: "));
     assert.ok((await run(h.client, id, "text(typeof import.meta)")).error?.startsWith("SyntaxError: "));
-    assert.deepEqual((await run(h.client, id, 'text("once"); const n: number = 1; text(String(n))')).texts, ["once", "1"]);
+    assert.deepEqual((await run(h.client, id, 'text("once"); const n: number = 1; text(String(n))')).texts, [
+      "once",
+      "1",
+    ]);
     const bad = await run(h.client, id, 'text("once"); const x: = 1;');
     assert.ok(bad.error?.startsWith("SyntaxError: "), String(bad.error));
     assert.deepEqual(bad.texts, []);
@@ -123,7 +178,9 @@ Deno.test("Intl has full ICU data (scenario 77)", async () => {
 Deno.test("Nothing of one cell is visible to the next (scenario 78)", async () => {
   await withSession(async (h, id) => {
     await run(h.client, id, "globalThis.leak = 1; Array.prototype.leak = 2");
-    assert.deepEqual((await run(h.client, id, "text(typeof leak + ',' + typeof [].leak)")).texts, ["undefined,undefined"]);
+    assert.deepEqual((await run(h.client, id, "text(typeof leak + ',' + typeof [].leak)")).texts, [
+      "undefined,undefined",
+    ]);
   });
 });
 
@@ -156,14 +213,50 @@ Deno.test("Stack frames name exec_main.mjs and never the source (scenario 80b)",
 
 Deno.test("Every removed global is absent, and a later rejection does not fail the cell (scenario 80h)", async () => {
   const removed = [
-    "Deno", "process", "Buffer", "require", "global", "setImmediate", "fetch", "WebSocket", "Worker", "console",
-    "Atomics", "SharedArrayBuffer", "WebAssembly", "self", "postMessage", "onmessage", "close", "addEventListener",
-    "removeEventListener", "dispatchEvent", "navigator", "location", "performance", "crypto", "setInterval",
-    "clearInterval", "queueMicrotask", "structuredClone", "TextEncoder", "TextDecoder", "URL", "atob", "btoa", "Blob",
-    "Request", "Response", "Headers", "EventTarget", "Event",
+    "Deno",
+    "process",
+    "Buffer",
+    "require",
+    "global",
+    "setImmediate",
+    "fetch",
+    "WebSocket",
+    "Worker",
+    "console",
+    "Atomics",
+    "SharedArrayBuffer",
+    "WebAssembly",
+    "self",
+    "postMessage",
+    "onmessage",
+    "close",
+    "addEventListener",
+    "removeEventListener",
+    "dispatchEvent",
+    "navigator",
+    "location",
+    "performance",
+    "crypto",
+    "setInterval",
+    "clearInterval",
+    "queueMicrotask",
+    "structuredClone",
+    "TextEncoder",
+    "TextDecoder",
+    "URL",
+    "atob",
+    "btoa",
+    "Blob",
+    "Request",
+    "Response",
+    "Headers",
+    "EventTarget",
+    "Event",
   ];
   await withSession(async (h, id) => {
-    const source = `const bad = ${JSON.stringify(removed)}.filter((n) => Object.hasOwn(globalThis, n) || (n in globalThis) || typeof globalThis[n] !== "undefined");
+    const source = `const bad = ${
+      JSON.stringify(removed)
+    }.filter((n) => Object.hasOwn(globalThis, n) || (n in globalThis) || typeof globalThis[n] !== "undefined");
 text(JSON.stringify(bad)); Promise.reject("x"); text("after")`;
     const r = await run(h.client, id, source);
     assert.deepEqual(r.texts, ["[]", "after"]);
@@ -174,8 +267,16 @@ text(JSON.stringify(bad)); Promise.reject("x"); text("after")`;
 Deno.test("Two concurrent cells of one session run in separate isolates", async () => {
   await withSession(async (h, id) => {
     const [a, b] = await Promise.all([
-      execute(h.client, id, 'globalThis.mark = "a"; await new Promise((r) => setTimeout(r, 50)); text(globalThis.mark)'),
-      execute(h.client, id, 'globalThis.mark = "b"; await new Promise((r) => setTimeout(r, 50)); text(globalThis.mark)'),
+      execute(
+        h.client,
+        id,
+        'globalThis.mark = "a"; await new Promise((r) => setTimeout(r, 50)); text(globalThis.mark)',
+      ),
+      execute(
+        h.client,
+        id,
+        'globalThis.mark = "b"; await new Promise((r) => setTimeout(r, 50)); text(globalThis.mark)',
+      ),
     ]);
     assert.deepEqual([texts(a.outcome), texts(b.outcome)].sort(), [["a"], ["b"]]);
   });

@@ -70,7 +70,10 @@ Deno.test("Bad --listen values fail with exit code 2 and the SPEC message (scena
   const cases: [string[], string][] = [
     [["--listen", "grpc://localhost:9000"], "expected `grpc://IP:PORT`"],
     [["--listen", "http://127.0.0.1:1"], "unsupported --listen URL"],
-    [["--listen", "grpc://0.0.0.0:0"], "refusing to listen on non-loopback address `0.0.0.0:0` without --allow-non-loopback"],
+    [
+      ["--listen", "grpc://0.0.0.0:0"],
+      "refusing to listen on non-loopback address `0.0.0.0:0` without --allow-non-loopback",
+    ],
     [["--listen", "unix:./h.sock"], "--listen `unix:./h.sock` is not supported by this build"],
     [["--tls-cert", "x.pem"], "--tls-cert and --tls-key must be given together"],
   ];
@@ -84,7 +87,13 @@ Deno.test("Bad --listen values fail with exit code 2 and the SPEC message (scena
     });
   }
   await t.step("--allow-non-loopback lets 0.0.0.0 start", async () => {
-    await using host = await serve(["--listen", "grpc://0.0.0.0:0", "--allow-non-loopback", "--warm-sessions", "0"]);
+    await using host = await serve([
+      "--listen",
+      "grpc://0.0.0.0:0",
+      "--allow-non-loopback",
+      "--warm-sessions",
+      "0",
+    ]);
     assert.match(host.url, /^http:\/\/0\.0\.0\.0:\d+$/);
   });
 });
@@ -135,12 +144,22 @@ Deno.test("No runtime survives the host: SIGINT, and SIGKILL of the host while a
       s.pump();
       await execute(raw.client, s.id, "while (true) {}", { yieldTimeMs: 200 });
       let pids: number[] = [];
-      await eventually(() => (pids = descendants(host.child.pid).filter((p) => runtimePids(host.child.pid).includes(p))).length >= 2, 5_000);
+      await eventually(
+        () =>
+          (pids = descendants(host.child.pid).filter((p) => runtimePids(host.child.pid).includes(p)))
+            .length >= 2,
+        5_000,
+      );
       assert.ok(pids.length >= 2, "a session runtime and a warm runtime run");
       // deno task runs the host as its child: signal the host process itself.
-      const hostPid = descendants(host.child.pid).find((p) => Deno.readTextFileSync(`/proc/${p}/cmdline`).includes("host/main.ts"))!;
+      const hostPid = descendants(host.child.pid).find((p) =>
+        Deno.readTextFileSync(`/proc/${p}/cmdline`).includes("host/main.ts")
+      )!;
       Deno.kill(hostPid, signal);
-      assert.ok(await eventually(() => pids.every((p) => !processExists(p)), signal === "SIGKILL" ? 3_000 : 12_000), `left: ${pids.filter(processExists)}`);
+      assert.ok(
+        await eventually(() => pids.every((p) => !processExists(p)), signal === "SIGKILL" ? 3_000 : 12_000),
+        `left: ${pids.filter(processExists)}`,
+      );
       await host[Symbol.asyncDispose]();
     });
   }
@@ -152,11 +171,15 @@ Deno.test("Logs never carry session IDs above debug; debug 'session opened' pair
     await using h = await startHost({ log });
     const s = await openSession(h.client);
     s.pump();
-    const pid = h.host.manager.sessions.get(s.id)!.runtime.pid!;
+    const pid = h.host.state.session(s.id)!.runtimePid!;
     Deno.kill(pid, "SIGKILL");
     const end = await s.end;
     assert.equal(end?.code, Status.INTERNAL);
-    assert.ok(end?.details.startsWith("code-mode V8 runtime thread ended unexpectedly: worker process killed by signal SIGKILL"));
+    assert.ok(
+      end?.details.startsWith(
+        "code-mode V8 runtime thread ended unexpectedly: worker process killed by signal SIGKILL",
+      ),
+    );
     const failed = log.lines.find((l) => String(l.msg).startsWith("code-mode host session failed: "));
     assert.ok(failed, "crash logged");
     assert.equal(failed.level, "error");
@@ -184,17 +207,20 @@ Deno.test("A runtime reporting another protocol version is refused and reaped (s
   const { code, details } = await grpcError(collect(h.client.openSession({})));
   assert.equal(code, Status.INTERNAL);
   assert.ok(details.startsWith("code-mode session runtime version mismatch: "), details);
-  assert.ok(await eventually(() => h.host.manager.runtimes.size === 0));
+  assert.ok(await eventually(() => h.host.state.runtimeCount === 0));
 });
 
 Deno.test("Cell source never lands in DENO_DIR, and the work dir is removed after close (scenario 114f)", async () => {
   await using h = await startHost();
   const s = await openSession(h.client);
   const marker = `marker-${crypto.randomUUID()}`;
-  const session = h.host.manager.sessions.get(s.id)!;
-  const pid = session.runtime.pid!;
+  const pid = h.host.state.session(s.id)!.runtimePid!;
   const cwd = Deno.readLinkSync(`/proc/${pid}/cwd`);
-  await run(h.client, s.id, `text(${JSON.stringify(marker)}); const f = () => ${JSON.stringify(marker)}; f()`);
+  await run(
+    h.client,
+    s.id,
+    `text(${JSON.stringify(marker)}); const f = () => ${JSON.stringify(marker)}; f()`,
+  );
   const files: string[] = [];
   const walk = (dir: string) => {
     for (const e of Deno.readDirSync(dir)) {
@@ -204,16 +230,20 @@ Deno.test("Cell source never lands in DENO_DIR, and the work dir is removed afte
     }
   };
   walk(cwd);
-  for (const file of files) assert.ok(!new TextDecoder().decode(Deno.readFileSync(file)).includes(marker), file);
+  for (const file of files) {
+    assert.ok(!new TextDecoder().decode(Deno.readFileSync(file)).includes(marker), file);
+  }
   await h.client.closeSession({ sessionId: s.id });
-  assert.ok(await eventually(() => {
-    try {
-      Deno.statSync(cwd);
-      return false;
-    } catch {
-      return true;
-    }
-  }));
+  assert.ok(
+    await eventually(() => {
+      try {
+        Deno.statSync(cwd);
+        return false;
+      } catch {
+        return true;
+      }
+    }),
+  );
 });
 
 Deno.test("Leftover directories of dead hosts are removed at start-up (scenario 114g)", async () => {

@@ -20,28 +20,44 @@ const ROUTES: Record<string, string> = {
   "Function constructor → process": 'Function("return typeof process")()',
   "AsyncFunction constructor": '(await (async () => {}).constructor("return typeof Deno")())',
   "GeneratorFunction constructor": '(function* () {}).constructor("return typeof Deno")().next().value',
-  "AsyncGeneratorFunction constructor": '(await (async function* () {}).constructor("return typeof Deno")().next()).value',
+  "AsyncGeneratorFunction constructor":
+    '(await (async function* () {}).constructor("return typeof Deno")().next()).value',
   "indirect eval": '(0, eval)("typeof Deno")',
   "indirect eval global": 'typeof (0, eval)("this").process',
   "globalThis.constructor chain": 'globalThis.constructor.constructor("return typeof Deno")()',
   "Object.prototype constructor chain": '({}).constructor.constructor("return typeof process")()',
-  "Error.prepareStackTrace frames": '(() => { let f = "none"; Error.prepareStackTrace = (e, s) => { f = typeof s[0]?.getFunction?.()?.constructor?.("return typeof Deno")?.(); return "" }; new Error().stack; return f })()',
+  "Error.prepareStackTrace frames":
+    '(() => { let f = "none"; Error.prepareStackTrace = (e, s) => { f = typeof s[0]?.getFunction?.()?.constructor?.("return typeof Deno")?.(); return "" }; new Error().stack; return f })()',
   "import.meta via eval": '(() => { try { return eval("import.meta") } catch (e) { return e.name } })()',
 };
 
-const HELPERS = ["text", "image", "generatedImage", "store", "load", "notify", "exit", "setTimeout", "clearTimeout", "yield_control"];
+const HELPERS = [
+  "text",
+  "image",
+  "generatedImage",
+  "store",
+  "load",
+  "notify",
+  "exit",
+  "setTimeout",
+  "clearTimeout",
+  "yield_control",
+];
 for (const helper of HELPERS) {
   ROUTES[`${helper}.constructor`] = `${helper}.constructor("return typeof Deno + typeof process")()`;
-  ROUTES[`${helper}.__proto__.constructor`] = `Object.getPrototypeOf(${helper}).constructor("return typeof Deno")()`;
+  ROUTES[`${helper}.__proto__.constructor`] =
+    `Object.getPrototypeOf(${helper}).constructor("return typeof Deno")()`;
 }
 Object.assign(ROUTES, {
   "tools.constructor": 'tools.constructor.constructor("return typeof Deno")()',
   "ALL_TOOLS.constructor": 'ALL_TOOLS.constructor.constructor("return typeof Deno")()',
-  "load() value constructor": '(store("o", {a: [1]}), load("o").a.constructor.constructor("return typeof Deno")())',
+  "load() value constructor":
+    '(store("o", {a: [1]}), load("o").a.constructor.constructor("return typeof Deno")())',
   "helper error constructor": '(() => { try { setTimeout("x") } catch (e) { return typeof e } })()',
   "setTimeout id constructor": 'setTimeout(() => {}).constructor.constructor("return typeof Deno")()',
   "rejection reason of import()": '(await import("node:fs").catch((e) => typeof e))',
-  "promise of import() constructor": 'import("x").catch(() => {}).constructor.constructor("return typeof Deno")()',
+  "promise of import() constructor":
+    'import("x").catch(() => {}).constructor.constructor("return typeof Deno")()',
 });
 
 const EXPECTED: Record<string, string> = {

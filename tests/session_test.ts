@@ -4,16 +4,30 @@
  */
 import assert from "node:assert/strict";
 import { Status } from "nice-grpc";
-import { collect, eventually, execute, grpcError, openSession, processExists, run, startHost, texts } from "./_harness.ts";
+import {
+  collect,
+  eventually,
+  execute,
+  grpcError,
+  openSession,
+  processExists,
+  run,
+  startHost,
+  texts,
+} from "./_harness.ts";
 
 Deno.test("CloseSession cancels a pending Wait, ends the lease OK, and later calls are NOT_FOUND (scenario 16)", async () => {
   await using h = await startHost();
   const s = await openSession(h.client);
   s.pump();
-  const { started, outcome } = await execute(h.client, s.id, "await new Promise(() => {})", { yieldTimeMs: 1 });
+  const { started, outcome } = await execute(h.client, s.id, "await new Promise(() => {})", {
+    yieldTimeMs: 1,
+  });
   assert.ok(outcome.yielded);
-  const pid = h.host.manager.sessions.get(s.id)!.runtime.pid!;
-  const wait = grpcError(h.client.wait({ sessionId: s.id, cellId: started.cellId, waitId: "w", yieldTimeMs: 60_000 }));
+  const pid = h.host.state.session(s.id)!.runtimePid!;
+  const wait = grpcError(
+    h.client.wait({ sessionId: s.id, cellId: started.cellId, waitId: "w", yieldTimeMs: 60_000 }),
+  );
   await eventually(() => false, 100); // let the Wait attach
   await h.client.closeSession({ sessionId: s.id });
   assert.deepEqual(await wait, { code: Status.CANCELLED, details: "code-mode session is closed" });
@@ -29,8 +43,10 @@ Deno.test("An Execute awaiting its outcome receives terminated with its drained 
   await using h = await startHost();
   const s = await openSession(h.client);
   s.pump();
-  const pending = execute(h.client, s.id, 'text("drained"); await new Promise(() => {})', { yieldTimeMs: 60_000 });
-  await eventually(() => (h.host.manager.sessions.get(s.id)?.runningCells ?? 0) > 0, 5_000);
+  const pending = execute(h.client, s.id, 'text("drained"); await new Promise(() => {})', {
+    yieldTimeMs: 60_000,
+  });
+  await eventually(() => (h.host.state.session(s.id)?.runningCells ?? 0) > 0, 5_000);
   await eventually(() => false, 200);
   await h.client.closeSession({ sessionId: s.id });
   const { outcome } = await pending;
@@ -54,7 +70,10 @@ Deno.test("Cancelling the lease closes the session (scenario 15)", async () => {
   const s = await openSession(h.client);
   s.cancel();
   assert.ok(
-    await eventually(async () => (await grpcError(execute(h.client, s.id, "text(1)"))).code === Status.NOT_FOUND, 5_000),
+    await eventually(
+      async () => (await grpcError(execute(h.client, s.id, "text(1)"))).code === Status.NOT_FOUND,
+      5_000,
+    ),
   );
 });
 
@@ -95,14 +114,20 @@ Deno.test("store() refuses to grow the session's values past maxStoredValueBytes
     'store("a", "x".repeat(600000)); try { store("b", "y".repeat(600000)) } catch (e) { text(e) }',
   );
   assert.deepEqual(r.texts, ["stored values exceed the 1048576-byte session limit"]);
-  assert.deepEqual((await run(h.client, s.id, 'text(typeof load("a") + "," + typeof load("b"))')).texts, ["string,undefined"]);
+  assert.deepEqual((await run(h.client, s.id, 'text(typeof load("a") + "," + typeof load("b"))')).texts, [
+    "string,undefined",
+  ]);
 });
 
 Deno.test("A cell started after a commit sees it; a cell running before it keeps its snapshot", async () => {
   await using h = await startHost();
   await using s = await openSession(h.client);
   await run(h.client, s.id, 'store("k", 1)');
-  const early = execute(h.client, s.id, 'const before = load("k"); await new Promise((r) => setTimeout(r, 300)); text(before + "," + load("k"))');
+  const early = execute(
+    h.client,
+    s.id,
+    'const before = load("k"); await new Promise((r) => setTimeout(r, 300)); text(before + "," + load("k"))',
+  );
   await eventually(() => false, 100);
   await run(h.client, s.id, 'store("k", 2)');
   assert.deepEqual(texts((await early).outcome), ["1,1"]);
@@ -112,9 +137,14 @@ Deno.test("A cell started after a commit sees it; a cell running before it keeps
 Deno.test("Yield, Wait, YieldObservation and Terminate of an awaiting cell", async () => {
   await using h = await startHost();
   await using s = await openSession(h.client);
-  const first = await execute(h.client, s.id, 'text("before"); yield_control(); text("after"); await new Promise(() => {})', {
-    yieldTimeMs: 60_000,
-  });
+  const first = await execute(
+    h.client,
+    s.id,
+    'text("before"); yield_control(); text("after"); await new Promise(() => {})',
+    {
+      yieldTimeMs: 60_000,
+    },
+  );
   assert.ok(first.outcome.yielded);
   assert.deepEqual(texts(first.outcome), ["before"]);
   const cellId = first.started.cellId;

@@ -51,14 +51,19 @@ Deno.test("A malformed session ID is INVALID_ARGUMENT and an unknown one NOT_FOU
     code: Status.NOT_FOUND,
     details: `unknown code-mode session ${unknown}`,
   });
-  for (const call of [
-    () => h.client.wait({ sessionId: unknown, cellId: "1", waitId: "w" }),
-    () => h.client.terminate({ sessionId: unknown, cellId: "1" }),
-    () => h.client.closeSession({ sessionId: unknown }),
-    () => h.client.cancelWait({ sessionId: unknown, waitId: "w" }),
-    () => h.client.yieldObservation({ sessionId: unknown, waitId: "w" }),
-  ]) {
-    assert.deepEqual(await grpcError(call()), { code: Status.NOT_FOUND, details: `unknown code-mode session ${unknown}` });
+  for (
+    const call of [
+      () => h.client.wait({ sessionId: unknown, cellId: "1", waitId: "w" }),
+      () => h.client.terminate({ sessionId: unknown, cellId: "1" }),
+      () => h.client.closeSession({ sessionId: unknown }),
+      () => h.client.cancelWait({ sessionId: unknown, waitId: "w" }),
+      () => h.client.yieldObservation({ sessionId: unknown, waitId: "w" }),
+    ]
+  ) {
+    assert.deepEqual(await grpcError(call()), {
+      code: Status.NOT_FOUND,
+      details: `unknown code-mode session ${unknown}`,
+    });
   }
   assert.deepEqual(await grpcError(h.client.closeSession({ sessionId: "" })), {
     code: Status.INVALID_ARGUMENT,
@@ -75,10 +80,13 @@ Deno.test("Reused execution and wait IDs are ALREADY_EXISTS (scenario 8)", async
     details: "code-mode execution ID `e1` was reused",
   });
   await h.client.wait({ sessionId: s.id, cellId: "9", waitId: "w1", yieldTimeMs: 0 });
-  assert.deepEqual(await grpcError(h.client.wait({ sessionId: s.id, cellId: "9", waitId: "w1", yieldTimeMs: 0 })), {
-    code: Status.ALREADY_EXISTS,
-    details: "code-mode wait ID `w1` was reused",
-  });
+  assert.deepEqual(
+    await grpcError(h.client.wait({ sessionId: s.id, cellId: "9", waitId: "w1", yieldTimeMs: 0 })),
+    {
+      code: Status.ALREADY_EXISTS,
+      details: "code-mode wait ID `w1` was reused",
+    },
+  );
 });
 
 Deno.test("YieldObservation without an ID is INVALID_ARGUMENT (scenario 9) and empty IDs are named (14b)", async () => {
@@ -101,11 +109,17 @@ Deno.test("YieldObservation without an ID is INVALID_ARGUMENT (scenario 9) and e
 Deno.test("AcknowledgeNotification accepts any well-formed UUID (scenario 12)", async () => {
   await using h = await startHost();
   await using s = await openSession(h.client);
-  assert.deepEqual(await h.client.acknowledgeNotification({ sessionId: s.id, notificationId: crypto.randomUUID() }), {});
-  assert.deepEqual(await grpcError(h.client.acknowledgeNotification({ sessionId: s.id, notificationId: "x" })), {
-    code: Status.INVALID_ARGUMENT,
-    details: "code-mode notification ID must be a UUID",
-  });
+  assert.deepEqual(
+    await h.client.acknowledgeNotification({ sessionId: s.id, notificationId: crypto.randomUUID() }),
+    {},
+  );
+  assert.deepEqual(
+    await grpcError(h.client.acknowledgeNotification({ sessionId: s.id, notificationId: "x" })),
+    {
+      code: Status.INVALID_ARGUMENT,
+      details: "code-mode notification ID must be a UUID",
+    },
+  );
 });
 
 Deno.test("max_heap_size_bytes below 16 MiB is refused, 16 MiB accepted (scenario 13)", async () => {
@@ -113,11 +127,17 @@ Deno.test("max_heap_size_bytes below 16 MiB is refused, 16 MiB accepted (scenari
   const refused = await grpcError(
     collect(h.client.openSession({ cellExecutionLimits: { maxHeapSizeBytes: 1_048_576 } })),
   );
-  assert.deepEqual(refused, { code: Status.INVALID_ARGUMENT, details: "maximum heap size must be at least 16777216 bytes" });
+  assert.deepEqual(refused, {
+    code: Status.INVALID_ARGUMENT,
+    details: "maximum heap size must be at least 16777216 bytes",
+  });
   const tooBig = await grpcError(
     collect(h.client.openSession({ cellExecutionLimits: { maxHeapSizeBytes: "9007199254740992" } })),
   );
-  assert.deepEqual(tooBig, { code: Status.INVALID_ARGUMENT, details: "maximum heap size exceeds this platform" });
+  assert.deepEqual(tooBig, {
+    code: Status.INVALID_ARGUMENT,
+    details: "maximum heap size exceeds this platform",
+  });
   await using s = await openSession(h.client, { cellExecutionLimits: { maxHeapSizeBytes: 16_777_216 } });
   assert.deepEqual((await run(h.client, s.id, "text(1)")).texts, ["1"]);
 });
@@ -136,7 +156,11 @@ Deno.test("Tool definitions and names are validated (scenarios 7 and 14a)", asyn
     ["kind UNSPECIFIED", tool({ kind: 0 }), "tool definition has an invalid kind"],
     ["no tool_name", tool({ toolName: undefined }), "tool definition is missing its tool name"],
     ["empty tool name", tool({ toolName: { name: "" } }), "code-mode tool name must not be empty"],
-    ["long namespace", tool({ toolName: { name: "echo", namespace: "n".repeat(257) } }), "code-mode tool namespace exceeds 256 bytes"],
+    [
+      "long namespace",
+      tool({ toolName: { name: "echo", namespace: "n".repeat(257) } }),
+      "code-mode tool namespace exceeds 256 bytes",
+    ],
     ["empty definition name", tool({ name: "" }), "code-mode tool definition name must not be empty"],
   ];
   for (const [name, def, message] of cases) {
@@ -149,12 +173,14 @@ Deno.test("Tool definitions and names are validated (scenarios 7 and 14a)", asyn
   }
   await t.step("bad input schema", async () => {
     const { code, details } = await grpcError(
-      execute(h.client, s.id, "text(1)", { enabledTools: [tool({ inputSchemaJson: new TextEncoder().encode("{") })] }),
+      execute(h.client, s.id, "text(1)", {
+        enabledTools: [tool({ inputSchemaJson: new TextEncoder().encode("{") })],
+      }),
     );
     assert.equal(code, Status.INVALID_ARGUMENT);
     assert.ok(details.startsWith("invalid tool input schema: "), details);
   });
-  await t.step("namespace \"\" is accepted in a definition", async () => {
+  await t.step('namespace "" is accepted in a definition', async () => {
     const r = await run(h.client, s.id, "text(typeof tools.echo)");
     assert.deepEqual(r.texts, ["undefined"]);
     const { outcome } = await execute(h.client, s.id, "text(typeof tools.echo)", {
@@ -169,7 +195,12 @@ Deno.test("Tool definitions and names are validated (scenarios 7 and 14a)", asyn
     );
     assert.deepEqual(
       await grpcError(
-        collect(h.client.subscribeToToolCalls({ sessionId: s.id, toolNames: [{ name: "a", namespace: "n".repeat(257) }] })),
+        collect(
+          h.client.subscribeToToolCalls({
+            sessionId: s.id,
+            toolNames: [{ name: "a", namespace: "n".repeat(257) }],
+          }),
+        ),
       ),
       { code: Status.INVALID_ARGUMENT, details: "code-mode tool namespace exceeds 256 bytes" },
     );
@@ -181,11 +212,16 @@ Deno.test("Tool definitions and names are validated (scenarios 7 and 14a)", asyn
   });
 });
 
-Deno.test("The first cell streams started{\"1\"} then completed, and the next cell is \"2\" (scenario 22)", async () => {
+Deno.test('The first cell streams started{"1"} then completed, and the next cell is "2" (scenario 22)', async () => {
   await using h = await startHost();
   await using s = await openSession(h.client);
   const events: unknown[] = await collect(
-    h.client.execute({ sessionId: s.id, executionId: "first", toolCallId: "call-1", source: 'text("before")' }),
+    h.client.execute({
+      sessionId: s.id,
+      executionId: "first",
+      toolCallId: "call-1",
+      source: 'text("before")',
+    }),
   );
   assert.equal(events.length, 2);
   assert.deepEqual((events[0] as { started: unknown }).started, { executionId: "first", cellId: "1" });
@@ -199,7 +235,12 @@ Deno.test("The first cell streams started{\"1\"} then completed, and the next ce
 Deno.test("Wait on an unknown cell answers missing_cell with its own duration (scenario 27)", async () => {
   await using h = await startHost();
   await using s = await openSession(h.client);
-  const response = await h.client.wait({ sessionId: s.id, cellId: "missing-cell", waitId: "w", yieldTimeMs: 0 });
+  const response = await h.client.wait({
+    sessionId: s.id,
+    cellId: "missing-cell",
+    waitId: "w",
+    yieldTimeMs: 0,
+  });
   assert.equal(response.state, "missingCell");
   const missing = response.missingCell;
   assert.equal(missing.cellId, "missing-cell");

@@ -7,7 +7,9 @@ import assert from "node:assert/strict";
 Deno.test("worker/dist is up to date with the worker sources (run `deno task bundle`)", async () => {
   const out = await Deno.makeTempDir({ prefix: "cmh-bundle-" });
   try {
-    for (const [entry, name] of [["worker/runtime.ts", "runtime.js"], ["worker/cell_bootstrap.ts", "cell.js"]]) {
+    for (
+      const [entry, name] of [["worker/runtime.ts", "runtime.js"], ["worker/cell_bootstrap.ts", "cell.js"]]
+    ) {
       const result = await new Deno.Command(Deno.execPath(), {
         args: ["bundle", "--quiet", "--platform", "deno", "-o", `${out}/${name}`, entry],
         cwd: new URL("..", import.meta.url).pathname,

@@ -1,11 +1,7 @@
 import assert from "node:assert/strict";
 import { MessageChannel, type MessagePort, Worker } from "node:worker_threads";
 import type { CellControl, CellImage, CellOutput, CellTool } from "./cell_protocol.ts";
-import {
-  CELL_EXIT_SENTINEL,
-  CELL_GLOBAL_ALLOWLIST,
-  CELL_HELPERS_FILE_NAME,
-} from "./cell_bootstrap.ts";
+import { CELL_EXIT_SENTINEL, CELL_GLOBAL_ALLOWLIST, CELL_HELPERS_FILE_NAME } from "./cell_bootstrap.ts";
 
 const BOOTSTRAP = new URL("./cell_bootstrap.ts", import.meta.url);
 const MAX_MESSAGE_BYTES = 67_108_864;
@@ -1096,8 +1092,7 @@ Deno.test("sandbox: every helper and every value a helper hands out belongs to t
   const answer = (call: ToolCallOutput): ToolAnswer =>
     call.input === '"fail"' ? { error: "tool failed" } : { json: '{"list":[{"a":1}]}' };
   // `own(v)`: v is a primitive, or its constructor chain ends in the context's Function.
-  const prelude =
-    "const own = (v) => v === null || (typeof v !== 'object' && typeof v !== 'function') ||" +
+  const prelude = "const own = (v) => v === null || (typeof v !== 'object' && typeof v !== 'function') ||" +
     " (v instanceof Object && v.constructor.constructor === Function &&" +
     " v.constructor.constructor('return typeof process')() === 'undefined' &&" +
     " Object.getPrototypeOf(v.constructor) !== null); ";

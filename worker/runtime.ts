@@ -183,6 +183,17 @@ function reportExit(running: RunningCell): void {
 async function endCell(running: RunningCell): Promise<void> {
   await running.cell.worker.terminate().catch(() => {});
   reportExit(running);
+  scheduleSpare();
+}
+
+/**
+ * Creates the next spare once the cell's last frames are on their way. On Deno 2.9.6
+ * `new Worker()` blocks the calling thread for ~30 ms, so creating the spare while a cell runs
+ * would hold up that cell's output; between cells the time is usually free (a model thinks for
+ * seconds between cells).
+ */
+function scheduleSpare(): void {
+  void writeChain.then(() => setTimeout(refillSpare, 0));
 }
 
 async function startCell(start: NonNullable<HostToWorker["startCell"]>): Promise<void> {
@@ -222,7 +233,6 @@ async function startCell(start: NonNullable<HostToWorker["startCell"]>): Promise
     output: channel.port2 as unknown as CellStart["output"],
   };
   cell.worker.postMessage(message, [channel.port2]);
-  refillSpare();
 }
 
 function control(cellId: string, message: CellControl): void {

@@ -6539,6 +6539,10 @@ async function endCell(running) {
   await running.cell.worker.terminate().catch(() => {
   });
   reportExit(running);
+  scheduleSpare();
+}
+function scheduleSpare() {
+  void writeChain.then(() => setTimeout(refillSpare, 0));
 }
 async function startCell(start) {
   const cell = takeCellWorker();
@@ -6583,7 +6587,6 @@ async function startCell(start) {
   cell.worker.postMessage(message, [
     channel.port2
   ]);
-  refillSpare();
 }
 function control(cellId, message) {
   const running = cells.get(cellId);

@@ -1,0 +1,159 @@
+/**
+ * Side-by-side latency figures measured in one run against a real host on 127.0.0.1:0 with real
+ * runtimes (`deno task bench:compare`). Prints a Markdown table.
+ *
+ * - Floor: `grpc.health.v1.Health/Check` p50/p95 on the same server.
+ * - Warm Execute: `text("x")` in an open session after a short idle gap, so the session's spare
+ *   cell isolate is ready (the common case: a model thinks between cells).
+ * - Back-to-back Execute: the same with no gap; on Deno 2.9.6 the next cell then pays for
+ *   creating its Worker (~30 ms that block the runtime's main thread).
+ * - OpenSession with the warm pool, and cold (pool disabled), against a bare `deno run` of an
+ *   empty file (the cold floor).
+ *
+ * @module
+ */
+import { createChannel, createClient } from "nice-grpc";
+import { HealthDefinition } from "nice-grpc-server-health";
+import { createHost } from "../host/server.ts";
+import { Logger } from "../host/log.ts";
+import { codeModeHostDefinition } from "../proto/loader.ts";
+
+const ROUNDS = Number(Deno.env.get("BENCH_ROUNDS") ?? 200);
+
+function percentile(samples: number[], p: number): number {
+  const sorted = [...samples].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+}
+
+async function time(fn: () => Promise<unknown>): Promise<number> {
+  const start = performance.now();
+  await fn();
+  return performance.now() - start;
+}
+
+const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const options = { "grpc.max_receive_message_length": 67_108_864, "grpc.use_local_subchannel_pool": 1 };
+
+async function measureHost(warmSessions: number) {
+  const host = await createHost({ listen: "127.0.0.1:0", warmSessions, log: new Logger("error") });
+  const channel = createChannel(`127.0.0.1:${host.port}`, undefined, options);
+  // deno-lint-ignore no-explicit-any
+  const client = createClient(codeModeHostDefinition() as any, channel) as any;
+  const health = createClient(HealthDefinition, channel);
+  return { host, channel, client, health };
+}
+
+async function openSession(
+  client: { openSession: (r: unknown, o: unknown) => AsyncIterable<{ opened?: { sessionId: string } }> },
+) {
+  const abort = new AbortController();
+  const iterator = client.openSession({}, { signal: abort.signal })[Symbol.asyncIterator]();
+  const first = await iterator.next();
+  return { id: first.value.opened!.sessionId, close: () => abort.abort() };
+}
+
+let executions = 0;
+async function executeText(client: { execute: (r: unknown) => AsyncIterable<unknown> }, sessionId: string) {
+  for await (
+    const _ of client.execute({
+      sessionId,
+      executionId: `b${++executions}`,
+      toolCallId: "c",
+      source: 'text("x")',
+    })
+  ) {
+    // drain
+  }
+}
+
+const rows: [string, string, string, string][] = [];
+const fmt = (ms: number) => ms.toFixed(2);
+
+{
+  const { host, channel, client, health } = await measureHost(2);
+  const session = await openSession(client);
+  for (let i = 0; i < 20; i++) await health.check({ service: "" });
+  const floor: number[] = [];
+  for (let i = 0; i < ROUNDS; i++) floor.push(await time(() => health.check({ service: "" })));
+  const floorP50 = percentile(floor, 50);
+  rows.push(["Health/Check (floor)", fmt(floorP50), fmt(percentile(floor, 95)), "1.0×"]);
+
+  await executeText(client, session.id);
+  const warm: number[] = [];
+  for (let i = 0; i < Math.min(ROUNDS, 100); i++) {
+    await pause(60);
+    warm.push(await time(() => executeText(client, session.id)));
+  }
+  rows.push([
+    'Execute text("x"), warm (spare isolate ready)',
+    fmt(percentile(warm, 50)),
+    fmt(percentile(warm, 95)),
+    `${(percentile(warm, 50) / floorP50).toFixed(1)}×`,
+  ]);
+  const b2b: number[] = [];
+  for (let i = 0; i < Math.min(ROUNDS, 100); i++) b2b.push(await time(() => executeText(client, session.id)));
+  rows.push([
+    'Execute text("x"), back-to-back',
+    fmt(percentile(b2b, 50)),
+    fmt(percentile(b2b, 95)),
+    `${(percentile(b2b, 50) / floorP50).toFixed(1)}×`,
+  ]);
+
+  const opens: number[] = [];
+  for (let i = 0; i < 30; i++) {
+    await pause(250); // let the pool refill
+    let s: { close(): void } | undefined;
+    opens.push(await time(async () => s = await openSession(client)));
+    s!.close();
+  }
+  rows.push(["OpenSession, warm pool (2)", fmt(percentile(opens, 50)), fmt(percentile(opens, 95)), ""]);
+  session.close();
+  channel.close();
+  await host.shutdown();
+}
+
+{
+  const { host, channel, client } = await measureHost(0);
+  const opens: number[] = [];
+  for (let i = 0; i < 20; i++) {
+    let s: { close(): void } | undefined;
+    opens.push(await time(async () => s = await openSession(client)));
+    s!.close();
+  }
+  const dir = await Deno.makeTempDir();
+  await Deno.writeTextFile(`${dir}/empty.js`, "");
+  const bare: number[] = [];
+  for (let i = 0; i < 20; i++) {
+    bare.push(
+      await time(() =>
+        new Deno.Command(Deno.execPath(), {
+          args: ["run", "--no-config", "--no-lock", `--allow-read=${dir}`, `${dir}/empty.js`],
+          stdout: "null",
+          stderr: "null",
+        }).output()
+      ),
+    );
+  }
+  await Deno.remove(dir, { recursive: true });
+  rows.push([
+    "OpenSession, cold (no pool)",
+    fmt(percentile(opens, 50)),
+    fmt(percentile(opens, 95)),
+    `${(percentile(opens, 50) / percentile(bare, 50)).toFixed(2)}× bare deno run`,
+  ]);
+  rows.push([
+    "bare `deno run` of an empty file (cold floor)",
+    fmt(percentile(bare, 50)),
+    fmt(percentile(bare, 95)),
+    "",
+  ]);
+  channel.close();
+  await host.shutdown();
+}
+
+console.log(
+  `Machine: ${Deno.build.target}, ${navigator.hardwareConcurrency} cores, Deno ${Deno.version.deno}\n`,
+);
+console.log("| measurement | p50 ms | p95 ms | ratio to floor |");
+console.log("| --- | ---: | ---: | ---: |");
+for (const row of rows) console.log(`| ${row.join(" | ")} |`);
