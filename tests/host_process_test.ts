@@ -258,3 +258,26 @@ Deno.test("Leftover directories of dead hosts are removed at start-up (scenario 
     await Deno.remove(parent, { recursive: true });
   }
 });
+
+Deno.test("Server reflection lists the code-mode and health services (SPEC §9.2)", async () => {
+  const { ServerReflectionService } = await import("nice-grpc-server-reflection");
+  const pb = await import("nice-grpc-server-reflection/lib/proto/grpc/reflection/v1/reflection_pb.js");
+  await using h = await startHost({ warmSessions: 0 });
+  const channel = createChannel(h.address);
+  try {
+    const client = createClient(ServerReflectionService, channel);
+    async function* requests() {
+      yield new (pb.default ?? pb).ServerReflectionRequest().setListServices("*");
+    }
+    const names: string[] = [];
+    for await (const response of client.serverReflectionInfo(requests())) {
+      for (const service of response.getListServicesResponse()?.getServiceList() ?? []) {
+        names.push(service.getName());
+      }
+    }
+    assert.ok(names.includes("codex.code_mode.v1.CodeModeHost"), String(names));
+    assert.ok(names.includes("grpc.health.v1.Health"), String(names));
+  } finally {
+    channel.close();
+  }
+});
