@@ -3,6 +3,7 @@
  */
 import assert from "node:assert/strict";
 import { execute, openSession, run, startHost, type TestHost, texts } from "./_harness.ts";
+import { REMOVED_GLOBALS } from "./_spec_lists.ts";
 
 async function withSession(fn: (h: TestHost, sessionId: string) => Promise<void>): Promise<void> {
   await using h = await startHost();
@@ -212,50 +213,9 @@ Deno.test("Stack frames name exec_main.mjs and never the source (scenario 80b)",
 });
 
 Deno.test("Every removed global is absent, and a later rejection does not fail the cell (scenario 80h)", async () => {
-  const removed = [
-    "Deno",
-    "process",
-    "Buffer",
-    "require",
-    "global",
-    "setImmediate",
-    "fetch",
-    "WebSocket",
-    "Worker",
-    "console",
-    "Atomics",
-    "SharedArrayBuffer",
-    "WebAssembly",
-    "self",
-    "postMessage",
-    "onmessage",
-    "close",
-    "addEventListener",
-    "removeEventListener",
-    "dispatchEvent",
-    "navigator",
-    "location",
-    "performance",
-    "crypto",
-    "setInterval",
-    "clearInterval",
-    "queueMicrotask",
-    "structuredClone",
-    "TextEncoder",
-    "TextDecoder",
-    "URL",
-    "atob",
-    "btoa",
-    "Blob",
-    "Request",
-    "Response",
-    "Headers",
-    "EventTarget",
-    "Event",
-  ];
   await withSession(async (h, id) => {
     const source = `const bad = ${
-      JSON.stringify(removed)
+      JSON.stringify(REMOVED_GLOBALS)
     }.filter((n) => Object.hasOwn(globalThis, n) || (n in globalThis) || typeof globalThis[n] !== "undefined");
 text(JSON.stringify(bad)); Promise.reject("x"); text("after")`;
     const r = await run(h.client, id, source);

@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { buildWorkerCommand } from "../host/worker_command.ts";
 import { openSession, run, startHost } from "./_harness.ts";
+import { HELPER_FUNCTIONS } from "./_spec_lists.ts";
 
 /** Escape routes: each expression evaluates (inside the cell) to something that must be harmless. */
 const ROUTES: Record<string, string> = {
@@ -31,18 +32,7 @@ const ROUTES: Record<string, string> = {
   "import.meta via eval": '(() => { try { return eval("import.meta") } catch (e) { return e.name } })()',
 };
 
-const HELPERS = [
-  "text",
-  "image",
-  "generatedImage",
-  "store",
-  "load",
-  "notify",
-  "exit",
-  "setTimeout",
-  "clearTimeout",
-  "yield_control",
-];
+const HELPERS = HELPER_FUNCTIONS;
 for (const helper of HELPERS) {
   ROUTES[`${helper}.constructor`] = `${helper}.constructor("return typeof Deno + typeof process")()`;
   ROUTES[`${helper}.__proto__.constructor`] =

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import { MessageChannel, type MessagePort, Worker } from "node:worker_threads";
 import type { CellControl, CellImage, CellOutput, CellTool } from "./cell_protocol.ts";
 import { CELL_EXIT_SENTINEL, CELL_GLOBAL_ALLOWLIST, CELL_HELPERS_FILE_NAME } from "./cell_bootstrap.ts";
+import { HELPER_FUNCTIONS, REMOVED_GLOBALS } from "../tests/_spec_lists.ts";
 
 const BOOTSTRAP = new URL("./cell_bootstrap.ts", import.meta.url);
 const MAX_MESSAGE_BYTES = 67_108_864;
@@ -748,49 +749,8 @@ Deno.test("scenario 80g: image reads each property once, in order", async () => 
 });
 
 Deno.test("scenario 80h: every removed name is absent, and a later rejection is harmless", async () => {
-  const removed = [
-    "Deno",
-    "process",
-    "Buffer",
-    "require",
-    "global",
-    "setImmediate",
-    "fetch",
-    "WebSocket",
-    "Worker",
-    "console",
-    "Atomics",
-    "SharedArrayBuffer",
-    "WebAssembly",
-    "self",
-    "postMessage",
-    "onmessage",
-    "close",
-    "addEventListener",
-    "removeEventListener",
-    "dispatchEvent",
-    "navigator",
-    "location",
-    "performance",
-    "crypto",
-    "setInterval",
-    "clearInterval",
-    "queueMicrotask",
-    "structuredClone",
-    "TextEncoder",
-    "TextDecoder",
-    "URL",
-    "atob",
-    "btoa",
-    "Blob",
-    "Request",
-    "Response",
-    "Headers",
-    "EventTarget",
-    "Event",
-  ];
   const [report] = await texts(
-    `const bad = []; for (const n of ${JSON.stringify(removed)}) {` +
+    `const bad = []; for (const n of ${JSON.stringify(REMOVED_GLOBALS)}) {` +
       " if (Object.hasOwn(globalThis, n) || n in globalThis || typeof globalThis[n] !== 'undefined')" +
       " bad.push(n); }" +
       " Promise.reject('x'); await null; text(JSON.stringify(bad))",
@@ -1097,19 +1057,7 @@ Deno.test("sandbox: every helper and every value a helper hands out belongs to t
     " v.constructor.constructor('return typeof process')() === 'undefined' &&" +
     " Object.getPrototypeOf(v.constructor) !== null); ";
   const probes: [string, string][] = [
-    ...[
-      "text",
-      "image",
-      "store",
-      "load",
-      "notify",
-      "exit",
-      "setTimeout",
-      "clearTimeout",
-      "yield_control",
-      "generatedImage",
-      "tools.echo",
-    ].map((h): [string, string] => [
+    ...[...HELPER_FUNCTIONS, "tools.echo"].map((h): [string, string] => [
       h,
       `text(own(${h}) && ${h}.constructor === Function && ` +
       `Object.getPrototypeOf(${h}) === Function.prototype && ` +
