@@ -266,9 +266,9 @@ Deno.test("Server reflection lists the code-mode and health services (SPEC §9.2
   const channel = createChannel(h.address);
   try {
     const client = createClient(ServerReflectionService, channel);
-    async function* requests() {
+    const requests = async function* () {
       yield new (pb.default ?? pb).ServerReflectionRequest().setListServices("*");
-    }
+    };
     const names: string[] = [];
     for await (const response of client.serverReflectionInfo(requests())) {
       for (const service of response.getListServicesResponse()?.getServiceList() ?? []) {

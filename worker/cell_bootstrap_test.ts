@@ -760,20 +760,7 @@ Deno.test("scenario 80h: every removed name is absent, and a later rejection is 
 
 Deno.test("the global holds exactly the allowlist plus the helpers", async () => {
   const [names] = await texts("text(JSON.stringify(Object.getOwnPropertyNames(globalThis)))");
-  const helpers = [
-    "text",
-    "image",
-    "generatedImage",
-    "store",
-    "load",
-    "notify",
-    "yield_control",
-    "exit",
-    "setTimeout",
-    "clearTimeout",
-    "tools",
-    "ALL_TOOLS",
-  ];
+  const helpers = [...HELPER_FUNCTIONS, "tools", "ALL_TOOLS"];
   const allowed = new Set([...CELL_GLOBAL_ALLOWLIST, ...helpers]);
   const present: string[] = JSON.parse(names);
   assert.deepEqual(present.filter((n) => !allowed.has(n)), []);
