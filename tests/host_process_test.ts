@@ -281,3 +281,34 @@ Deno.test("Server reflection lists the code-mode and health services (SPEC §9.2
     channel.close();
   }
 });
+
+Deno.test("Runtimes use --deno PATH and the private runtime directory (the compiled-executable path)", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "cmh-deno-" });
+  const denoPath = `${dir}/my-deno`;
+  await Deno.symlink(Deno.execPath(), denoPath);
+  try {
+    await using host = await serve([
+      "--listen",
+      "grpc://127.0.0.1:0",
+      "--deno",
+      denoPath,
+      "--warm-sessions",
+      "1",
+    ]);
+    using raw = rawClient(host.url);
+    await using s = await openSession(raw.client);
+    assert.deepEqual((await run(raw.client, s.id, 'text("self-spawn")')).texts, ["self-spawn"]);
+    const argv = runtimePids(host.child.pid).map((pid) =>
+      Deno.readTextFileSync(`/proc/${pid}/cmdline`).split("\0").filter(Boolean)
+    );
+    assert.ok(argv.length >= 1);
+    for (const args of argv) {
+      assert.equal(args[0], denoPath);
+      const entry = args.at(-1)!;
+      assert.match(entry, /\/code-mode-host\/r-\d+-[^/]+\/runtime\.js$/);
+      assert.ok(!entry.startsWith(new URL("..", import.meta.url).pathname), "not read from the source tree");
+    }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
