@@ -14,6 +14,7 @@ import {
   fileDescriptorSet,
   publicProtoRoot,
 } from "../proto/loader.ts";
+import type { HostToWorker } from "../proto/worker_codec.ts";
 import { type Clock, realClock } from "./clock.ts";
 import { type Limits, resolveLimits } from "./limits.ts";
 import { Logger, type LogLevel } from "./log.ts";
@@ -51,6 +52,10 @@ export interface HostState {
   readonly runtimeCount: number;
   /** Warm runtimes waiting to be handed out. */
   readonly warmCount: number;
+  /** Runtime processes spawned so far. */
+  readonly spawnCount: number;
+  /** Test hook: injects a fault into a session's runtime (never reachable over gRPC). */
+  testHook(sessionId: string, hook: NonNullable<HostToWorker["testHook"]>): Promise<void>;
 }
 
 /** A running host. */
@@ -171,6 +176,13 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
     },
     get warmCount() {
       return manager.warmCount;
+    },
+    get spawnCount() {
+      return manager.spawnCount;
+    },
+    testHook(sessionId, hook) {
+      const session = manager.sessions.get(sessionId);
+      return session ? session.testHook(hook) : Promise.reject(new Error(`no session ${sessionId}`));
     },
   };
   return { port, url, state, shutdown, kill, [Symbol.asyncDispose]: shutdown };

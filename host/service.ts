@@ -237,7 +237,7 @@ export function createCodeModeService(options: ServiceOptions): Record<string, u
         );
         let outcome: Outcome;
         try {
-          outcome = await cell.observe(yieldMs, { signal: context.signal, yieldSignal });
+          outcome = await session.track(() => cell.observe(yieldMs, { signal: context.signal, yieldSignal }));
         } catch (error) {
           if (context.signal.aborted) session.abandon(cell);
           throw error;
@@ -268,7 +268,7 @@ export function createCodeModeService(options: ServiceOptions): Record<string, u
         const yieldMs = effectiveYield(u64(request.yieldTimeMs) ?? 0n, session);
         let outcome: Outcome;
         try {
-          outcome = await cell.observe(yieldMs, { signal, yieldSignal: wait.yieldNow });
+          outcome = await session.track(() => cell.observe(yieldMs, { signal, yieldSignal: wait.yieldNow }));
         } catch (error) {
           if (wait.cancel.aborted) throw wait.cancel.reason;
           if (isAbort(error, context.signal)) {
@@ -294,7 +294,7 @@ export function createCodeModeService(options: ServiceOptions): Record<string, u
       session.ensureOpen();
       const cell = session.cell(cellId);
       if (!cell) return missingCell(cellId, start);
-      const outcome = await cell.terminate();
+      const outcome = await session.track(() => cell.terminate());
       return { liveCell: wireOutcome(cellId, outcome, start) };
     }),
 

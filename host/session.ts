@@ -10,13 +10,13 @@
  * @module
  */
 import { ServerError, Status } from "nice-grpc";
-import type { WireCellEvent, WorkerToHost } from "../proto/worker_codec.ts";
+import type { HostToWorker, WireCellEvent, WorkerToHost } from "../proto/worker_codec.ts";
 import { Cell, type CellHost, type Outcome } from "./cell.ts";
 import type { Clock } from "./clock.ts";
 import { CodeModeError } from "./errors.ts";
 import { LeaseQueue } from "./lease_queue.ts";
 import type { Limits } from "./limits.ts";
-import type { Logger } from "./log.ts";
+import type { LogFields, Logger } from "./log.ts";
 import { type Permit, RecentIds } from "./permits.ts";
 import { crashReason, type RuntimeEnd, type RuntimeTransport } from "./runtime_transport.ts";
 import { checkCellSource } from "./source_check.ts";
@@ -56,6 +56,8 @@ export interface SessionOptions {
   clock: Clock;
   /** Called once when the session leaves the registry. */
   onRemoved(session: Session): void;
+  /** Obtains a replacement runtime for a runtime restart (SPEC §4.5). */
+  replaceRuntime(): Promise<RuntimeTransport>;
 }
 
 /** What an Execute needs to start a cell. */
@@ -106,6 +108,11 @@ export class Session {
   #preYielded: RecentIds;
   #preCancelled: RecentIds;
   #subscriptions = 0;
+  /** Set while a runtime restart obtains a replacement; StartCell waits for it. */
+  #restarting: Promise<void> | undefined;
+  #inFlight = 0;
+  #lastActivity = 0;
+  #idleTimer: unknown;
 
   /** @param options see {@link SessionOptions} */
   constructor(options: SessionOptions) {
@@ -125,6 +132,8 @@ export class Session {
     this.#lease.push({ opened: { sessionId: this.id, outputTruncation: this.outputMode } });
     this.#runtime = options.runtime;
     this.#attach(options.runtime);
+    this.touch();
+    this.#armIdleTimer();
   }
 
   /** Whether the session accepts new work. */
@@ -168,6 +177,12 @@ export class Session {
         maxStoredValueBytes: this.#options.limits.maxStoredValueBytes,
       },
     }).catch(() => {});
+    if (this.#store.size > 0) {
+      const entries = [...this.#store].map(([key, valueJson]) => ({ key, valueJson }));
+      void runtime.send({ storeUpdate: { version: this.#storeVersion, reset: true, entries } }).catch(
+        () => {},
+      );
+    }
     void runtime.ended.then((end) => this.#onRuntimeEnded(runtime, end));
   }
 
@@ -193,17 +208,21 @@ export class Session {
   }
 
   #crash(end: RuntimeEnd): void {
-    this.#state = "crashed";
-    const reason = crashReason(end);
-    const owner = end.kind === "fault"
-      ? "code-mode V8 runtime thread panicked"
-      : "code-mode V8 runtime thread ended unexpectedly";
-    this.#options.log.error(`code-mode host session failed: ${reason}`, {
-      session_ref: this.ref,
+    this.#fail(crashReason(end), end.kind === "fault", {
       exit_code: end.code,
       signal: end.signal,
       stderr_tail: end.stderrTail,
     });
+  }
+
+  #fail(reason: string, panicked: boolean, fields: LogFields = {}): void {
+    if (this.#state === "crashed" || this.#state === "closed") return;
+    this.#state = "crashed";
+    this.#clearIdleTimer();
+    const owner = panicked
+      ? "code-mode V8 runtime thread panicked"
+      : "code-mode V8 runtime thread ended unexpectedly";
+    this.#options.log.error(`code-mode host session failed: ${reason}`, { session_ref: this.ref, ...fields });
     this.#remove();
     for (const cell of [...this.#running.values()]) cell.runtimeStopped("exec runtime ended unexpectedly");
     this.#lease.end(new ServerError(Status.INTERNAL, `${owner}: ${reason}`));
@@ -248,6 +267,8 @@ export class Session {
    * @returns the started (or already refused) cell
    */
   async startCell(request: StartRequest): Promise<Cell> {
+    this.ensureOpen();
+    if (this.#restarting) await this.#restarting;
     this.ensureOpen();
     const cell = new Cell(String(this.#nextCellId++), request.executionId, this.#cellHost, this.cellHeapMb);
     this.#cells.set(cell.id, cell);
@@ -306,6 +327,7 @@ export class Session {
 
   #cellClosed(cell: Cell): void {
     this.#running.delete(cell.id);
+    this.touch();
     const meta = this.#cellMeta.get(cell);
     this.#cellMeta.delete(cell);
     if (this.#state === "crashed" || this.#state === "closed") {
@@ -384,6 +406,95 @@ export class Session {
     };
   }
 
+  /**
+   * Hard stop (SPEC §4.5): kills the runtime, ends every cell that ran in it, and replaces the
+   * runtime while the session, its lease and its stored values stay.
+   */
+  async #restartRuntime(stopped: Cell): Promise<void> {
+    if (this.#restarting) return await this.#restarting;
+    const old = this.#runtime;
+    const { promise, resolve } = Promise.withResolvers<void>();
+    this.#restarting = promise;
+    try {
+      void old.kill();
+      for (const cell of [...this.#running.values()]) {
+        cell.runtimeStopped(
+          cell.terminating
+            ? "exec runtime ended unexpectedly"
+            : `exec runtime ended unexpectedly: the session runtime was restarted to stop cell ${stopped.id}`,
+        );
+      }
+      let next: RuntimeTransport;
+      try {
+        next = await this.#options.replaceRuntime();
+      } catch (error) {
+        this.#fail(`session runtime could not be replaced: ${(error as Error).message}`, false);
+        return;
+      }
+      if (this.#state !== "open") {
+        void next.stop();
+        return;
+      }
+      this.#runtime = next;
+      this.#attach(next);
+      this.#options.log.info("session runtime restarted to stop a cell", {
+        session_ref: this.ref,
+        cell_id: stopped.id,
+      });
+    } finally {
+      this.#restarting = undefined;
+      resolve();
+    }
+  }
+
+  /** Test hook: sends a fault-injection frame to the session's runtime. */
+  testHook(hook: NonNullable<HostToWorker["testHook"]>): Promise<void> {
+    return this.#runtime.send({ testHook: hook });
+  }
+
+  // ---- activity and idle timeout ----------------------------------------------------------------
+
+  /** Records a request naming the session (SPEC §3.3 idle rule). */
+  touch(): void {
+    this.#lastActivity = this.#options.clock.now();
+  }
+
+  /**
+   * Tracks an observation in flight (Execute, Wait, Terminate) for the idle rule.
+   *
+   * @param work the observation
+   * @returns its result
+   */
+  async track<T>(work: () => Promise<T>): Promise<T> {
+    this.#inFlight++;
+    this.touch();
+    try {
+      return await work();
+    } finally {
+      this.#inFlight--;
+      this.touch();
+    }
+  }
+
+  #armIdleTimer(): void {
+    const idleMs = this.#options.limits.idleSessionTimeoutMs;
+    if (idleMs <= 0 || this.#state !== "open") return;
+    const clock = this.#options.clock;
+    const due = this.#lastActivity + idleMs - clock.now();
+    this.#idleTimer = clock.setTimeout(() => {
+      if (this.#state !== "open") return;
+      const idle = this.#inFlight === 0 && this.#running.size === 0 &&
+        clock.now() - this.#lastActivity >= idleMs;
+      if (idle) void this.close("idle");
+      else this.#armIdleTimer();
+    }, Math.max(1, Math.min(due, idleMs)));
+  }
+
+  #clearIdleTimer(): void {
+    if (this.#idleTimer !== undefined) this.#options.clock.clearTimeout(this.#idleTimer);
+    this.#idleTimer = undefined;
+  }
+
   // ---- waits and yields -------------------------------------------------------------------------
 
   /**
@@ -460,9 +571,11 @@ export class Session {
    * @param trigger what closed it; `shutdown` ends the lease `UNAVAILABLE`, `overflow` ends it
    *   `RESOURCE_EXHAUSTED`, anything else OK
    */
-  async close(trigger: "close" | "lease" | "shutdown" | "overflow" = "close"): Promise<void> {
+  async close(trigger: "close" | "lease" | "shutdown" | "overflow" | "idle" = "close"): Promise<void> {
     if (this.#state !== "open") return await this.#removed.promise;
     this.#state = "closing";
+    this.#clearIdleTimer();
+    if (this.#restarting) await this.#restarting;
     const closed = new CodeModeError("CANCELLED", CLOSED_MESSAGE);
     for (const wait of this.#activeWaits.values()) wait.cancel.abort(closed);
     const terminations: Promise<Outcome | void>[] = [];

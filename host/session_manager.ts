@@ -56,6 +56,7 @@ export class SessionManager implements AsyncDisposable {
   #warm: RuntimeTransport[] = [];
   #allRuntimes = new Set<RuntimeTransport>();
   #draining = false;
+  #spawned = 0;
 
   /** @param options see {@link SessionManagerOptions} */
   constructor(options: SessionManagerOptions) {
@@ -89,7 +90,13 @@ export class SessionManager implements AsyncDisposable {
     return this.#allRuntimes;
   }
 
+  /** Runtime processes spawned so far (a test hook). */
+  get spawnCount(): number {
+    return this.#spawned;
+  }
+
   #spawn(): RuntimeTransport {
+    this.#spawned++;
     const o = this.#options;
     const runtime = spawnWorkerProcess({
       codec: this.#codec,
@@ -190,6 +197,7 @@ export class SessionManager implements AsyncDisposable {
       limits: this.limits,
       log: this.#options.log,
       clock: this.#options.clock,
+      replaceRuntime: () => this.takeRuntime(),
       onRemoved: (removed) => {
         if (this.#sessions.get(removed.id) === removed) this.#sessions.delete(removed.id);
         slot.release();
@@ -211,6 +219,7 @@ export class SessionManager implements AsyncDisposable {
     const id = validateIdentifier(sessionId, "session ID", this.limits.maxIdentifierBytes, { uuid: true });
     const session = this.#sessions.get(id);
     if (!session) throw new CodeModeError("NOT_FOUND", `unknown code-mode session ${id}`);
+    session.touch();
     return session;
   }
 

@@ -64,6 +64,15 @@ export interface HostToWorker {
   stopCell?: { cellId: string };
   control?: { cellId: string; continue?: boolean; resume?: boolean; terminate?: boolean };
   shutdown?: Record<string, never>;
+  testHook?: {
+    garbageFrame?: boolean;
+    closeStdout?: boolean;
+    exhaustMainHeap?: boolean;
+    delayStopMs?: number;
+    faultCell?: string;
+    runtimeFault?: string;
+    action?: string;
+  };
   message?: string;
 }
 

@@ -241,11 +241,55 @@ function control(cellId: string, message: CellControl): void {
   running.cell.worker.postMessage(message);
 }
 
+let stopDelayMs = 0;
+
 function stopCell(cellId: string): void {
   const running = cells.get(cellId);
   if (!running || running.finished) return;
+  if (stopDelayMs > 0) {
+    setTimeout(() => {
+      if (running.finished) return;
+      drain(running);
+      running.cell.worker.postMessage({ t: "stop" } satisfies CellControl);
+    }, stopDelayMs);
+    return;
+  }
   drain(running);
   running.cell.worker.postMessage({ t: "stop" } satisfies CellControl);
+}
+
+/** Fault injection for the host's tests (the host sends TestHook only through an internal API). */
+function testHook(hook: NonNullable<HostToWorker["testHook"]>): void {
+  switch (hook.action) {
+    case "garbageFrame":
+      writeChain = writeChain.then(() =>
+        writeAll(encodeFrame(new Uint8Array([0xff, 0xff, 0xff]), MAX_FRAME_BYTES))
+      );
+      return;
+    case "closeStdout":
+      writeChain = writeChain.then(() => Deno.stdout.close());
+      return;
+    case "exhaustMainHeap": {
+      const hoard: unknown[] = [];
+      for (;;) hoard.push(new Array(1_000_000).fill(hoard.length));
+    }
+    case "delayStopMs":
+      stopDelayMs = hook.delayStopMs ?? 0;
+      return;
+    case "faultCell": {
+      const running = cells.get(hook.faultCell ?? "");
+      if (!running || running.finished) return;
+      running.finished = true;
+      running.exitReason = "fault";
+      running.exitDetail = "test hook: cell bootstrap fault";
+      void endCell(running);
+      return;
+    }
+    case "runtimeFault":
+      send({ runtimeFault: { detail: hook.runtimeFault ?? "test hook" } });
+      void exitAfterFlush(1);
+      return;
+  }
 }
 
 async function shutdown(): Promise<never> {
@@ -295,6 +339,8 @@ function dispatch(message: HostToWorker): void {
     case "shutdown":
       void shutdown();
       return;
+    case "testHook":
+      return testHook(message.testHook!);
     default:
       // Credit and Control arrive with later features; unknown messages are ignored.
       return;

@@ -6593,13 +6593,62 @@ function control(cellId, message) {
   if (!running || running.finished) return;
   running.cell.worker.postMessage(message);
 }
+var stopDelayMs = 0;
 function stopCell(cellId) {
   const running = cells.get(cellId);
   if (!running || running.finished) return;
+  if (stopDelayMs > 0) {
+    setTimeout(() => {
+      if (running.finished) return;
+      drain(running);
+      running.cell.worker.postMessage({
+        t: "stop"
+      });
+    }, stopDelayMs);
+    return;
+  }
   drain(running);
   running.cell.worker.postMessage({
     t: "stop"
   });
+}
+function testHook(hook) {
+  switch (hook.action) {
+    case "garbageFrame":
+      writeChain = writeChain.then(() => writeAll(encodeFrame(new Uint8Array([
+        255,
+        255,
+        255
+      ]), MAX_FRAME_BYTES)));
+      return;
+    case "closeStdout":
+      writeChain = writeChain.then(() => Deno.stdout.close());
+      return;
+    case "exhaustMainHeap": {
+      const hoard = [];
+      for (; ; ) hoard.push(new Array(1e6).fill(hoard.length));
+    }
+    case "delayStopMs":
+      stopDelayMs = hook.delayStopMs ?? 0;
+      return;
+    case "faultCell": {
+      const running = cells.get(hook.faultCell ?? "");
+      if (!running || running.finished) return;
+      running.finished = true;
+      running.exitReason = "fault";
+      running.exitDetail = "test hook: cell bootstrap fault";
+      void endCell(running);
+      return;
+    }
+    case "runtimeFault":
+      send({
+        runtimeFault: {
+          detail: hook.runtimeFault ?? "test hook"
+        }
+      });
+      void exitAfterFlush(1);
+      return;
+  }
 }
 async function shutdown() {
   for (const running of cells.values()) drain(running);
@@ -6655,6 +6704,8 @@ function dispatch(message) {
     case "shutdown":
       void shutdown();
       return;
+    case "testHook":
+      return testHook(message.testHook);
     default:
       return;
   }
