@@ -316,6 +316,10 @@ export class Session {
       stop: (cell) => {
         if (this.#state !== "open") return;
         void this.#runtime.send({ stopCell: { cellId: cell.id } }).catch(() => {});
+        // A cell running synchronous code cannot confirm: restart its runtime (SPEC §4.5).
+        clock.setTimeout(() => {
+          if (cell.running && this.#state === "open") void this.#restartRuntime(cell);
+        }, this.#options.limits.cooperativeStopMs);
       },
       forget: (cell) => {
         if (this.#cells.get(cell.id) === cell) this.#cells.delete(cell.id);

@@ -66,7 +66,6 @@ export interface HostToWorker {
   shutdown?: Record<string, never>;
   testHook?: {
     garbageFrame?: boolean;
-    closeStdout?: boolean;
     exhaustMainHeap?: boolean;
     delayStopMs?: number;
     faultCell?: string;

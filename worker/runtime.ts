@@ -111,6 +111,10 @@ interface RunningCell {
   finished: boolean;
   /** `exited` sent to the host. */
   exited: boolean;
+  /** The start message was posted to the cell's Worker. */
+  started: boolean;
+  /** StopCell arrived before the cell was started: it never starts. */
+  stopRequested: boolean;
   exitReason: "normal" | "heap_limit" | "fault";
   exitDetail?: string;
 }
@@ -205,6 +209,8 @@ async function startCell(start: NonNullable<HostToWorker["startCell"]>): Promise
     port: channel.port1,
     finished: false,
     exited: false,
+    started: false,
+    stopRequested: false,
     exitReason: "normal",
   };
   cells.set(start.cellId, running);
@@ -222,6 +228,10 @@ async function startCell(start: NonNullable<HostToWorker["startCell"]>): Promise
   });
   await cell.ready;
   if (cell.dead) return;
+  if (running.stopRequested) {
+    running.finished = true;
+    return void endCell(running);
+  }
   const message: CellStart = {
     t: "start",
     cellId: start.cellId,
@@ -233,6 +243,7 @@ async function startCell(start: NonNullable<HostToWorker["startCell"]>): Promise
     output: channel.port2 as unknown as CellStart["output"],
   };
   cell.worker.postMessage(message, [channel.port2]);
+  running.started = true;
 }
 
 function control(cellId: string, message: CellControl): void {
@@ -246,6 +257,10 @@ let stopDelayMs = 0;
 function stopCell(cellId: string): void {
   const running = cells.get(cellId);
   if (!running || running.finished) return;
+  if (!running.started) {
+    running.stopRequested = true;
+    return;
+  }
   if (stopDelayMs > 0) {
     setTimeout(() => {
       if (running.finished) return;
@@ -265,9 +280,6 @@ function testHook(hook: NonNullable<HostToWorker["testHook"]>): void {
       writeChain = writeChain.then(() =>
         writeAll(encodeFrame(new Uint8Array([0xff, 0xff, 0xff]), MAX_FRAME_BYTES))
       );
-      return;
-    case "closeStdout":
-      writeChain = writeChain.then(() => Deno.stdout.close());
       return;
     case "exhaustMainHeap": {
       const hoard: unknown[] = [];

@@ -6553,6 +6553,8 @@ async function startCell(start) {
     port: channel.port1,
     finished: false,
     exited: false,
+    started: false,
+    stopRequested: false,
     exitReason: "normal"
   };
   cells.set(start.cellId, running);
@@ -6569,6 +6571,10 @@ async function startCell(start) {
   });
   await cell.ready;
   if (cell.dead) return;
+  if (running.stopRequested) {
+    running.finished = true;
+    return void endCell(running);
+  }
   const message = {
     t: "start",
     cellId: start.cellId,
@@ -6587,6 +6593,7 @@ async function startCell(start) {
   cell.worker.postMessage(message, [
     channel.port2
   ]);
+  running.started = true;
 }
 function control(cellId, message) {
   const running = cells.get(cellId);
@@ -6597,6 +6604,10 @@ var stopDelayMs = 0;
 function stopCell(cellId) {
   const running = cells.get(cellId);
   if (!running || running.finished) return;
+  if (!running.started) {
+    running.stopRequested = true;
+    return;
+  }
   if (stopDelayMs > 0) {
     setTimeout(() => {
       if (running.finished) return;
@@ -6620,9 +6631,6 @@ function testHook(hook) {
         255,
         255
       ]), MAX_FRAME_BYTES)));
-      return;
-    case "closeStdout":
-      writeChain = writeChain.then(() => Deno.stdout.close());
       return;
     case "exhaustMainHeap": {
       const hoard = [];

@@ -1,0 +1,327 @@
+import assert from "node:assert/strict";
+import fc from "fast-check";
+import {
+  createOutputCollector,
+  MAX_MEDIA_BYTES,
+  type OutputCollector,
+  type OutputItem,
+  sameRendering,
+  utf8ByteLength,
+  utf8Prefix,
+  utf8Suffix,
+} from "./output_collector.ts";
+
+const text = (t: string): OutputItem => ({ type: "text", text: t });
+const image = (url: string): OutputItem => ({ type: "image", imageUrl: url, detail: "auto" });
+const audio = (url: string): OutputItem => ({ type: "audio", audioUrl: url });
+const notice = (bytes: number, segments: number, images: number, audios: number) =>
+  `[Code Mode session output limit reached: omitted ${bytes} text bytes; discarded ${segments} text segments, ${images} images, ${audios} audio items]`;
+
+function texts(out: OutputCollector): (string | OutputItem)[] {
+  return out.render().map((i) => i.type === "text" ? i.text : i);
+}
+
+function small(maxTextBytes = 8, maxMediaBytes = 10): OutputCollector {
+  return createOutputCollector("server", { maxTextBytes, maxMediaBytes });
+}
+
+Deno.test("utf8ByteLength counts 1–4 bytes per character and 3 for a lone surrogate", () => {
+  assert.equal(utf8ByteLength(""), 0);
+  assert.equal(utf8ByteLength("a"), 1);
+  assert.equal(utf8ByteLength("é"), 2);
+  assert.equal(utf8ByteLength("€"), 3);
+  assert.equal(utf8ByteLength("🦀"), 4);
+  assert.equal(utf8ByteLength("\ud800"), 3);
+  assert.equal(utf8ByteLength("aé€🦀"), new TextEncoder().encode("aé€🦀").length);
+});
+
+Deno.test("utf8Prefix and utf8Suffix keep the largest whole-character part within the budget", () => {
+  assert.deepEqual(utf8Prefix("é🦀x", 5), { units: 1, bytes: 2 });
+  assert.deepEqual(utf8Prefix("é🦀x", 6), { units: 3, bytes: 6 });
+  assert.deepEqual(utf8Suffix("é🦀x", 4), { units: 1, bytes: 1 });
+  assert.deepEqual(utf8Suffix("é🦀x", 5), { units: 3, bytes: 5 });
+  assert.deepEqual(utf8Suffix("abc", 0), { units: 0, bytes: 0 });
+});
+
+Deno.test("the Client collector returns every item as produced, however large", () => {
+  const out = createOutputCollector("client");
+  const big = "x".repeat(2 * 1024 * 1024);
+  const img = image("data:1");
+  out.push(text(big));
+  out.push(img);
+  out.push(text(""));
+  const rendered = out.render();
+  assert.equal(rendered.length, 3);
+  assert.equal(rendered[0].type === "text" && rendered[0].text, big);
+  assert.equal(rendered[1], img);
+  assert.deepEqual(rendered[2], text(""));
+});
+
+Deno.test("Server rule 1: text that fits the head is kept whole and renders without a notice", () => {
+  const out = small();
+  out.push(text("ab"));
+  out.push(text("cd"));
+  assert.deepEqual(texts(out), ["ab", "cd"]);
+});
+
+Deno.test("Server rule 1 and 8: a split item with nothing omitted renders merged as one item", () => {
+  const out = small(); // head 4, max 8
+  out.push(text("abc"));
+  out.push(text("defg")); // "d" to the head, "efg" to the tail, no eviction
+  assert.deepEqual(texts(out), ["abc", "defg"]);
+});
+
+Deno.test("Server rule 2: the tail keeps the last tailBudget bytes and the notice stands between head and tail", () => {
+  const out = small(); // head 4 → tailBudget 4
+  out.push(text("abcdef")); // head "abcd", tail "ef"
+  out.push(text("ghij")); // tail "efghij" → evict 2 → "ghij"
+  assert.deepEqual(texts(out), ["abcd", notice(2, 0, 0, 0), "ghij"]);
+});
+
+Deno.test("Server rule 2: media in the tail are never evicted, the text around them is", () => {
+  const out = small(8, 100);
+  const img = image("img");
+  out.push(text("abcde")); // head "abcd", tail "e"
+  out.push(img); // tail [e, img]
+  out.push(text("123")); // tail [e, img, 123] = 4 bytes
+  out.push(text("45")); // 6 bytes → evict "e" and "1"
+  assert.deepEqual(texts(out), ["abcd", notice(2, 0, 0, 0), img, "23", "45"]);
+});
+
+Deno.test("Server rule 4: discarded text segments count only items with no retained byte", () => {
+  const out = small(); // head 4, tailBudget 4
+  out.push(text("abcdef")); // split: head keeps bytes of this owner
+  out.push(text("1"));
+  out.push(text("2"));
+  out.push(text("3456")); // evicts "ef" (owner still in head), "1", "2"
+  assert.deepEqual(texts(out), ["abcd", notice(4, 2, 0, 0), "3456"]);
+  out.push(text("7")); // evicts "3"; item "3456" keeps bytes
+  assert.deepEqual(texts(out), ["abcd", notice(5, 2, 0, 0), "456", "7"]);
+});
+
+Deno.test("Server rule 4: empty text items are kept like any fragment but never counted as discarded segments", () => {
+  const out = small();
+  out.push(text("abcdefgh"));
+  out.push(text(""));
+  out.push(text("ijkl"));
+  assert.deepEqual(texts(out), ["abcd", notice(4, 0, 0, 0), "", "ijkl"]);
+  out.push(text("mnop")); // evicts the empty fragment and "ijkl"
+  assert.deepEqual(texts(out), ["abcd", notice(8, 1, 0, 0), "mnop"]);
+});
+
+Deno.test("Server rule 3: media of exactly the budget is kept, the next is discarded and freezes the head", () => {
+  const out = small(8, 10);
+  const kept = image("0123456789");
+  out.push(text("ab"));
+  out.push(kept);
+  out.push(image("x"));
+  out.push(text("cd")); // frozen: goes to the tail although the head has room
+  assert.deepEqual(texts(out), ["ab", kept, notice(0, 0, 1, 0), "cd"]);
+});
+
+Deno.test("Server rule 3: audio shares the media budget and is counted separately", () => {
+  const out = small(8, 10);
+  const a = audio("01234");
+  const i = image("56789");
+  out.push(a);
+  out.push(i);
+  out.push(audio("z"));
+  out.push(image("y"));
+  assert.deepEqual(texts(out), [a, i, notice(0, 0, 1, 1)]);
+});
+
+Deno.test("Server rule 3: media pushed after freezing and within budget land in the tail after the notice", () => {
+  const out = small(8, 10);
+  out.push(text("abcdefghijkl")); // omits 4
+  const img = image("i");
+  out.push(img);
+  assert.deepEqual(texts(out), ["abcd", notice(4, 0, 0, 0), "ijkl", img]);
+});
+
+Deno.test("Server rule 5: the notice text is exact and appears exactly once", () => {
+  const out = small(8, 1);
+  out.push(text("0123456789abcdef"));
+  out.push(image("xx"));
+  out.push(audio("yy"));
+  out.push(text("Z"));
+  const rendered = texts(out);
+  assert.deepEqual(rendered, ["0123", notice(9, 0, 1, 1), "def", "Z"]);
+  assert.equal(rendered.filter((t) => typeof t === "string" && t.startsWith("[Code Mode")).length, 1);
+});
+
+Deno.test("Server rule 8: adjacent head items of different owners stay separate items", () => {
+  const out = small(100);
+  out.push(text("a"));
+  out.push(text("b"));
+  assert.deepEqual(texts(out), ["a", "b"]);
+});
+
+Deno.test("Server UTF-8: the head split never cuts a multi-byte character", () => {
+  const out = small(8); // head 4
+  out.push(text("ab🦀c")); // 🦀 does not fit in the 2 remaining head bytes
+  const rendered = texts(out) as string[];
+  assert.deepEqual(rendered, ["ab🦀c"]); // nothing omitted: head "ab", tail "🦀c", merged
+  out.push(text("🦀")); // tailBudget 6: tail "🦀c🦀" = 9 → keep largest suffix ≤ 6 → "c🦀"
+  assert.deepEqual(texts(out), ["ab", notice(4, 0, 0, 0), "c", "🦀"]);
+  for (const t of texts(out)) assert.ok(typeof t !== "string" || t.isWellFormed());
+});
+
+Deno.test("Server UTF-8: tail eviction removes whole characters, keeping the largest suffix that fits", () => {
+  const out = small(10); // head 5, tailBudget 5
+  out.push(text("12345"));
+  out.push(text("éééé")); // 8 bytes → keep ≤ 5 → "éé" (4)
+  assert.deepEqual(texts(out), ["12345", notice(4, 0, 0, 0), "éé"]);
+  out.push(text("x")); // tail "ééx" = 5, fits
+  assert.deepEqual(texts(out), ["12345", notice(4, 0, 0, 0), "éé", "x"]);
+  out.push(text("€")); // 8 bytes → remove 3 from "éé" → whole chars: both é (4 bytes)
+  assert.deepEqual(texts(out), ["12345", notice(8, 1, 0, 0), "x", "€"]);
+});
+
+Deno.test("Server UTF-8: random multi-byte pushes keep head as a prefix and tail as a suffix of whole characters", () => {
+  const chars = fc.constantFrom("a", "é", "€", "🦀", "\n");
+  fc.assert(
+    fc.property(
+      fc.array(fc.array(chars, { maxLength: 12 }).map((a) => a.join("")), { maxLength: 12 }),
+      fc.integer({ min: 2, max: 40 }),
+      (items, maxText) => {
+        const out = small(maxText);
+        for (const t of items) out.push(text(t));
+        const all = items.join("");
+        const rendered = texts(out) as string[];
+        for (const t of rendered) assert.ok(t.isWellFormed());
+        const n = rendered.findIndex((t) => t.startsWith("[Code Mode"));
+        if (n < 0) {
+          assert.equal(rendered.join(""), all);
+          return;
+        }
+        const head = rendered.slice(0, n).join("");
+        const tail = rendered.slice(n + 1).join("");
+        assert.ok(all.startsWith(head));
+        assert.ok(all.endsWith(tail));
+        const headBytes = utf8ByteLength(head);
+        assert.ok(headBytes <= Math.floor(maxText / 2));
+        assert.ok(utf8ByteLength(tail) <= maxText - headBytes);
+        const omitted = utf8ByteLength(all) - headBytes - utf8ByteLength(tail);
+        assert.ok(
+          rendered[n].startsWith(`[Code Mode session output limit reached: omitted ${omitted} text bytes;`),
+        );
+      },
+    ),
+  );
+});
+
+Deno.test("Server §8.8 step 3: a 68,157,464-byte error item keeps 524,288 head and tail bytes", () => {
+  const out = createOutputCollector("server");
+  const e = "begin:" + "X".repeat(65 * 1024 * 1024) + ":end";
+  out.push(text("Script error:\n" + e));
+  const rendered = texts(out) as string[];
+  assert.equal(rendered.length, 3);
+  assert.equal(rendered[0].length, 524_288);
+  assert.ok(rendered[0].startsWith("Script error:\nbegin:XXX"));
+  assert.equal(
+    rendered[1],
+    "[Code Mode session output limit reached: omitted 67108888 text bytes; discarded 0 text segments, 0 images, 0 audio items]",
+  );
+  assert.equal(rendered[2].length, 524_288);
+  assert.ok(rendered[2].endsWith("XXX:end"));
+});
+
+Deno.test("Server §8.9: a failed yield restores image allocation and omission order with the same objects", () => {
+  const out = createOutputCollector("server");
+  const big = image("i".repeat(MAX_MEDIA_BYTES));
+  out.push(big);
+  out.push(image("excess"));
+  out.restore(out.take()); // the receiver was gone
+  out.push(text("after"));
+  const taken = out.take();
+  const rendered = taken.render();
+  assert.equal(rendered.length, 3);
+  assert.equal(rendered[0], big);
+  assert.equal(
+    rendered[1].type === "text" && rendered[1].text,
+    "[Code Mode session output limit reached: omitted 0 text bytes; discarded 0 text segments, 1 images, 0 audio items]",
+  );
+  assert.deepEqual(rendered[2], text("after"));
+  assert.ok(out.isEmpty);
+  assert.ok(sameRendering(out, createOutputCollector("server")));
+});
+
+Deno.test("Server take() starts a fresh window with fresh budgets and counters", () => {
+  const out = small(8, 3);
+  out.push(text("abcdefghij"));
+  out.push(image("abcd"));
+  const taken = out.take();
+  assert.ok(out.isEmpty);
+  assert.ok(!taken.isEmpty);
+  out.push(text("abcd"));
+  const img = image("abc");
+  out.push(img);
+  assert.deepEqual(texts(out), ["abcd", img]);
+});
+
+Deno.test("Server restore() is exact: later pushes behave as if the take never happened", () => {
+  const item = fc.oneof(
+    fc.string({ unit: fc.constantFrom("a", "é", "🦀"), maxLength: 9 }).map(text),
+    fc.integer({ min: 0, max: 7 }).map((n) => image("m".repeat(n))),
+    fc.integer({ min: 0, max: 7 }).map((n) => audio("a".repeat(n))),
+  );
+  fc.assert(
+    fc.property(fc.array(fc.tuple(item, fc.boolean()), { maxLength: 30 }), (steps) => {
+      const reference = small(12, 10);
+      const out = small(12, 10);
+      for (const [it, failYield] of steps) {
+        reference.push(it);
+        out.push(it);
+        if (failYield) {
+          const before = out.render();
+          out.restore(out.take());
+          const after = out.render();
+          assert.equal(after.length, before.length);
+          after.forEach((x, i) => x.type !== "text" && assert.equal(x, before[i]));
+        }
+        assert.ok(sameRendering(out, reference));
+      }
+    }),
+  );
+});
+
+Deno.test("Server restore() after later pushes keeps the taken window in front and loses nothing", () => {
+  const out = small(8, 10);
+  out.push(text("abcdef"));
+  out.push(text("ghij"));
+  const taken = out.take();
+  out.push(text("k"));
+  out.restore(taken);
+  assert.deepEqual(texts(out), ["abcd", notice(3, 0, 0, 0), "hij", "k"]);
+  assert.ok(taken.isEmpty);
+});
+
+Deno.test("Client take()/restore() keeps order and the same objects", () => {
+  const out = createOutputCollector("client");
+  const img = image("x");
+  out.push(text("a"));
+  out.push(img);
+  const taken = out.take();
+  assert.ok(out.isEmpty);
+  out.push(text("b"));
+  out.restore(taken);
+  const rendered = out.render();
+  assert.deepEqual(rendered, [text("a"), img, text("b")]);
+  assert.equal(rendered[1], img);
+});
+
+Deno.test("sameRendering compares rendered items, not internal state", () => {
+  const a = small(8);
+  const b = small(100);
+  a.push(text("ab"));
+  b.push(text("ab"));
+  assert.ok(sameRendering(a, b));
+  a.push(text("cdefghij"));
+  b.push(text("cdefghij"));
+  assert.ok(!sameRendering(a, b));
+  const c = createOutputCollector("client");
+  c.push(image("u"));
+  const d = createOutputCollector("server");
+  d.push({ type: "image", imageUrl: "u", detail: "low" });
+  assert.ok(!sameRendering(c, d));
+});

@@ -1,0 +1,249 @@
+/**
+ * Crash detection and session limits against a real host (SPEC §3.3–§3.5, §2.8, §5.1; scenarios
+ * 10, 18–20, 21a, 21b, 21d–21h, 83b) and the crash matrix: SIGKILL, a garbage frame, a closed
+ * stdout and a main-isolate out-of-memory, each detected within 1 s with the right reason.
+ */
+import assert from "node:assert/strict";
+import { Status } from "nice-grpc";
+import {
+  CapturedLog,
+  collect,
+  eventually,
+  execute,
+  grpcError,
+  type OpenSession,
+  openSession,
+  processExists,
+  run,
+  startHost,
+  type TestHost,
+  texts,
+} from "./_harness.ts";
+
+const FOREVER = "await new Promise(() => {})";
+
+/** Starts a never-ending cell whose Execute still awaits its outcome (wrapped, so not awaited). */
+async function observedForever(h: TestHost, s: OpenSession, source = FOREVER) {
+  const pending = execute(h.client, s.id, source, { yieldTimeMs: 60_000 });
+  await eventually(() => (h.host.state.session(s.id)?.runningCells ?? 0) > 0, 5_000);
+  return { pending };
+}
+
+async function expectCrash(
+  h: TestHost,
+  s: OpenSession,
+  reasonPrefix: string,
+  trigger: () => Promise<void> | void,
+): Promise<void> {
+  const pid = h.host.state.session(s.id)!.runtimePid!;
+  const { pending } = await observedForever(h, s);
+  const started = performance.now();
+  await trigger();
+  const { outcome } = await pending;
+  assert.ok(performance.now() - started < 1_000, `detected after ${performance.now() - started} ms`);
+  assert.equal(outcome.completed?.errorText, "exec runtime ended unexpectedly");
+  const end = await s.end;
+  assert.equal(end?.code, Status.INTERNAL);
+  assert.ok(end?.details.startsWith(`code-mode V8 runtime thread ended unexpectedly: ${reasonPrefix}`), end?.details);
+  assert.deepEqual(await grpcError(execute(h.client, s.id, "text(1)")), {
+    code: Status.NOT_FOUND,
+    details: `unknown code-mode session ${s.id}`,
+  });
+  assert.ok(await eventually(() => !processExists(pid)), "the crashed runtime was reaped");
+}
+
+Deno.test("Crash matrix: each failure is detected within 1 s with its reason; other sessions live on", async (t) => {
+  await using h = await startHost({ warmSessions: 2 });
+  await using bystander = await openSession(h.client);
+  const cases: [string, string, (s: OpenSession) => Promise<void> | void][] = [
+    ["SIGKILL by another process (scenario 18)", "worker process killed by signal SIGKILL", (s) => {
+      Deno.kill(h.host.state.session(s.id)!.runtimePid!, "SIGKILL");
+    }],
+    ["a garbage frame", "worker protocol error: ", (s) => h.host.state.testHook(s.id, { garbageFrame: true })],
+    ["an exit code", "worker process exited with code 1", (s) => h.host.state.testHook(s.id, { runtimeFault: "x" }).then(() => {})],
+  ];
+  for (const [name, reason, trigger] of cases) {
+    await t.step(name, async () => {
+      const s = await openSession(h.client);
+      s.pump();
+      if (name === "an exit code") {
+        // A RuntimeFault is reported as a panic (owner text `panicked`).
+        const { pending } = await observedForever(h, s);
+        await trigger(s);
+        assert.equal((await pending).outcome.completed?.errorText, "exec runtime ended unexpectedly");
+        const end = await s.end;
+        assert.equal(end?.details, "code-mode V8 runtime thread panicked: worker reported an internal fault: x");
+        return;
+      }
+      await expectCrash(h, s, reason, () => trigger(s));
+    });
+  }
+  assert.deepEqual((await run(h.client, bystander.id, "text(1)")).texts, ["1"]);
+});
+
+Deno.test("A runtime process that closes its stdout is a protocol error, detected within 1 s", async () => {
+  const relay = new URL("./_stdout_closer.py", import.meta.url).pathname;
+  await using h = await startHost({ warmSessions: 1, workerPrefix: ["python3", relay] });
+  const s = await openSession(h.client);
+  s.pump();
+  await expectCrash(h, s, "worker protocol error: unexpected end of stream", () => {
+    Deno.kill(h.host.state.session(s.id)!.runtimePid!, "SIGUSR1");
+  });
+});
+
+Deno.test("A runtime whose main isolate runs out of heap is a crash with 'V8 heap limit reached' (scenario 21h)", async () => {
+  await using h = await startHost({ warmSessions: 1, limits: { workerMainHeapMb: 32 } });
+  const s = await openSession(h.client);
+  s.pump();
+  await using other = await openSession(h.client);
+  const { pending } = await observedForever(h, s);
+  await h.host.state.testHook(s.id, { exhaustMainHeap: true });
+  assert.equal((await pending).outcome.completed?.errorText, "exec runtime ended unexpectedly");
+  const end = await s.end;
+  assert.equal(end?.code, Status.INTERNAL);
+  assert.ok(end?.details.includes("V8 heap limit reached"), end?.details);
+  assert.equal((await grpcError(execute(h.client, s.id, "text(1)"))).code, Status.NOT_FOUND);
+  assert.deepEqual((await run(h.client, other.id, "text(1)")).texts, ["1"]);
+});
+
+Deno.test("A crash is logged as a JSON error line and the runtime is reaped (scenario 20)", async () => {
+  const log = new CapturedLog();
+  await using h = await startHost({ log });
+  const s = await openSession(h.client);
+  s.pump();
+  const pid = h.host.state.session(s.id)!.runtimePid!;
+  Deno.kill(pid, "SIGKILL");
+  await s.end;
+  const line = log.lines.find((l) => String(l.msg).startsWith("code-mode host session failed: "));
+  assert.ok(line);
+  assert.equal(line.exit_code, 137);
+  assert.ok(await eventually(() => !processExists(pid)));
+});
+
+Deno.test("A cell over a 16 MiB heap fails alone; the session and others go on (scenario 19)", async () => {
+  await using h = await startHost({ warmSessions: 2 });
+  await using s = await openSession(h.client, { cellExecutionLimits: { maxHeapSizeBytes: 16_777_216 } });
+  await using other = await openSession(h.client);
+  const r = await run(h.client, s.id, "const a = []; while (true) a.push({ x: new Array(1000).fill(a.length) });");
+  assert.equal(r.error, "exec runtime ended unexpectedly: cell heap limit of 16 MiB reached");
+  const next = await run(h.client, s.id, "text(1)");
+  assert.deepEqual(next.texts, ["1"]);
+  assert.equal(next.outcome.cellId, "2");
+  assert.deepEqual((await run(h.client, other.id, "text(1)")).texts, ["1"]);
+});
+
+Deno.test("A cell isolate fault stays a cell error (scenario 21g)", async () => {
+  await using h = await startHost();
+  const s = await openSession(h.client);
+  s.pump();
+  const { pending } = await observedForever(h, s);
+  await h.host.state.testHook(s.id, { faultCell: "1" });
+  assert.equal((await pending).outcome.completed?.errorText, "exec runtime ended unexpectedly");
+  const next = await run(h.client, s.id, "text(1)");
+  assert.deepEqual(next.texts, ["1"]);
+  assert.equal(next.outcome.cellId, "2");
+  s.cancel();
+});
+
+Deno.test("maxActiveCells bounds cells host-wide until their CellClosed (scenario 10)", async () => {
+  await using h = await startHost({ limits: { maxActiveCells: 2 }, warmSessions: 2 });
+  const a = await openSession(h.client);
+  a.pump();
+  await using b = await openSession(h.client);
+  await execute(h.client, a.id, FOREVER, { yieldTimeMs: 1 });
+  await execute(h.client, b.id, FOREVER, { yieldTimeMs: 1 });
+  assert.deepEqual(await grpcError(execute(h.client, b.id, "text(1)")), {
+    code: Status.RESOURCE_EXHAUSTED,
+    details: "code-mode host has too many active cells",
+  });
+  await h.client.terminate({ sessionId: a.id, cellId: "1" });
+  assert.ok(await eventually(() => a.events.some((e) => e.cellClosed), 5_000));
+  assert.deepEqual((await run(h.client, a.id, "text(3)")).texts, ["3"]);
+  a.cancel();
+});
+
+Deno.test("maxActiveCellsPerSession bounds one session without starving another (scenario 21d)", async () => {
+  await using h = await startHost({ limits: { maxActiveCellsPerSession: 1 }, warmSessions: 2 });
+  await using a = await openSession(h.client);
+  await using b = await openSession(h.client);
+  await execute(h.client, a.id, FOREVER, { yieldTimeMs: 1 });
+  assert.deepEqual(await grpcError(execute(h.client, a.id, "text(1)")), {
+    code: Status.RESOURCE_EXHAUSTED,
+    details: "code-mode session has too many active cells",
+  });
+  assert.deepEqual((await run(h.client, b.id, "text(1)")).texts, ["1"]);
+});
+
+Deno.test("CloseSession: Execute gets terminated with drained output, Wait is cancelled, Terminate returns (scenario 21a)", async () => {
+  await using h = await startHost({ warmSessions: 2 });
+  const s = await openSession(h.client);
+  s.pump();
+  const { pending: first } = await observedForever(h, s, `text("drained"); ${FOREVER}`);
+  await execute(h.client, s.id, FOREVER, { yieldTimeMs: 1 });
+  const wait = grpcError(h.client.wait({ sessionId: s.id, cellId: "2", waitId: "w", yieldTimeMs: 60_000 }));
+  await eventually(() => false, 150);
+  await h.client.closeSession({ sessionId: s.id });
+  const { outcome } = await first;
+  assert.ok(outcome.terminated);
+  assert.deepEqual(texts(outcome), ["drained"]);
+  assert.deepEqual(await wait, { code: Status.CANCELLED, details: "code-mode session is closed" });
+  assert.equal((await grpcError(execute(h.client, s.id, "text(1)"))).code, Status.NOT_FOUND);
+
+  const t = await openSession(h.client);
+  t.pump();
+  await execute(h.client, t.id, FOREVER, { yieldTimeMs: 1 });
+  await h.host.state.testHook(t.id, { delayStopMs: 300 });
+  const terminating = h.client.terminate({ sessionId: t.id, cellId: "1" });
+  await eventually(() => false, 50);
+  await h.client.closeSession({ sessionId: t.id });
+  assert.ok((await terminating).liveCell.terminated);
+});
+
+Deno.test("Cancelling the lease gives the Execute and the Wait the results of CloseSession (scenario 21b)", async () => {
+  await using h = await startHost({ warmSessions: 2 });
+  const s = await openSession(h.client);
+  s.pump();
+  const { pending: first } = await observedForever(h, s, `text("drained"); ${FOREVER}`);
+  await execute(h.client, s.id, FOREVER, { yieldTimeMs: 1 });
+  const wait = grpcError(h.client.wait({ sessionId: s.id, cellId: "2", waitId: "w", yieldTimeMs: 60_000 }));
+  await eventually(() => false, 150);
+  s.cancel();
+  const { outcome } = await first;
+  assert.ok(outcome.terminated);
+  assert.deepEqual(texts(outcome), ["drained"]);
+  assert.deepEqual(await wait, { code: Status.CANCELLED, details: "code-mode session is closed" });
+});
+
+Deno.test("An idle session is closed after idleSessionTimeoutMs; a running cell keeps it (scenario 21e)", async () => {
+  await using h = await startHost({ limits: { idleSessionTimeoutMs: 500 }, warmSessions: 2 });
+  const idle = await openSession(h.client);
+  idle.pump();
+  const busy = await openSession(h.client);
+  busy.pump();
+  await execute(h.client, busy.id, FOREVER, { yieldTimeMs: 1 });
+  await new Promise((r) => setTimeout(r, 1_000));
+  assert.equal(await idle.end, undefined, "the idle lease ended OK");
+  assert.equal((await grpcError(execute(h.client, idle.id, "text(1)"))).code, Status.NOT_FOUND);
+  assert.ok(h.host.state.session(busy.id), "a session with a running cell stays");
+  busy.cancel();
+});
+
+Deno.test("Concurrent commits over maxStoredValueBytes: the second fails with the cap message (scenario 83b)", async () => {
+  await using h = await startHost({ limits: { maxStoredValueBytes: 1_048_576 } });
+  await using s = await openSession(h.client);
+  const a = execute(h.client, s.id, 'store("a", "x".repeat(600000)); await new Promise(r => setTimeout(r, 50))');
+  const b = execute(h.client, s.id, 'store("b", "y".repeat(600000)); await new Promise(r => setTimeout(r, 300))');
+  const [ra, rb] = await Promise.all([a, b]);
+  assert.equal(ra.outcome.completed.errorText, undefined);
+  assert.equal(rb.outcome.completed.errorText, "stored values exceed the 1048576-byte session limit");
+  assert.deepEqual((await run(h.client, s.id, 'text(typeof load("a") + "," + typeof load("b"))')).texts, ["string,undefined"]);
+});
+
+Deno.test("OpenSession while draining is UNAVAILABLE", async () => {
+  const h = await startHost();
+  const shutdown = h.host.shutdown();
+  const refused = await grpcError(collect(h.client.openSession({}))).catch((e) => ({ code: -1, details: String(e) }));
+  await shutdown;
+  assert.ok([Status.UNAVAILABLE, -1].includes(refused.code as number), JSON.stringify(refused));
+  await h[Symbol.asyncDispose]();
+});
