@@ -1,19 +1,29 @@
 /**
- * One cell as the host sees it (SPEC §4): its output window, its observer, its committed
- * completion and its termination. The runtime's events arrive through {@link Cell.onEvent}.
+ * One cell as the session sees it: a thin adapter between the session runtime's frames and the
+ * cell actor of SPEC §4.12 (`cell_actor.ts`), which owns the observation semantics.
  *
- * Contract:
- * - At most one observer is attached; a second gets `Busy` (SPEC §4.6).
- * - Each outcome carries the items produced since the previous delivered outcome; an observer
- *   that goes away consumes nothing, and a failed delivery is restored in front (§4.2).
- * - A completion is committed once (stored writes merged) and buffered until delivered (§4.7).
- * - Termination claimed first rejects the commit; a committed completion wins over a later
- *   termination (§4.5 rules 4–5).
- * - `closed` resolves once the cell's isolate (or its runtime) has stopped.
+ * - Runtime frames become actor runtime events in order; the frame reader never waits (Client
+ *   mode queues are unbounded; Server-mode credits arrive with the output feature).
+ * - The isolate's exit (or its runtime's end) is the actor's end-of-stream, with the reason that
+ *   selects the A9 error text (heap limit, runtime restart, or the default).
+ * - `CellClosed` is emitted once both the actor has ended and the isolate has stopped.
  *
  * @module
  */
 import type { WireCellEvent, WireItem } from "../proto/worker_codec.ts";
+import type { OutputItem, OutputMode } from "../proto/output_collector.ts";
+import {
+  CellActorError,
+  type CellActorHandle,
+  type CellEvent,
+  type CellState,
+  type CompletedEvent,
+  type EndReason,
+  ObserveMode,
+  type RuntimeEvent,
+  RuntimeEventChannel,
+  startCellActor,
+} from "./cell_actor.ts";
 import type { Clock } from "./clock.ts";
 import { CodeModeError } from "./errors.ts";
 
@@ -23,7 +33,7 @@ export type ContentItem =
   | { image: { imageUrl: string; detail: number } }
   | { audio: { audioUrl: string } };
 
-/** What an observation returns. */
+/** What an observation returns, ready for the wire. */
 export interface Outcome {
   kind: "yielded" | "completed" | "terminated";
   items: ContentItem[];
@@ -33,149 +43,257 @@ export interface Outcome {
 /** What a cell needs from its session. */
 export interface CellHost {
   clock: Clock;
-  /** Merges the cell's writes; returns an error text when the merge was refused. */
-  commit(writes: [string, string][]): string | undefined;
-  /** Asks the runtime to stop the cell (StopCell). */
+  mode: OutputMode;
+  /** Commits the cell's writes atomically with its completion; see `CellActorHost`. */
+  commit(
+    writes: Map<string, string>,
+    buildEvent: () => CompletedEvent,
+    state: CellState,
+  ): Promise<"committed" | "rejected">;
+  /** Asks the runtime to stop the cell (StopCell; a hard stop follows if it cannot confirm). */
   stop(cell: Cell): void;
-  /** The cell reached its terminal outcome and was delivered: forget it. */
+  /** The cell's terminal outcome was delivered: Wait/Terminate now see it as missing. */
   forget(cell: Cell): void;
-  /** The cell has stopped (isolate exit or runtime end). */
+  /** The cell's isolate has stopped and its actor has ended. */
   closed(cell: Cell): void;
-  /** Runtime events the cell does not handle itself (tool calls, notifications). */
-  delegate(cell: Cell, event: WireCellEvent): void;
+  /** Publishes a `notify()` of the cell. */
+  notify(cell: Cell, text: string): void;
+  /** Handles a tool call of the cell (answers the runtime itself). */
+  invokeTool(
+    cell: Cell,
+    id: string,
+    name: string,
+    input: string | undefined,
+    signal: AbortSignal,
+  ): Promise<void>;
 }
 
 const DETAILS: Record<string, number> = { auto: 1, low: 2, high: 3, original: 4 };
 
 /**
- * Converts a runtime content item to the public form.
+ * Converts a runtime content item to an output item.
  *
  * @param item the item from the frame
- * @returns the public item, or `undefined` for an item that carries no content
+ * @returns the output item, or `undefined` for an item that carries no content
  */
-export function toContentItem(item: WireItem): ContentItem | undefined {
-  if ("text" in item) return { text: { text: item.text } };
+export function toOutputItem(item: WireItem): OutputItem | undefined {
+  if ("text" in item) return { type: "text", text: item.text };
   if ("image" in item) {
-    return { image: { imageUrl: item.image.imageUrl, detail: DETAILS[item.image.detail] ?? 3 } };
+    const detail = (item.image.detail in DETAILS ? item.image.detail : "high") as
+      | "auto"
+      | "low"
+      | "high"
+      | "original";
+    return { type: "image", imageUrl: item.image.imageUrl, detail };
   }
-  if ("audioUrl" in item) return { audio: { audioUrl: item.audioUrl } };
-  if ("trimmedText" in item) {
-    return { text: { text: item.trimmedText.head + item.trimmedText.tail } };
-  }
+  if ("audioUrl" in item) return { type: "audio", audioUrl: item.audioUrl };
+  if ("trimmedText" in item) return { type: "text", text: item.trimmedText.head + item.trimmedText.tail };
   return undefined;
 }
 
-interface Observer {
-  resolve(outcome: Outcome): void;
-  reject(error: unknown): void;
-  cleanup(): void;
-}
-
-/** The `Busy` observation error of SPEC §4.6. */
-export function busyError(cellId: string): CodeModeError {
-  return new CodeModeError(
-    "FAILED_PRECONDITION",
-    `exec cell ${cellId} already has an active observer`,
+/**
+ * Converts rendered output items to public content items.
+ *
+ * @param items rendered items
+ * @returns wire content items
+ */
+export function toContentItems(items: OutputItem[]): ContentItem[] {
+  return items.map((item) =>
+    item.type === "text"
+      ? { text: { text: item.text } }
+      : item.type === "image"
+      ? { image: { imageUrl: item.imageUrl, detail: DETAILS[item.detail] ?? 3 } }
+      : { audio: { audioUrl: item.audioUrl } }
   );
 }
 
-/** Host-side state of one cell. */
+function toOutcome(event: CellEvent): Outcome {
+  const items = toContentItems(event.content.render());
+  if (event.type === "completed") {
+    return event.errorText === undefined
+      ? { kind: "completed", items }
+      : { kind: "completed", items, errorText: event.errorText };
+  }
+  if (event.type === "pending") return { kind: "yielded", items };
+  return { kind: event.type, items };
+}
+
+/** Maps actor refusals to the SPEC statuses. */
+function toStatus(error: unknown): unknown {
+  if (error instanceof CellActorError && error.kind !== "closed") {
+    return new CodeModeError("FAILED_PRECONDITION", error.message);
+  }
+  return error;
+}
+
+/** Options of {@link Cell}. */
+export interface CellOptions {
+  id: string;
+  executionId: string;
+  toolCallId: string;
+  host: CellHost;
+  heapLimitMb: number;
+  /** The Execute's initial observation: its yield time starts now. */
+  initial: { yieldMs: number; yieldSignal?: AbortSignal; signal?: AbortSignal };
+}
+
+/** The session-side handle of one cell. */
 export class Cell {
   readonly id: string;
   readonly executionId: string;
-  /** Resolves when the cell has stopped. */
-  readonly closed: Promise<void>;
+  readonly toolCallId: string;
+  /** The initial (Execute) observation's outcome. */
+  readonly initial: Promise<Outcome>;
 
   #host: CellHost;
-  #items: ContentItem[] = [];
-  #observer: Observer | undefined;
-  #completion: { errorText?: string; committedAt: number } | undefined;
-  #termination: PromiseWithResolvers<void> | undefined;
-  #writes: [string, string][] = [];
-  #stopped = false;
-  #resolveClosed!: () => void;
+  #events: RuntimeEventChannel;
+  #actor: CellActorHandle;
   #heapLimitMb: number;
+  #ended = false;
+  #actorDone = false;
+  #closed = false;
+  #writes = new Map<string, string>();
 
-  /**
-   * @param id the cell ID
-   * @param executionId the Execute that created it
-   * @param host the session side
-   * @param heapLimitMb the cell heap limit, for the heap-limit error text
-   */
-  constructor(id: string, executionId: string, host: CellHost, heapLimitMb: number) {
-    this.id = id;
-    this.executionId = executionId;
-    this.#host = host;
-    this.#heapLimitMb = heapLimitMb;
-    this.closed = new Promise((resolve) => this.#resolveClosed = resolve);
+  /** @param options see {@link CellOptions} */
+  constructor(options: CellOptions) {
+    this.id = options.id;
+    this.executionId = options.executionId;
+    this.toolCallId = options.toolCallId;
+    this.#host = options.host;
+    this.#heapLimitMb = options.heapLimitMb;
+    this.#events = new RuntimeEventChannel({ mode: options.host.mode });
+    this.#actor = startCellActor({
+      host: {
+        commitCompletion: (writes, buildEvent, state) => options.host.commit(writes, buildEvent, state),
+        notify: (_callId, text) => {
+          options.host.notify(this, text);
+          return Promise.resolve();
+        },
+        invokeTool: (call, signal) =>
+          options.host.invokeTool(
+            this,
+            call.id,
+            call.name.name,
+            call.input === undefined ? undefined : JSON.stringify(call.input),
+            signal,
+          ),
+        closed: () => {
+          this.#actorDone = true;
+          this.#maybeClosed();
+          return Promise.resolve();
+        },
+      },
+      events: this.#events,
+      mode: options.host.mode,
+      clock: options.host.clock,
+      cellId: options.id,
+      initialObserve: {
+        mode: ObserveMode.yieldAfter(options.initial.yieldMs, options.initial.yieldSignal),
+        signal: options.initial.signal,
+      },
+      sendRuntimeControl: (control) => {
+        if (control === "terminate" && !this.#ended) options.host.stop(this);
+      },
+    });
+    this.initial = this.#settle(this.#actor.initial);
   }
 
   /** Whether the cell's isolate is still running. */
   get running(): boolean {
-    return !this.#stopped;
+    return !this.#ended;
   }
 
   /** Whether a termination has been claimed. */
   get terminating(): boolean {
-    return this.#termination !== undefined;
+    return this.#actor.state.terminationClaimed;
+  }
+
+  async #settle(promise: Promise<CellEvent>): Promise<Outcome> {
+    let event: CellEvent;
+    try {
+      event = await promise;
+    } catch (error) {
+      throw toStatus(error);
+    }
+    if (event.type === "completed" || event.type === "terminated") this.#host.forget(this);
+    return toOutcome(event);
   }
 
   /**
    * Handles one runtime event of this cell, in order.
    *
-   * @param event the decoded `CellEvent`
+   * @param event the decoded `CellEvent` frame
    */
   onEvent(event: WireCellEvent): void {
+    if (this.#ended) return;
+    let runtimeEvent: RuntimeEvent | undefined;
     switch (event.event) {
       case "started":
-      case "pending":
-      case "toolResultConsumed":
-        return;
+        runtimeEvent = { type: "started" };
+        break;
       case "contentItem": {
-        const item = toContentItem(event.contentItem!);
-        if (item) this.#items.push(item);
-        return;
+        const item = toOutputItem(event.contentItem!);
+        if (item) runtimeEvent = { type: "contentItem", item };
+        break;
       }
       case "yieldRequested":
-        if (this.#observer && !this.#termination) this.#deliver("yielded");
-        return;
+        runtimeEvent = { type: "yieldRequested" };
+        break;
+      case "toolCall": {
+        const call = event.toolCall!;
+        let input: unknown;
+        if (call.inputJson !== undefined) input = JSON.parse(call.inputJson);
+        runtimeEvent = {
+          type: "toolCall",
+          id: call.runtimeToolCallId,
+          name: { name: call.globalName },
+          kind: "function",
+          ...(call.inputJson === undefined ? {} : { input }),
+        };
+        break;
+      }
+      case "toolResultConsumed":
+        runtimeEvent = { type: "toolResultConsumed", id: event.toolResultConsumed! };
+        break;
+      case "notify":
+        runtimeEvent = { type: "notify", callId: this.toolCallId, text: event.notify ?? "" };
+        break;
+      case "pending":
+        runtimeEvent = { type: "pending" };
+        break;
       case "storedWrite":
-        this.#writes.push([event.storedWrite!.key, event.storedWrite!.valueJson ?? "null"]);
+        this.#writes.set(event.storedWrite!.key, event.storedWrite!.valueJson ?? "null");
         return;
       case "result": {
         const r = event.result!;
         const errorText = r.errorText ??
           (r.trimmedError ? r.trimmedError.head + r.trimmedError.tail : undefined);
-        this.#finish(errorText, this.#writes);
-        return;
+        runtimeEvent = errorText === undefined
+          ? { type: "result", storedValueWrites: this.#writes }
+          : { type: "result", storedValueWrites: this.#writes, errorText };
+        break;
       }
       case "exited": {
         const reason = event.exited!.reason;
-        this.runtimeStopped(
-          reason === "heap_limit"
-            ? `exec runtime ended unexpectedly: cell heap limit of ${this.#heapLimitMb} MiB reached`
-            : "exec runtime ended unexpectedly",
+        this.end(
+          reason === "heap_limit" ? { kind: "heapLimit", limitMb: this.#heapLimitMb } : { kind: "default" },
         );
         return;
       }
-      default:
-        this.#host.delegate(this, event);
     }
+    if (runtimeEvent) this.#events.trySend(runtimeEvent);
   }
 
   /**
-   * The cell's isolate or runtime stopped. Without a result this completes the cell with
-   * `errorText` and no writes; a claimed termination completes now.
+   * The cell's isolate (or its runtime) stopped: end-of-stream for the actor.
    *
-   * @param errorText the completion error when no result arrived
+   * @param reason selects the completion error when no result arrived (A9)
    */
-  runtimeStopped(errorText: string): void {
-    if (!this.#completion && !this.#termination) this.#finish(errorText, undefined);
-    if (this.#stopped) return;
-    this.#stopped = true;
-    this.#termination?.resolve();
-    this.#resolveClosed();
-    this.#host.closed(this);
+  end(reason: EndReason = { kind: "default" }): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    this.#events.end(reason);
+    this.#maybeClosed();
   }
 
   /**
@@ -184,30 +302,21 @@ export class Cell {
    * @param errorText the error text
    */
   refuse(errorText: string): void {
-    this.#finish(errorText, undefined);
-    this.runtimeStopped(errorText);
+    this.#events.trySend({ type: "result", storedValueWrites: new Map(), errorText });
+    this.end();
   }
 
-  #finish(errorText: string | undefined, writes: [string, string][] | undefined): void {
-    if (this.#completion) return;
-    if (this.#termination) {
-      // Termination claimed first: the commit is rejected and the error discarded (§4.5 rule 5).
-      this.#termination.resolve();
-      return;
-    }
-    if (writes) {
-      const refused = this.#host.commit(writes);
-      if (refused !== undefined && errorText === undefined) errorText = refused;
-    }
-    this.#completion = { errorText, committedAt: this.#host.clock.now() };
-    if (this.#observer) this.#deliver("completed");
+  #maybeClosed(): void {
+    if (this.#closed || !this.#ended || !this.#actorDone) return;
+    this.#closed = true;
+    this.#host.closed(this);
   }
 
   /**
    * Observes the cell until it yields, completes or is terminated.
    *
    * @param yieldMs the effective yield time (already capped and clamped)
-   * @param options `signal`: the caller went away (nothing is consumed); `yieldSignal`: end early with `yielded`
+   * @param options `signal`: the caller went away (nothing is consumed); `yieldSignal`: yield early
    * @returns the outcome
    * @throws {CodeModeError} `FAILED_PRECONDITION` when another observer is attached or a termination runs
    */
@@ -215,64 +324,9 @@ export class Cell {
     yieldMs: number,
     options: { signal?: AbortSignal; yieldSignal?: AbortSignal } = {},
   ): Promise<Outcome> {
-    if (this.#observer || this.#termination) return Promise.reject(busyError(this.id));
-    const { promise, resolve, reject } = Promise.withResolvers<Outcome>();
-    const clock = this.#host.clock;
-    const timer = clock.setTimeout(() => this.#deliver("yielded"), yieldMs);
-    const onYield = () => this.#deliver("yielded");
-    const onAbort = () => {
-      if (this.#observer !== observer) return;
-      observer.cleanup();
-      this.#observer = undefined;
-      reject(options.signal?.reason ?? new Error("observation dropped"));
-    };
-    const observer: Observer = {
-      resolve,
-      reject,
-      cleanup: () => {
-        clock.clearTimeout(timer);
-        options.yieldSignal?.removeEventListener("abort", onYield);
-        options.signal?.removeEventListener("abort", onAbort);
-      },
-    };
-    this.#observer = observer;
-    options.signal?.addEventListener("abort", onAbort, { once: true });
-    options.yieldSignal?.addEventListener("abort", onYield, { once: true });
-    if (this.#completion) this.#deliver("completed");
-    else if (options.signal?.aborted) onAbort();
-    else if (options.yieldSignal?.aborted) this.#deliver("yielded");
-    return promise;
-  }
-
-  #take(kind: Outcome["kind"]): Outcome {
-    const items = this.#items;
-    this.#items = [];
-    if (kind === "completed") {
-      const errorText = this.#completion!.errorText;
-      return errorText === undefined ? { kind, items } : { kind, items, errorText };
-    }
-    return { kind, items };
-  }
-
-  #deliver(kind: Outcome["kind"]): void {
-    const observer = this.#observer;
-    if (!observer) return;
-    // Once termination is claimed, the deadline and yield signals no longer count (A8).
-    if (kind === "yielded" && this.#termination) return;
-    observer.cleanup();
-    this.#observer = undefined;
-    const outcome = this.#take(kind);
-    if (kind !== "yielded") this.#host.forget(this);
-    observer.resolve(outcome);
-  }
-
-  /**
-   * Puts back an outcome whose delivery failed, in front of newer output (SPEC §4.2 rule 2).
-   *
-   * @param outcome the outcome that could not be delivered
-   */
-  restore(outcome: Outcome): void {
-    this.#items = [...outcome.items, ...this.#items];
+    return this.#settle(
+      this.#actor.observe(ObserveMode.yieldAfter(yieldMs, options.yieldSignal), { signal: options.signal }),
+    );
   }
 
   /**
@@ -281,26 +335,12 @@ export class Cell {
    * @returns `terminated` with the drained output, or the committed natural completion
    * @throws {CodeModeError} `FAILED_PRECONDITION` `exec cell {id} is already terminating`
    */
-  async terminate(): Promise<Outcome> {
-    if (this.#termination) {
-      throw new CodeModeError("FAILED_PRECONDITION", `exec cell ${this.id} is already terminating`);
-    }
-    if (this.#completion) {
-      // Natural completion wins; an attached observer cannot exist (it would have received it).
-      const outcome = this.#take("completed");
-      this.#host.forget(this);
-      return outcome;
-    }
-    this.#termination = Promise.withResolvers<void>();
-    if (!this.#stopped) this.#host.stop(this);
-    else this.#termination.resolve();
-    await this.#termination.promise;
-    const outcome = this.#take("terminated");
-    const observer = this.#observer;
-    this.#observer = undefined;
-    observer?.cleanup();
-    observer?.resolve({ ...outcome, items: [...outcome.items] });
-    this.#host.forget(this);
-    return outcome;
+  terminate(): Promise<Outcome> {
+    return this.#settle(this.#actor.terminate());
+  }
+
+  /** Resolves once the actor has ended. */
+  get done(): Promise<void> {
+    return this.#actor.done;
   }
 }

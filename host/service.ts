@@ -223,21 +223,22 @@ export function createCodeModeService(options: ServiceOptions): Record<string, u
         throw error;
       }
       try {
+        const yieldMs = effectiveYield(
+          u64(request.yieldTimeMs) ?? BigInt(limits.defaultExecYieldTimeMs),
+          session,
+        );
         const cell = await session.startCell({
           executionId,
           toolCallId,
           source: request.source ?? "",
           tools,
           permits,
+          initial: { yieldMs, yieldSignal, signal: context.signal },
         });
         yield { started: { executionId, cellId: cell.id } };
-        const yieldMs = effectiveYield(
-          u64(request.yieldTimeMs) ?? BigInt(limits.defaultExecYieldTimeMs),
-          session,
-        );
         let outcome: Outcome;
         try {
-          outcome = await session.track(() => cell.observe(yieldMs, { signal: context.signal, yieldSignal }));
+          outcome = await session.track(() => cell.initial);
         } catch (error) {
           if (context.signal.aborted) session.abandon(cell);
           throw error;
@@ -275,10 +276,6 @@ export function createCodeModeService(options: ServiceOptions): Record<string, u
             throw new ServerError(Status.CANCELLED, "code-mode wait was cancelled");
           }
           throw error;
-        }
-        if (context.signal.aborted) {
-          cell.restore(outcome);
-          throw new ServerError(Status.CANCELLED, "code-mode wait was cancelled");
         }
         return { liveCell: wireOutcome(cellId, outcome, start) };
       } finally {

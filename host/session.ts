@@ -10,8 +10,9 @@
  * @module
  */
 import { ServerError, Status } from "nice-grpc";
-import type { HostToWorker, WireCellEvent, WorkerToHost } from "../proto/worker_codec.ts";
+import type { HostToWorker, WorkerToHost } from "../proto/worker_codec.ts";
 import { Cell, type CellHost, type Outcome } from "./cell.ts";
+import type { CellState, CompletedEvent } from "./cell_actor.ts";
 import type { Clock } from "./clock.ts";
 import { CodeModeError } from "./errors.ts";
 import { LeaseQueue } from "./lease_queue.ts";
@@ -68,6 +69,8 @@ export interface StartRequest {
   tools: { globalName: string; description: string }[];
   /** Active-cell permits, released when the cell's `CellClosed` is queued. */
   permits: Permit[];
+  /** The initial observation: effective yield time, YieldObservation signal, and the stream's signal. */
+  initial: { yieldMs: number; yieldSignal?: AbortSignal; signal?: AbortSignal };
 }
 
 interface ActiveWait {
@@ -97,7 +100,7 @@ export class Session {
   #cells = new Map<string, Cell>();
   /** Cells whose isolate has not stopped, by cell ID (includes forgotten ones). */
   #running = new Map<string, Cell>();
-  #cellMeta = new Map<Cell, { toolCallId: string; permits: Permit[] }>();
+  #cellPermits = new Map<Cell, Permit[]>();
   #store = new Map<string, string>();
   #storeBytes = 0;
   #storeVersion = 0;
@@ -203,8 +206,7 @@ export class Session {
   #onRuntimeEnded(runtime: RuntimeTransport, end: RuntimeEnd): void {
     if (runtime !== this.#runtime) return;
     if (this.#state === "open" && !end.byHost) return this.#crash(end);
-    const errorText = "exec runtime ended unexpectedly";
-    for (const cell of [...this.#running.values()]) cell.runtimeStopped(errorText);
+    for (const cell of [...this.#running.values()]) cell.end();
   }
 
   #crash(end: RuntimeEnd): void {
@@ -224,7 +226,7 @@ export class Session {
       : "code-mode V8 runtime thread ended unexpectedly";
     this.#options.log.error(`code-mode host session failed: ${reason}`, { session_ref: this.ref, ...fields });
     this.#remove();
-    for (const cell of [...this.#running.values()]) cell.runtimeStopped("exec runtime ended unexpectedly");
+    for (const cell of [...this.#running.values()]) cell.end();
     this.#lease.end(new ServerError(Status.INTERNAL, `${owner}: ${reason}`));
     this.#state = "closed";
   }
@@ -270,17 +272,23 @@ export class Session {
     this.ensureOpen();
     if (this.#restarting) await this.#restarting;
     this.ensureOpen();
-    const cell = new Cell(String(this.#nextCellId++), request.executionId, this.#cellHost, this.cellHeapMb);
+    const check = await checkCellSource(request.source);
+    this.ensureOpen();
+    if (this.#restarting) await this.#restarting;
+    // The yield timer of the initial observation starts here, as StartCell is sent (SPEC §4.1).
+    const cell = new Cell({
+      id: String(this.#nextCellId++),
+      executionId: request.executionId,
+      toolCallId: request.toolCallId,
+      host: this.#cellHost,
+      heapLimitMb: this.cellHeapMb,
+      initial: request.initial,
+    });
     this.#cells.set(cell.id, cell);
     this.#running.set(cell.id, cell);
-    this.#cellMeta.set(cell, { toolCallId: request.toolCallId, permits: request.permits });
-    const check = await checkCellSource(request.source);
+    this.#cellPermits.set(cell, request.permits);
     if (!check.ok) {
       cell.refuse(check.errorText);
-      return cell;
-    }
-    if (this.#state !== "open") {
-      cell.runtimeStopped("exec runtime ended unexpectedly");
       return cell;
     }
     await this.#runtime.send({
@@ -312,7 +320,8 @@ export class Session {
   #makeCellHost(clock: Clock): CellHost {
     return {
       clock,
-      commit: (writes) => this.#commit(writes),
+      mode: this.outputMode === OUTPUT_SERVER ? "server" : "client",
+      commit: (writes, buildEvent, state) => Promise.resolve(this.#commit(writes, buildEvent, state)),
       stop: (cell) => {
         if (this.#state !== "open") return;
         void this.#runtime.send({ stopCell: { cellId: cell.id } }).catch(() => {});
@@ -325,69 +334,81 @@ export class Session {
         if (this.#cells.get(cell.id) === cell) this.#cells.delete(cell.id);
       },
       closed: (cell) => this.#cellClosed(cell),
-      delegate: (cell, event) => this.#delegate(cell, event),
+      notify: (cell, text) => {
+        this.#lease.push({
+          notification: {
+            notificationId: crypto.randomUUID(),
+            executionId: cell.executionId,
+            cellId: cell.id,
+            callId: cell.toolCallId,
+            text,
+          },
+        });
+      },
+      invokeTool: async (cell, id) => {
+        // Tool subscriptions arrive with the tool-call bridge; until then nothing matches.
+        await this.#runtime.send({
+          toolResult: {
+            cellId: cell.id,
+            runtimeToolCallId: id,
+            errorMessage: "no code-mode tool subscription matches the requested tool",
+          },
+        }).catch(() => {});
+      },
     };
   }
 
   #cellClosed(cell: Cell): void {
     this.#running.delete(cell.id);
     this.touch();
-    const meta = this.#cellMeta.get(cell);
-    this.#cellMeta.delete(cell);
+    const permits = this.#cellPermits.get(cell) ?? [];
+    this.#cellPermits.delete(cell);
     if (this.#state === "crashed" || this.#state === "closed") {
-      for (const permit of meta?.permits ?? []) permit.release();
+      for (const permit of permits) permit.release();
       return;
     }
     const queued = this.#lease.push({
       cellClosed: { executionId: cell.executionId, cellId: cell.id, finalToolCallSequence: 0 },
     });
-    for (const permit of meta?.permits ?? []) permit.release();
+    for (const permit of permits) permit.release();
     if (!queued && this.#state === "open") {
       void this.close("overflow");
     }
   }
 
-  #delegate(cell: Cell, event: WireCellEvent): void {
-    if (event.event === "toolCall") {
-      // Tool subscriptions arrive with the tool-call bridge; until then nothing matches.
-      void this.#runtime.send({
-        toolResult: {
-          cellId: cell.id,
-          runtimeToolCallId: event.toolCall!.runtimeToolCallId,
-          errorMessage: "no code-mode tool subscription matches the requested tool",
-        },
-      }).catch(() => {});
-    } else if (event.event === "notify") {
-      const meta = this.#cellMeta.get(cell);
-      this.#lease.push({
-        notification: {
-          notificationId: crypto.randomUUID(),
-          executionId: cell.executionId,
-          cellId: cell.id,
-          callId: meta?.toolCallId ?? "",
-          text: event.notify ?? "",
-        },
-      });
-    }
-  }
-
-  #commit(writes: [string, string][]): string | undefined {
-    if (writes.length === 0) return undefined;
+  /**
+   * Commits a cell's completion and its stored writes atomically (SPEC §4.7, §6). A merge that
+   * would exceed `maxStoredValueBytes` is not applied, and the completion then carries the cap
+   * message unless the cell had already failed.
+   */
+  #commit(
+    writes: Map<string, string>,
+    buildEvent: () => CompletedEvent,
+    state: CellState,
+  ): "committed" | "rejected" {
     let size = this.#storeBytes;
-    const last = new Map(writes);
-    for (const [key, value] of last) {
+    for (const [key, value] of writes) {
       const old = this.#store.get(key);
       if (old !== undefined) size -= utf8Length(key) + utf8Length(old);
       size += utf8Length(key) + utf8Length(value);
     }
     const cap = this.#options.limits.maxStoredValueBytes;
-    if (size > cap) return `stored values exceed the ${cap}-byte session limit`;
-    for (const [key, value] of last) this.#store.set(key, value);
-    this.#storeBytes = size;
-    this.#storeVersion++;
-    const entries = [...last].map(([key, valueJson]) => ({ key, valueJson }));
-    void this.#runtime.send({ storeUpdate: { version: this.#storeVersion, entries } }).catch(() => {});
-    return undefined;
+    const refused = size > cap ? `stored values exceed the ${cap}-byte session limit` : undefined;
+    return state.commitCompletion(
+      () => {
+        const event = buildEvent();
+        if (refused !== undefined && event.errorText === undefined) event.errorText = refused;
+        return event;
+      },
+      () => {
+        if (refused !== undefined || writes.size === 0) return;
+        for (const [key, value] of writes) this.#store.set(key, value);
+        this.#storeBytes = size;
+        this.#storeVersion++;
+        const entries = [...writes].map(([key, valueJson]) => ({ key, valueJson }));
+        void this.#runtime.send({ storeUpdate: { version: this.#storeVersion, entries } }).catch(() => {});
+      },
+    );
   }
 
   /**
@@ -422,11 +443,7 @@ export class Session {
     try {
       void old.kill();
       for (const cell of [...this.#running.values()]) {
-        cell.runtimeStopped(
-          cell.terminating
-            ? "exec runtime ended unexpectedly"
-            : `exec runtime ended unexpectedly: the session runtime was restarted to stop cell ${stopped.id}`,
-        );
+        cell.end(cell.terminating ? { kind: "default" } : { kind: "restart", stoppedCellId: stopped.id });
       }
       let next: RuntimeTransport;
       try {

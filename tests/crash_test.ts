@@ -44,7 +44,10 @@ async function expectCrash(
   assert.equal(outcome.completed?.errorText, "exec runtime ended unexpectedly");
   const end = await s.end;
   assert.equal(end?.code, Status.INTERNAL);
-  assert.ok(end?.details.startsWith(`code-mode V8 runtime thread ended unexpectedly: ${reasonPrefix}`), end?.details);
+  assert.ok(
+    end?.details.startsWith(`code-mode V8 runtime thread ended unexpectedly: ${reasonPrefix}`),
+    end?.details,
+  );
   assert.deepEqual(await grpcError(execute(h.client, s.id, "text(1)")), {
     code: Status.NOT_FOUND,
     details: `unknown code-mode session ${s.id}`,
@@ -59,8 +62,16 @@ Deno.test("Crash matrix: each failure is detected within 1 s with its reason; ot
     ["SIGKILL by another process (scenario 18)", "worker process killed by signal SIGKILL", (s) => {
       Deno.kill(h.host.state.session(s.id)!.runtimePid!, "SIGKILL");
     }],
-    ["a garbage frame", "worker protocol error: ", (s) => h.host.state.testHook(s.id, { garbageFrame: true })],
-    ["an exit code", "worker process exited with code 1", (s) => h.host.state.testHook(s.id, { runtimeFault: "x" }).then(() => {})],
+    [
+      "a garbage frame",
+      "worker protocol error: ",
+      (s) => h.host.state.testHook(s.id, { garbageFrame: true }),
+    ],
+    [
+      "an exit code",
+      "worker process exited with code 1",
+      (s) => h.host.state.testHook(s.id, { runtimeFault: "x" }).then(() => {}),
+    ],
   ];
   for (const [name, reason, trigger] of cases) {
     await t.step(name, async () => {
@@ -72,7 +83,10 @@ Deno.test("Crash matrix: each failure is detected within 1 s with its reason; ot
         await trigger(s);
         assert.equal((await pending).outcome.completed?.errorText, "exec runtime ended unexpectedly");
         const end = await s.end;
-        assert.equal(end?.details, "code-mode V8 runtime thread panicked: worker reported an internal fault: x");
+        assert.equal(
+          end?.details,
+          "code-mode V8 runtime thread panicked: worker reported an internal fault: x",
+        );
         return;
       }
       await expectCrash(h, s, reason, () => trigger(s));
@@ -124,7 +138,11 @@ Deno.test("A cell over a 16 MiB heap fails alone; the session and others go on (
   await using h = await startHost({ warmSessions: 2 });
   await using s = await openSession(h.client, { cellExecutionLimits: { maxHeapSizeBytes: 16_777_216 } });
   await using other = await openSession(h.client);
-  const r = await run(h.client, s.id, "const a = []; while (true) a.push({ x: new Array(1000).fill(a.length) });");
+  const r = await run(
+    h.client,
+    s.id,
+    "const a = []; while (true) a.push({ x: new Array(1000).fill(a.length) });",
+  );
   assert.equal(r.error, "exec runtime ended unexpectedly: cell heap limit of 16 MiB reached");
   const next = await run(h.client, s.id, "text(1)");
   assert.deepEqual(next.texts, ["1"]);
@@ -231,18 +249,31 @@ Deno.test("An idle session is closed after idleSessionTimeoutMs; a running cell 
 Deno.test("Concurrent commits over maxStoredValueBytes: the second fails with the cap message (scenario 83b)", async () => {
   await using h = await startHost({ limits: { maxStoredValueBytes: 1_048_576 } });
   await using s = await openSession(h.client);
-  const a = execute(h.client, s.id, 'store("a", "x".repeat(600000)); await new Promise(r => setTimeout(r, 50))');
-  const b = execute(h.client, s.id, 'store("b", "y".repeat(600000)); await new Promise(r => setTimeout(r, 300))');
+  const a = execute(
+    h.client,
+    s.id,
+    'store("a", "x".repeat(600000)); await new Promise(r => setTimeout(r, 50))',
+  );
+  const b = execute(
+    h.client,
+    s.id,
+    'store("b", "y".repeat(600000)); await new Promise(r => setTimeout(r, 300))',
+  );
   const [ra, rb] = await Promise.all([a, b]);
   assert.equal(ra.outcome.completed.errorText, undefined);
   assert.equal(rb.outcome.completed.errorText, "stored values exceed the 1048576-byte session limit");
-  assert.deepEqual((await run(h.client, s.id, 'text(typeof load("a") + "," + typeof load("b"))')).texts, ["string,undefined"]);
+  assert.deepEqual((await run(h.client, s.id, 'text(typeof load("a") + "," + typeof load("b"))')).texts, [
+    "string,undefined",
+  ]);
 });
 
 Deno.test("OpenSession while draining is UNAVAILABLE", async () => {
   const h = await startHost();
   const shutdown = h.host.shutdown();
-  const refused = await grpcError(collect(h.client.openSession({}))).catch((e) => ({ code: -1, details: String(e) }));
+  const refused = await grpcError(collect(h.client.openSession({}))).catch((e) => ({
+    code: -1,
+    details: String(e),
+  }));
   await shutdown;
   assert.ok([Status.UNAVAILABLE, -1].includes(refused.code as number), JSON.stringify(refused));
   await h[Symbol.asyncDispose]();

@@ -110,7 +110,7 @@ Deno.test("SIGTERM drains: leases end UNAVAILABLE, health turns NOT_SERVING, exi
     const b = await openSession(raw.client);
     a.pump();
     b.pump();
-    const spinning = execute(raw.client, a.id, "while (true) {}", { yieldTimeMs: 60_000 });
+    const spinning = execute(raw.client, a.id, "yield_control(); while (true) {}", { yieldTimeMs: 60_000 });
     await execute(raw.client, b.id, "await new Promise(() => {})", { yieldTimeMs: 1 });
     await eventually(() => runtimePids(host.child.pid).length >= 2, 5_000);
     const watch = health.watch({ service: "codex.code_mode.v1.CodeModeHost" })[Symbol.asyncIterator]();
@@ -142,7 +142,7 @@ Deno.test("No runtime survives the host: SIGINT, and SIGKILL of the host while a
       using raw = rawClient(host.url);
       const s = await openSession(raw.client);
       s.pump();
-      await execute(raw.client, s.id, "while (true) {}", { yieldTimeMs: 200 });
+      await execute(raw.client, s.id, "yield_control(); while (true) {}", { yieldTimeMs: 60_000 });
       let pids: number[] = [];
       await eventually(
         () =>

@@ -4,7 +4,16 @@
  */
 import assert from "node:assert/strict";
 import { Status } from "nice-grpc";
-import { eventually, execute, grpcError, openSession, processExists, run, startHost, texts } from "./_harness.ts";
+import {
+  eventually,
+  execute,
+  grpcError,
+  openSession,
+  processExists,
+  run,
+  startHost,
+  texts,
+} from "./_harness.ts";
 
 const FOREVER = "await new Promise(() => {})";
 
@@ -26,7 +35,9 @@ Deno.test("yield_control() ends the first observation; a Wait gets the rest (sce
 Deno.test("A cell that finishes after yielding completes on the next Wait (scenario 24)", async () => {
   await using h = await startHost();
   await using s = await openSession(h.client);
-  const first = await execute(h.client, s.id, 'text("before"); yield_control(); text("after");', { yieldTimeMs: 60_000 });
+  const first = await execute(h.client, s.id, 'text("before"); yield_control(); text("after");', {
+    yieldTimeMs: 60_000,
+  });
   assert.ok(first.outcome.yielded);
   assert.deepEqual(texts(first.outcome), ["before"]);
   const waited = await h.client.wait({ sessionId: s.id, cellId: "1", waitId: "w", yieldTimeMs: 60_000 });
@@ -58,7 +69,12 @@ Deno.test("max_yield_time_ms caps Execute and Wait; sessions keep their own limi
   const first = await execute(h.client, limited.id, FOREVER, { yieldTimeMs: 60_000 });
   assert.ok(first.outcome.yielded);
   assert.equal(first.outcome.cellId, "1");
-  const waited = await h.client.wait({ sessionId: limited.id, cellId: "1", waitId: "w", yieldTimeMs: 60_000 });
+  const waited = await h.client.wait({
+    sessionId: limited.id,
+    cellId: "1",
+    waitId: "w",
+    yieldTimeMs: 60_000,
+  });
   assert.ok(waited.liveCell.yielded);
   assert.ok(performance.now() - started < 5_000);
   const iso = await run(h.client, other.id, 'await new Promise(r => setTimeout(r, 25)); text("isolated")');
@@ -76,10 +92,13 @@ Deno.test("A second observer fails at once and the first is undisturbed (scenari
   const first = h.client.wait({ sessionId: s.id, cellId: "1", waitId: "w1", yieldTimeMs: 60_000 });
   await eventually(() => false, 100);
   const started = performance.now();
-  assert.deepEqual(await grpcError(h.client.wait({ sessionId: s.id, cellId: "1", waitId: "w2", yieldTimeMs: 60_000 })), {
-    code: Status.FAILED_PRECONDITION,
-    details: "exec cell 1 already has an active observer",
-  });
+  assert.deepEqual(
+    await grpcError(h.client.wait({ sessionId: s.id, cellId: "1", waitId: "w2", yieldTimeMs: 60_000 })),
+    {
+      code: Status.FAILED_PRECONDITION,
+      details: "exec cell 1 already has an active observer",
+    },
+  );
   assert.ok(performance.now() - started < 1_000);
   await h.client.yieldObservation({ sessionId: s.id, waitId: "w1" });
   assert.ok((await first).liveCell.yielded);
@@ -90,11 +109,16 @@ Deno.test("CancelWait before and during a Wait (scenario 29)", async () => {
   await using s = await openSession(h.client);
   await execute(h.client, s.id, FOREVER, { yieldTimeMs: 1 });
   await h.client.cancelWait({ sessionId: s.id, waitId: "w" });
-  assert.deepEqual(await grpcError(h.client.wait({ sessionId: s.id, cellId: "1", waitId: "w", yieldTimeMs: 60_000 })), {
-    code: Status.CANCELLED,
-    details: "code-mode wait was cancelled",
-  });
-  const active = grpcError(h.client.wait({ sessionId: s.id, cellId: "1", waitId: "w2", yieldTimeMs: 60_000 }));
+  assert.deepEqual(
+    await grpcError(h.client.wait({ sessionId: s.id, cellId: "1", waitId: "w", yieldTimeMs: 60_000 })),
+    {
+      code: Status.CANCELLED,
+      details: "code-mode wait was cancelled",
+    },
+  );
+  const active = grpcError(
+    h.client.wait({ sessionId: s.id, cellId: "1", waitId: "w2", yieldTimeMs: 60_000 }),
+  );
   await eventually(() => false, 100);
   await h.client.cancelWait({ sessionId: s.id, waitId: "w2" });
   assert.deepEqual(await active, { code: Status.CANCELLED, details: "code-mode wait was cancelled" });
@@ -114,27 +138,37 @@ Deno.test("YieldObservation before Execute and during a Wait (scenario 30)", asy
   await eventually(() => false, 100);
   await h.client.yieldObservation({ sessionId: s.id, waitId: "w" });
   assert.ok((await waiting).liveCell.yielded);
-  assert.ok((await h.client.wait({ sessionId: s.id, cellId: "1", waitId: "w2", yieldTimeMs: 1 })).liveCell.yielded);
+  assert.ok(
+    (await h.client.wait({ sessionId: s.id, cellId: "1", waitId: "w2", yieldTimeMs: 1 })).liveCell.yielded,
+  );
 });
 
 Deno.test("Terminate stops while (true) {} within 1 s (scenario 31)", async () => {
   await using h = await startHost({ warmSessions: 2 });
   await using s = await openSession(h.client);
-  const first = await execute(h.client, s.id, "while (true) {}", { yieldTimeMs: 1 });
+  // yield_control() proves the loop has started before Terminate is sent.
+  const first = await execute(h.client, s.id, "yield_control(); while (true) {}", { yieldTimeMs: 60_000 });
   assert.ok(first.outcome.yielded);
+  const spawned = h.host.state.spawnCount;
   const started = performance.now();
   const terminated = await h.client.terminate({ sessionId: s.id, cellId: "1" });
   assert.ok(terminated.liveCell.terminated);
   assert.ok(performance.now() - started < 1_000, `took ${performance.now() - started} ms`);
+  assert.ok(await eventually(() => h.host.state.spawnCount > spawned), "a runtime restart stopped it");
   assert.deepEqual((await run(h.client, s.id, "text(2)")).texts, ["2"]);
 });
 
 Deno.test("Natural completion wins over a later Terminate and keeps its writes (scenario 32)", async () => {
   await using h = await startHost();
   await using s = await openSession(h.client);
-  const first = await execute(h.client, s.id, 'await new Promise(r => setTimeout(r, 100)); store("k", 1); text("done")', {
-    yieldTimeMs: 1,
-  });
+  const first = await execute(
+    h.client,
+    s.id,
+    'await new Promise(r => setTimeout(r, 100)); store("k", 1); text("done")',
+    {
+      yieldTimeMs: 1,
+    },
+  );
   assert.ok(first.outcome.yielded);
   await eventually(() => (h.host.state.session(s.id)?.runningCells ?? 1) === 0, 5_000);
   const terminated = await h.client.terminate({ sessionId: s.id, cellId: "1" });
@@ -152,7 +186,9 @@ Deno.test("Two concurrent Terminates: one terminates, the other is already termi
     h.client.terminate({ sessionId: s.id, cellId: "1" }),
     h.client.terminate({ sessionId: s.id, cellId: "1" }),
   ]);
-  const fulfilled = results.filter((r) => r.status === "fulfilled") as PromiseFulfilledResult<{ liveCell: { terminated?: unknown } }>[];
+  const fulfilled = results.filter((r) => r.status === "fulfilled") as PromiseFulfilledResult<
+    { liveCell: { terminated?: unknown } }
+  >[];
   const rejected = results.filter((r) => r.status === "rejected") as PromiseRejectedResult[];
   assert.equal(fulfilled.length, 1);
   assert.ok(fulfilled[0].value.liveCell.terminated);
@@ -198,10 +234,17 @@ Deno.test("Cancelling an Execute stream abandons its cell (scenario 36)", async 
   assert.ok(await eventually(() => s.events.some((e) => e.cellClosed), 5_000));
   const closed = s.events.find((e) => e.cellClosed).cellClosed;
   assert.deepEqual(
-    { executionId: closed.executionId, cellId: closed.cellId, seq: Number(closed.finalToolCallSequence ?? 0) },
+    {
+      executionId: closed.executionId,
+      cellId: closed.cellId,
+      seq: Number(closed.finalToolCallSequence ?? 0),
+    },
     { executionId: "abandoned", cellId: "1", seq: 0 },
   );
-  assert.equal((await h.client.wait({ sessionId: s.id, cellId: "1", waitId: "w", yieldTimeMs: 1 })).state, "missingCell");
+  assert.equal(
+    (await h.client.wait({ sessionId: s.id, cellId: "1", waitId: "w", yieldTimeMs: 1 })).state,
+    "missingCell",
+  );
   assert.equal((await run(h.client, s.id, "text(2)")).outcome.cellId, "2");
   s.cancel();
 });
@@ -211,7 +254,8 @@ Deno.test("code_mode_host_duration_ns excludes time the outcome waits to be read
   await using s = await openSession(h.client);
   for (const [name, tail] of [["completes", ""], ["throws", '; throw "timed failure"']]) {
     await t.step(name, async () => {
-      const source = `const end = Date.now() + 150; while (Date.now() < end) {} await new Promise(r => setTimeout(r, 150))${tail}`;
+      const source =
+        `const end = Date.now() + 150; while (Date.now() < end) {} await new Promise(r => setTimeout(r, 150))${tail}`;
       const started = performance.now();
       const iterator = h.client.execute({
         sessionId: s.id,
@@ -285,15 +329,23 @@ Deno.test("A runtime restart completes the other cells with the restart error an
   const oldPid = h.host.state.session(s.id)!.runtimePid!;
   const blocked = execute(h.client, s.id, FOREVER, { yieldTimeMs: 60_000 });
   await eventually(() => (h.host.state.session(s.id)?.runningCells ?? 0) > 0, 5_000);
-  const spin = await execute(h.client, s.id, "while (true) {}", { yieldTimeMs: 1 });
+  const spin = await execute(h.client, s.id, "yield_control(); while (true) {}", { yieldTimeMs: 60_000 });
   assert.equal(spin.started.cellId, "3");
   const started = performance.now();
   const terminated = await h.client.terminate({ sessionId: s.id, cellId: "3" });
   assert.ok(performance.now() - started < 1_000);
   assert.ok(terminated.liveCell.terminated);
   const { outcome } = await blocked;
-  assert.equal(outcome.completed?.errorText, "exec runtime ended unexpectedly: the session runtime was restarted to stop cell 3");
-  assert.ok(await eventually(() => ["2", "3"].every((id) => s.events.some((e) => e.cellClosed?.cellId === id)), 5_000));
+  assert.equal(
+    outcome.completed?.errorText,
+    "exec runtime ended unexpectedly: the session runtime was restarted to stop cell 3",
+  );
+  assert.ok(
+    await eventually(
+      () => ["2", "3"].every((id) => s.events.some((e) => e.cellClosed?.cellId === id)),
+      5_000,
+    ),
+  );
   const next = await run(h.client, s.id, 'text(String(load("k")))');
   assert.deepEqual(next.texts, ["1"]);
   assert.equal(next.outcome.cellId, "4");
@@ -336,7 +388,9 @@ Deno.test("Huge yield times are clamped, never treated as 'yield now' (scenario 
   })[Symbol.asyncIterator]();
   assert.ok((await big.next()).value.started);
   const seen: { outcome?: { yielded?: unknown } } = {};
-  const next = big.next().then((r: IteratorResult<{ outcome: { yielded?: unknown } }>) => seen.outcome = r.value.outcome);
+  const next = big.next().then((r: IteratorResult<{ outcome: { yielded?: unknown } }>) =>
+    seen.outcome = r.value.outcome
+  );
   await new Promise((r) => setTimeout(r, 1_000));
   assert.ok(!("outcome" in seen), "still pending after 1 s");
   await h.client.yieldObservation({ sessionId: s.id, executionId: "big" });
