@@ -14,11 +14,13 @@ import {
   type OpenSession,
   openSession,
   processExists,
+  rawClient,
   run,
   startHost,
   type TestHost,
   texts,
 } from "./_harness.ts";
+import { startH2Proxy } from "./_h2_proxy.ts";
 
 const FOREVER = "await new Promise(() => {})";
 
@@ -277,4 +279,38 @@ Deno.test("OpenSession while draining is UNAVAILABLE", async () => {
   await shutdown;
   assert.ok([Status.UNAVAILABLE, -1].includes(refused.code as number), JSON.stringify(refused));
   await h[Symbol.asyncDispose]();
+});
+
+Deno.test("A client that stops acknowledging keep-alive PINGs loses its session (scenario 21f)", async () => {
+  await using h = await startHost({ limits: { serverKeepaliveTimeMs: 1000, serverKeepaliveTimeoutMs: 500 } });
+  await using proxy = startH2Proxy(h.address, { dropPingAcks: true });
+  using raw = rawClient(proxy.address);
+  const s = await openSession(raw.client);
+  s.pump();
+  const pid = h.host.state.session(s.id)!.runtimePid!;
+  await new Promise((r) => setTimeout(r, 3_000));
+  assert.ok(proxy.droppedPingAcks > 0, "the server sent PINGs");
+  assert.ok(await eventually(() => !h.host.state.session(s.id), 2_000), "the session was closed");
+  assert.ok(await eventually(() => !processExists(pid)), "its runtime was reaped");
+  await s.end;
+});
+
+Deno.test("Request permits are try-acquired: the next request fails at once with RESOURCE_EXHAUSTED (SPEC §9.5)", async () => {
+  await using h = await startHost({ limits: { maxInFlightRequests: 1 } });
+  await using s = await openSession(h.client);
+  await execute(h.client, s.id, FOREVER, { yieldTimeMs: 1 });
+  const holding = h.client.wait({ sessionId: s.id, cellId: "1", waitId: "w1", yieldTimeMs: 60_000 });
+  await eventually(() => false, 100);
+  assert.deepEqual(
+    await grpcError(h.client.wait({ sessionId: s.id, cellId: "1", waitId: "w2", yieldTimeMs: 1 })),
+    {
+      code: Status.RESOURCE_EXHAUSTED,
+      details: "code-mode host has too many in-flight requests",
+    },
+  );
+  await h.client.yieldObservation({ sessionId: s.id, waitId: "w1" });
+  assert.ok((await holding).liveCell.yielded);
+  assert.ok(
+    (await h.client.wait({ sessionId: s.id, cellId: "1", waitId: "w3", yieldTimeMs: 1 })).liveCell.yielded,
+  );
 });
