@@ -314,3 +314,25 @@ Deno.test("Request permits are try-acquired: the next request fails at once with
     (await h.client.wait({ sessionId: s.id, cellId: "1", waitId: "w3", yieldTimeMs: 1 })).liveCell.yielded,
   );
 });
+
+Deno.test("Host shutdown (what SIGTERM runs) gives the Execute and the Wait the results of CloseSession (scenario 21b)", async () => {
+  const h = await startHost({ warmSessions: 2 });
+  const s = await openSession(h.client);
+  s.pump();
+  const { pending: first } = await observedForever(h, s, `text("drained"); ${FOREVER}`);
+  await execute(h.client, s.id, FOREVER, { yieldTimeMs: 1 });
+  const wait = grpcError(h.client.wait({ sessionId: s.id, cellId: "2", waitId: "w", yieldTimeMs: 60_000 }));
+  await eventually(() => false, 150);
+  const shutdown = h.host.shutdown();
+  const { outcome } = await first;
+  assert.ok(outcome.terminated);
+  assert.deepEqual(texts(outcome), ["drained"]);
+  assert.deepEqual(await wait, { code: Status.CANCELLED, details: "code-mode session is closed" });
+  const end = await s.end;
+  assert.deepEqual({ code: end?.code, details: end?.details }, {
+    code: Status.UNAVAILABLE,
+    details: "code-mode host is shutting down",
+  });
+  await shutdown;
+  await h[Symbol.asyncDispose]();
+});
