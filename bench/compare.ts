@@ -52,7 +52,7 @@ async function openSession(
   return { id: first.value.opened!.sessionId, close: () => abort.abort() };
 }
 
-let executions = 0;
+let executions = 0; // shared by every Execute of this script
 async function executeText(client: { execute: (r: unknown) => AsyncIterable<unknown> }, sessionId: string) {
   for await (
     const _ of client.execute({
@@ -98,6 +98,32 @@ const fmt = (ms: number) => ms.toFixed(2);
     fmt(percentile(b2b, 95)),
     `${(percentile(b2b, 50) / floorP50).toFixed(1)}×`,
   ]);
+
+  const terminateRow = async (label: string, source: string) => {
+    const samples: number[] = [];
+    for (let i = 0; i < 10; i++) {
+      await pause(300); // spare isolate and warm pool refilled
+      let cellId = "";
+      for await (
+        const event of client.execute({
+          sessionId: session.id,
+          executionId: `t${++executions}`,
+          toolCallId: "c",
+          source,
+          yieldTimeMs: 60_000,
+        })
+      ) {
+        if (event.started) cellId = event.started.cellId;
+      }
+      samples.push(await time(() => client.terminate({ sessionId: session.id, cellId })));
+    }
+    rows.push([label, fmt(percentile(samples, 50)), fmt(percentile(samples, 95)), ""]);
+  };
+  await terminateRow(
+    "Terminate, awaiting cell (cooperative stop)",
+    "yield_control(); await new Promise(() => {})",
+  );
+  await terminateRow("Terminate, spinning cell (runtime restart)", "yield_control(); while (true) {}");
 
   const opens: number[] = [];
   for (let i = 0; i < 30; i++) {
