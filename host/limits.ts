@@ -68,7 +68,10 @@ export interface Limits {
   defaultMaxHeapSizeBytes: number;
   /** Smallest accepted `max_heap_size_bytes` (16 MiB). */
   minHeapSizeBytes: number;
-  /** V8 old-space limit, MiB, of each runtime's main isolate (512). */
+  /**
+   * V8 old-space limit, MiB, of each runtime, as a V8 flag; 0 = no flag (default 0, SPEC: 512).
+   * On Deno 2.9.6 the flag also replaces every cell's own heap limit, so it is off by default.
+   */
   workerMainHeapMb: number;
   /** How long a stopping cell may take to confirm before a runtime restart (100). */
   cooperativeStopMs: number;
@@ -115,7 +118,7 @@ export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
   workerInboundFrameCapacity: 128,
   defaultMaxHeapSizeBytes: 1_073_741_824,
   minHeapSizeBytes: 16_777_216,
-  workerMainHeapMb: 512,
+  workerMainHeapMb: 0,
   cooperativeStopMs: 100,
   warmSessionWorkers: 2,
   stderrTailBytes: 65_536,

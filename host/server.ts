@@ -46,8 +46,8 @@ export interface HostOptions {
 
 /** Read-only views of a host's state, for tests and diagnostics. */
 export interface HostState {
-  /** An open session's runtime process id and number of running cells. */
-  session(id: string): { runtimePid: number | undefined; runningCells: number } | undefined;
+  /** An open session's runtime process id, running cells, and observations in flight. */
+  session(id: string): { runtimePid: number | undefined; runningCells: number; inFlight: number } | undefined;
   /** Live runtime processes, session and warm ones. */
   readonly runtimeCount: number;
   /** Warm runtimes waiting to be handed out. */
@@ -169,7 +169,8 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
   const state: HostState = {
     session(id) {
       const session = manager.sessions.get(id);
-      return session && { runtimePid: session.runtime.pid, runningCells: session.runningCells };
+      return session &&
+        { runtimePid: session.runtime.pid, runningCells: session.runningCells, inFlight: session.inFlight };
     },
     get runtimeCount() {
       return manager.runtimes.size;

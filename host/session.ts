@@ -144,6 +144,11 @@ export class Session {
     return this.#state === "open";
   }
 
+  /** Observations in flight: Executes awaiting their outcome, Waits and Terminates. */
+  get inFlight(): number {
+    return this.#inFlight;
+  }
+
   /** Number of cells whose isolate is running. */
   get runningCells(): number {
     return this.#running.size;

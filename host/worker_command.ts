@@ -17,7 +17,14 @@ export interface WorkerCommandOptions {
   runtimeDir: string;
   /** Fresh private working directory of this runtime; also holds its `DENO_DIR`. */
   workDir: string;
-  /** V8 old-space limit of the runtime's main isolate, MiB (default 512). */
+  /**
+   * V8 old-space limit, MiB, passed as `--v8-flags=--max-old-space-size`; 0 passes no flag.
+   *
+   * On Deno 2.9.6 a V8 flag is not per isolate: it overrides the `resourceLimits` of every Worker
+   * in the process, so with the flag set each cell's heap limit becomes this value instead of the
+   * session's. The host therefore passes it only when an operator asks (`--limit
+   * workerMainHeapMb=N`), and by default relies on per-cell Worker limits.
+   */
   workerMainHeapMb: number;
 }
 
@@ -57,7 +64,7 @@ export function buildWorkerCommand(options: WorkerCommandOptions): WorkerCommand
     "--no-npm",
     "--no-code-cache",
     `--allow-read=${runtimeDir}`,
-    `--v8-flags=--max-old-space-size=${options.workerMainHeapMb}`,
+    ...(options.workerMainHeapMb > 0 ? [`--v8-flags=--max-old-space-size=${options.workerMainHeapMb}`] : []),
     `${runtimeDir}/${RUNTIME_ENTRY}`,
   ];
   return {

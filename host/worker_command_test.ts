@@ -8,7 +8,7 @@ const base = {
   workerMainHeapMb: 512,
 };
 
-Deno.test("buildWorkerCommand() gives exactly the SPEC §9.3 argv for any session (scenario 109)", () => {
+Deno.test("buildWorkerCommand() gives exactly the SPEC §9.3 argv with a main-isolate heap limit (scenario 109)", () => {
   const command = buildWorkerCommand(base);
   assert.deepEqual([command.command, ...command.args], [
     "/opt/deno",
@@ -26,6 +26,13 @@ Deno.test("buildWorkerCommand() gives exactly the SPEC §9.3 argv for any sessio
   assert.ok(!command.args.includes("--unstable-worker-options"));
   assert.ok(!command.args.some((a) => /^--allow-(net|env|write|run|ffi|sys|all)/.test(a)));
   assert.equal(command.cwd, base.workDir);
+});
+
+Deno.test("buildWorkerCommand() passes no V8 heap flag by default, so cell Workers keep their own limits", () => {
+  const command = buildWorkerCommand({ ...base, workerMainHeapMb: 0 });
+  assert.ok(!command.args.some((a) => a.startsWith("--v8-flags")));
+  assert.equal(command.args.at(-1), "/rt/runtime.js");
+  assert.equal(command.args.at(-2), "--allow-read=/rt");
 });
 
 Deno.test("buildWorkerCommand() passes exactly six environment variables with DENO_DIR in the work dir", () => {

@@ -212,6 +212,16 @@ export function processExists(pid: number): boolean {
   }
 }
 
+/** Resolves once the host has at least `n` observations in flight for the session. */
+export function inFlight(h: TestHost, sessionId: string, n: number): Promise<boolean> {
+  return eventually(() => (h.host.state.session(sessionId)?.inFlight ?? 0) >= n, 5_000);
+}
+
+/** Resolves once the lease has carried a notification with `text` (a barrier a cell can set). */
+export function notified(s: OpenSession, text: string): Promise<boolean> {
+  return eventually(() => s.events.some((e) => e.notification?.text === text), 5_000);
+}
+
 /** Polls `predicate` every 10 ms until it holds or `ms` pass. */
 export async function eventually(predicate: () => boolean | Promise<boolean>, ms = 2_000): Promise<boolean> {
   const deadline = performance.now() + ms;

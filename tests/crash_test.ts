@@ -11,6 +11,8 @@ import {
   eventually,
   execute,
   grpcError,
+  inFlight,
+  notified,
   type OpenSession,
   openSession,
   processExists,
@@ -198,10 +200,11 @@ Deno.test("CloseSession: Execute gets terminated with drained output, Wait is ca
   await using h = await startHost({ warmSessions: 2 });
   const s = await openSession(h.client);
   s.pump();
-  const { pending: first } = await observedForever(h, s, `text("drained"); ${FOREVER}`);
+  const { pending: first } = await observedForever(h, s, `text("drained"); notify("ready"); ${FOREVER}`);
+  assert.ok(await notified(s, "ready"));
   await execute(h.client, s.id, FOREVER, { yieldTimeMs: 1 });
   const wait = grpcError(h.client.wait({ sessionId: s.id, cellId: "2", waitId: "w", yieldTimeMs: 60_000 }));
-  await eventually(() => false, 150);
+  assert.ok(await inFlight(h, s.id, 2));
   await h.client.closeSession({ sessionId: s.id });
   const { outcome } = await first;
   assert.ok(outcome.terminated);
@@ -214,7 +217,7 @@ Deno.test("CloseSession: Execute gets terminated with drained output, Wait is ca
   await execute(h.client, t.id, FOREVER, { yieldTimeMs: 1 });
   await h.host.state.testHook(t.id, { delayStopMs: 300 });
   const terminating = h.client.terminate({ sessionId: t.id, cellId: "1" });
-  await eventually(() => false, 50);
+  assert.ok(await inFlight(h, t.id, 1));
   await h.client.closeSession({ sessionId: t.id });
   assert.ok((await terminating).liveCell.terminated);
 });
@@ -223,10 +226,11 @@ Deno.test("Cancelling the lease gives the Execute and the Wait the results of Cl
   await using h = await startHost({ warmSessions: 2 });
   const s = await openSession(h.client);
   s.pump();
-  const { pending: first } = await observedForever(h, s, `text("drained"); ${FOREVER}`);
+  const { pending: first } = await observedForever(h, s, `text("drained"); notify("ready"); ${FOREVER}`);
+  assert.ok(await notified(s, "ready"));
   await execute(h.client, s.id, FOREVER, { yieldTimeMs: 1 });
   const wait = grpcError(h.client.wait({ sessionId: s.id, cellId: "2", waitId: "w", yieldTimeMs: 60_000 }));
-  await eventually(() => false, 150);
+  assert.ok(await inFlight(h, s.id, 2));
   s.cancel();
   const { outcome } = await first;
   assert.ok(outcome.terminated);
@@ -300,7 +304,7 @@ Deno.test("Request permits are try-acquired: the next request fails at once with
   await using s = await openSession(h.client);
   await execute(h.client, s.id, FOREVER, { yieldTimeMs: 1 });
   const holding = h.client.wait({ sessionId: s.id, cellId: "1", waitId: "w1", yieldTimeMs: 60_000 });
-  await eventually(() => false, 100);
+  assert.ok(await inFlight(h, s.id, 1));
   assert.deepEqual(
     await grpcError(h.client.wait({ sessionId: s.id, cellId: "1", waitId: "w2", yieldTimeMs: 1 })),
     {
@@ -319,10 +323,11 @@ Deno.test("Host shutdown (what SIGTERM runs) gives the Execute and the Wait the 
   const h = await startHost({ warmSessions: 2 });
   const s = await openSession(h.client);
   s.pump();
-  const { pending: first } = await observedForever(h, s, `text("drained"); ${FOREVER}`);
+  const { pending: first } = await observedForever(h, s, `text("drained"); notify("ready"); ${FOREVER}`);
+  assert.ok(await notified(s, "ready"));
   await execute(h.client, s.id, FOREVER, { yieldTimeMs: 1 });
   const wait = grpcError(h.client.wait({ sessionId: s.id, cellId: "2", waitId: "w", yieldTimeMs: 60_000 }));
-  await eventually(() => false, 150);
+  assert.ok(await inFlight(h, s.id, 2));
   const shutdown = h.host.shutdown();
   const { outcome } = await first;
   assert.ok(outcome.terminated);

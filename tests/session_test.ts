@@ -9,6 +9,8 @@ import {
   eventually,
   execute,
   grpcError,
+  inFlight,
+  notified,
   openSession,
   processExists,
   run,
@@ -28,7 +30,7 @@ Deno.test("CloseSession cancels a pending Wait, ends the lease OK, and later cal
   const wait = grpcError(
     h.client.wait({ sessionId: s.id, cellId: started.cellId, waitId: "w", yieldTimeMs: 60_000 }),
   );
-  await eventually(() => false, 100); // let the Wait attach
+  assert.ok(await inFlight(h, s.id, 1));
   await h.client.closeSession({ sessionId: s.id });
   assert.deepEqual(await wait, { code: Status.CANCELLED, details: "code-mode session is closed" });
   assert.equal(await s.end, undefined);
@@ -43,11 +45,10 @@ Deno.test("An Execute awaiting its outcome receives terminated with its drained 
   await using h = await startHost();
   const s = await openSession(h.client);
   s.pump();
-  const pending = execute(h.client, s.id, 'text("drained"); await new Promise(() => {})', {
+  const pending = execute(h.client, s.id, 'text("drained"); notify("ready"); await new Promise(() => {})', {
     yieldTimeMs: 60_000,
   });
-  await eventually(() => (h.host.state.session(s.id)?.runningCells ?? 0) > 0, 5_000);
-  await eventually(() => false, 200);
+  assert.ok(await notified(s, "ready"));
   await h.client.closeSession({ sessionId: s.id });
   const { outcome } = await pending;
   assert.ok(outcome.terminated, JSON.stringify(outcome));
@@ -122,13 +123,14 @@ Deno.test("store() refuses to grow the session's values past maxStoredValueBytes
 Deno.test("A cell started after a commit sees it; a cell running before it keeps its snapshot", async () => {
   await using h = await startHost();
   await using s = await openSession(h.client);
+  s.pump();
   await run(h.client, s.id, 'store("k", 1)');
   const early = execute(
     h.client,
     s.id,
-    'const before = load("k"); await new Promise((r) => setTimeout(r, 300)); text(before + "," + load("k"))',
+    'const before = load("k"); notify("loaded"); await new Promise((r) => setTimeout(r, 300)); text(before + "," + load("k"))',
   );
-  await eventually(() => false, 100);
+  assert.ok(await notified(s, "loaded"));
   await run(h.client, s.id, 'store("k", 2)');
   assert.deepEqual(texts((await early).outcome), ["1,1"]);
   assert.deepEqual((await run(h.client, s.id, 'text(load("k"))')).texts, ["2"]);
@@ -152,7 +154,7 @@ Deno.test("Yield, Wait, YieldObservation and Terminate of an awaiting cell", asy
   assert.ok(waited.liveCell.yielded);
   assert.deepEqual(texts(waited.liveCell), ["after"]);
   const long = h.client.wait({ sessionId: s.id, cellId, waitId: "w2", yieldTimeMs: 60_000 });
-  await eventually(() => false, 100);
+  assert.ok(await inFlight(h, s.id, 1));
   await h.client.yieldObservation({ sessionId: s.id, waitId: "w2" });
   assert.ok((await long).liveCell.yielded);
   const terminated = await h.client.terminate({ sessionId: s.id, cellId });

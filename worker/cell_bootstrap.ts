@@ -11,6 +11,17 @@
  *   even a stack overflow can hand an outer-realm error to user code.
  * - The cell ends with exactly one `result` (SPEC §5.6), or with `stopped` after a `stop` control
  *   message; afterwards nothing is dispatched into the context and every helper call throws.
+ * - Heap limit (SPEC §5.1 item 5): on Deno 2.9.6 a Worker that reaches
+ *   `resourceLimits.maxOldGenerationSizeMb` only ends (with `ERR_WORKER_OUT_OF_MEMORY`) when the
+ *   allocation happens inside a macrotask; inside a microtask of the Worker's main queue (any
+ *   promise continuation, or a `message` handler) it parks forever. So the context has its own
+ *   microtask queue (`microtaskMode: "afterEvaluate"`), and every entry into it (evaluating the
+ *   cell, firing a timer, delivering a tool result) happens inside a macrotask (`setImmediate`, or
+ *   the host timer's own callback) and is followed, in that same macrotask, by a drain of the
+ *   context's queue, so user code and all of its continuations run there.
+ * - Because of that, the outer realm's frames (the drain, the timer machinery) sit below user
+ *   frames on the stack. A private `Error.prepareStackTrace` in the context leaves them out of
+ *   `stack`, so stack traces still hold only the context's own frames.
  *
  * This file is bundled with `deno bundle` and runs with `--no-npm --no-remote`, so it imports only
  * `node:` built-ins and its two sibling protocol modules.
@@ -20,7 +31,11 @@
 
 import { Buffer } from "node:buffer";
 import process from "node:process";
-import { clearTimeout as clearHostTimer, setTimeout as setHostTimer } from "node:timers";
+import {
+  clearTimeout as clearHostTimer,
+  setImmediate as setHostImmediate,
+  setTimeout as setHostTimer,
+} from "node:timers";
 import vm from "node:vm";
 import { parentPort } from "node:worker_threads";
 import { CELL_FILE_NAME, CELL_LINE_OFFSET, wrapCellSource } from "../proto/cell_source.ts";
@@ -129,6 +144,12 @@ const TIMER_CLEAR = 1;
 /** The largest delay a host timer accepts; longer delays are armed in steps. */
 const MAX_HOST_TIMER_MS = 2_147_483_647;
 
+/**
+ * Run in the context after each entry: with `microtaskMode: "afterEvaluate"` the end of every
+ * `runInContext` drains the context's microtask queue, synchronously, in the current macrotask.
+ */
+const DRAIN_CONTEXT = new vm.Script("0", { filename: CELL_HELPERS_FILE_NAME });
+
 /** The outer-realm functions the helpers are created with; primitives in, primitives out. */
 interface CellBridges {
   phase: () => number;
@@ -143,11 +164,11 @@ interface CellBridges {
 
 /** The context-realm functions the outer realm drives the cell with. */
 interface CellController {
-  /** Calls the compiled cell function once (from a context microtask) and watches its promise. */
+  /** Queues the call of the compiled cell function (a context microtask) and watches its promise. */
   run: (fn: unknown) => void;
   /** Ends the cell with the value thrown while the compiled script itself was evaluated. */
   fail: (thrown: unknown) => void;
-  /** Runs timer `id`'s callback (from a context microtask) unless it was cleared. */
+  /** Queues timer `id`'s callback (a context microtask) unless it was cleared. */
   fireTimer: (id: number) => void;
   /** Settles tool call `id`: parse `payload` as JSON, or reject with it when `isError`. */
   deliver: (id: string, isError: boolean, payload: string) => void;
@@ -171,6 +192,8 @@ function createCellHelpers(
   toolsJson: string,
   maxMessageBytes: number,
   maxStoredValueBytes: number,
+  cellFileName: string,
+  helpersFileName: string,
 ): CellController {
   // Originals, captured before user code can replace them.
   const global = globalThis;
@@ -189,6 +212,8 @@ function createCellHelpers(
   const stringTrim = String.prototype.trim;
   const stringToLowerCase = String.prototype.toLowerCase;
   const stringSlice = String.prototype.slice;
+  const ErrorCtor = Error;
+  const errorToString = Error.prototype.toString;
 
   const EXIT_SENTINEL = "__codex_code_mode_exit__";
   const STOPPED = "code-mode cell was stopped";
@@ -552,6 +577,44 @@ function createCellHelpers(
     return promise;
   }
 
+  // The context is entered from macrotasks of the outer realm, whose frames (the drain, timers)
+  // sit below user frames. The default `stack` format, minus every frame that belongs to neither
+  // the cell, the helpers, eval code nor a built-in: those are exactly the outer realm's frames.
+  // Async frames (`at async f (…)`) come after the outer ones and are kept.
+  function formatStack(error: unknown, sites: unknown): string {
+    let out: string;
+    try {
+      out = ReflectApply(errorToString, error, []);
+    } catch {
+      out = "<error>";
+    }
+    if (!isArray(sites)) return out;
+    const list = sites as { getFileName(): unknown; isEval(): unknown }[];
+    for (let i = 0; i < list.length; i++) {
+      const site = list[i];
+      try {
+        const file = site.getFileName();
+        if (
+          typeof file === "string" && file !== cellFileName && file !== helpersFileName &&
+          site.isEval() !== true
+        ) {
+          continue;
+        }
+        out += "\n    at " + StringCtor(site);
+      } catch {
+        // A call site whose methods user code replaced: leave it out.
+      }
+    }
+    return out;
+  }
+  defineProperty(ErrorCtor, "prepareStackTrace", {
+    __proto__: null,
+    value: formatStack,
+    writable: true,
+    enumerable: false,
+    configurable: true,
+  } as never);
+
   // Remove every global that is not allowed, then install the helpers.
   const allowed: Record<string, boolean> = { __proto__: null } as unknown as Record<
     string,
@@ -683,6 +746,9 @@ class CellRun {
   /** UTF-8 bytes of the view; computed on the first `store` (`-1` until then). */
   #viewBytes = -1;
   #writes = new Map<string, string>();
+  #context: vm.Context | undefined;
+  /** An `import()` was refused since the last drain (see `begin`). */
+  #importRefused = false;
   #controller: CellController | undefined;
 
   constructor(start: CellStart) {
@@ -691,16 +757,28 @@ class CellRun {
     this.#view = new Map(start.store);
   }
 
-  /** Builds the context, posts `started`, compiles and runs the source once. */
+  /**
+   * Builds the context and the helpers, posts `started`, and schedules the compilation and the one
+   * evaluation of the source in a macrotask of its own (see the module doc: heap limit).
+   */
   begin(): void {
     const start = this.#start;
-    const refuseImport = (specifier: unknown): Promise<never> =>
-      Promise.reject(`Unsupported import in exec: ${String(specifier)}`);
+    const refuseImport = (specifier: unknown): Promise<never> => {
+      // Deno settles the context's `import()` promise from the Worker's main microtask queue,
+      // after the entry that called `import()` has drained the context: `#enter` then schedules
+      // one more entry to run the continuation.
+      this.#importRefused = true;
+      return Promise.reject(`Unsupported import in exec: ${String(specifier)}`);
+    };
     // DONT_CONTEXTIFY gives the context an ordinary global object: no interceptors, no sandbox
     // object of this realm behind it, and global lookups ~20x faster than a contextified object.
+    // `afterEvaluate` gives it a microtask queue of its own, drained at the end of each
+    // `runInContext` (see `#enter`).
     const context = vm.createContext(vm.constants.DONT_CONTEXTIFY, {
+      microtaskMode: "afterEvaluate",
       importModuleDynamically: refuseImport as never,
     });
+    this.#context = context;
     const factory = vm.runInContext(
       `"use strict";(${createCellHelpers.toString()})`,
       context,
@@ -724,12 +802,20 @@ class CellRun {
       JSON.stringify(tools),
       start.maxMessageBytes,
       start.maxStoredValueBytes,
+      CELL_FILE_NAME,
+      CELL_HELPERS_FILE_NAME,
     );
     this.#post({ t: "started" });
+    setHostImmediate(() => this.#evaluate(refuseImport));
+  }
 
+  /** Compiles the source and evaluates it once; runs inside a macrotask. */
+  #evaluate(refuseImport: (specifier: unknown) => Promise<never>): void {
+    const context = this.#context;
+    if (context === undefined || this.#phase !== PHASE_RUNNING) return;
     let script: vm.Script;
     try {
-      script = new vm.Script(wrapCellSource(start.source), {
+      script = new vm.Script(wrapCellSource(this.#start.source), {
         filename: CELL_FILE_NAME,
         lineOffset: CELL_LINE_OFFSET,
         importModuleDynamically: refuseImport as never,
@@ -740,13 +826,14 @@ class CellRun {
     }
     let fn: unknown;
     try {
+      // Drains the context's queue at its end, like every entry.
       fn = script.runInContext(context);
     } catch (e) {
       // Only a source that closes the wrapper early runs code here.
-      this.#callController((c) => c.fail(e));
+      this.#enter((c) => c.fail(e));
       return;
     }
-    this.#callController((c) => c.run(fn));
+    this.#enter((c) => c.run(fn));
   }
 
   /** Handles a control message other than `start`. */
@@ -762,7 +849,8 @@ class CellRun {
         ? (message as { error: string }).error
         : String((message as { json: string }).json);
       const id = String(message.id);
-      this.#callController((c) => c.deliver(id, isError, payload));
+      // A `message` handler is not a macrotask (see the module doc): deliver from one.
+      setHostImmediate(() => this.#enter((c) => c.deliver(id, isError, payload)));
     }
   }
 
@@ -849,7 +937,8 @@ class CellRun {
         return;
       }
       this.#hostTimers.delete(id);
-      this.#callController((c) => c.fireTimer(id));
+      // A host timer callback is a macrotask: enter the context right here.
+      this.#enter((c) => c.fireTimer(id));
     }, step);
     this.#hostTimers.set(id, handle);
   }
@@ -859,14 +948,29 @@ class CellRun {
     this.#hostTimers.clear();
   }
 
-  #callController(call: (controller: CellController) => void): void {
+  /**
+   * The one way into the context once the cell runs: `call` the controller, then drain the
+   * context's microtask queue, where user code and all its continuations run. MUST be called
+   * inside a macrotask (a host timer or immediate callback), never from a microtask or a `message`
+   * handler (see the module doc). The drain runs to the end even if the cell finishes on the way:
+   * microtasks queued before completion still run (SPEC §5.6), and helpers throw from then on.
+   */
+  #enter(call: (controller: CellController) => void): void {
     const controller = this.#controller;
-    if (controller === undefined || this.#phase !== PHASE_RUNNING) return;
+    const context = this.#context;
+    if (controller === undefined || context === undefined || this.#phase !== PHASE_RUNNING) return;
     try {
       call(controller);
+      DRAIN_CONTEXT.runInContext(context);
     } catch {
       // Only a fault of the bootstrap itself lands here (the controller catches user errors).
       this.#finish(1, "code-mode internal error");
+    }
+    if (this.#importRefused) {
+      // The main queue settles the `import()` promise once this macrotask is over; drain the
+      // continuation it queued in the context from the next one.
+      this.#importRefused = false;
+      setHostImmediate(() => this.#enter(() => {}));
     }
   }
 

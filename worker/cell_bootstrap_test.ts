@@ -23,6 +23,13 @@ interface CellOptions {
   answer?: (call: ToolCallOutput) => ToolAnswer | undefined;
 }
 
+/** How a cell's Worker ended: its `error` events (with the time of the first) and exit code. */
+interface WorkerEnd {
+  errors: (Error & { code?: unknown })[];
+  firstErrorAt: number | undefined;
+  exitCode: number;
+}
+
 /** One cell isolate: a bootstrap Worker plus the output port of its cell. */
 class CellHarness implements AsyncDisposable {
   #worker: Worker;
@@ -30,16 +37,26 @@ class CellHarness implements AsyncDisposable {
   #queue: CellOutput[] = [];
   #waiter: PromiseWithResolvers<CellOutput> | undefined;
   #failure: Error | undefined;
+  #errors: (Error & { code?: unknown })[] = [];
+  #firstErrorAt: number | undefined;
+  #end = Promise.withResolvers<WorkerEnd>();
 
   private constructor(worker: Worker) {
     this.#worker = worker;
-    worker.on("error", (e: Error) => this.#fail(e));
-    worker.on("exit", (code: number) => this.#fail(new Error(`cell worker exited (${code})`)));
+    worker.on("error", (e: Error) => {
+      this.#firstErrorAt ??= performance.now();
+      this.#errors.push(e);
+      this.#fail(e);
+    });
+    worker.on("exit", (code: number) => {
+      this.#end.resolve({ errors: this.#errors, firstErrorAt: this.#firstErrorAt, exitCode: code });
+      this.#fail(new Error(`cell worker exited (${code})`));
+    });
   }
 
-  /** Creates the Worker and waits for its `ready`. */
-  static async open(bootstrap: URL = BOOTSTRAP): Promise<CellHarness> {
-    const worker = new Worker(bootstrap, { resourceLimits: { maxOldGenerationSizeMb: 64 } });
+  /** Creates the Worker (heap limit `heapMb` MiB) and waits for its `ready`. */
+  static async open(bootstrap: URL = BOOTSTRAP, heapMb = 64): Promise<CellHarness> {
+    const worker = new Worker(bootstrap, { resourceLimits: { maxOldGenerationSizeMb: heapMb } });
     const harness = new CellHarness(worker);
     const ready = Promise.withResolvers<unknown>();
     worker.once("message", ready.resolve);
@@ -102,6 +119,11 @@ class CellHarness implements AsyncDisposable {
     }
   }
 
+  /** Resolves when the Worker exits, within `limitMs`. */
+  ended(limitMs: number = WAIT_LIMIT_MS): Promise<WorkerEnd> {
+    return withLimit(this.#end.promise, "the cell worker to exit", limitMs);
+  }
+
   /** Proves the cell posts nothing more: a `stop` must be answered by `stopped` at once. */
   async assertQuiet(): Promise<void> {
     this.send({ t: "stop" });
@@ -133,11 +155,15 @@ class CellHarness implements AsyncDisposable {
   }
 }
 
-/** Rejects if `promise` does not settle within {@link WAIT_LIMIT_MS}. */
-async function withLimit<T>(promise: Promise<T>, what: string): Promise<T> {
+/** Rejects if `promise` does not settle within `limitMs` ({@link WAIT_LIMIT_MS} by default). */
+async function withLimit<T>(
+  promise: Promise<T>,
+  what: string,
+  limitMs: number = WAIT_LIMIT_MS,
+): Promise<T> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const limit = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), WAIT_LIMIT_MS);
+    timer = setTimeout(() => reject(new Error(`timed out waiting for ${what}`)), limitMs);
   });
   try {
     return await Promise.race([promise, limit]);
@@ -278,6 +304,53 @@ Deno.test("microtasks queued before completion still run; later timers and resul
   ]);
   cell.send({ t: "toolResult", id: "tool-1", json: "1" });
   await cell.assertQuiet();
+});
+
+// --- heap limit (SPEC §5.1 item 5) ---------------------------------------------------------------
+
+/** Allocates reachable objects until the heap limit is hit. */
+const EXHAUST_HEAP = "const a = []; while (true) a.push({ x: new Array(1000).fill(a.length) });";
+
+/**
+ * Runs `source` in a Worker with a 16 MiB heap limit and asserts that the Worker ends with an
+ * `error` event whose code is ERR_WORKER_OUT_OF_MEMORY, followed by exit. (On Deno 2.9.6 a heap
+ * exhausted inside a microtask of the Worker's main queue parks the Worker forever instead; the
+ * 15 s guard only tells that hang apart from a slow, loaded machine. It takes ~100 ms idle.)
+ */
+async function assertHeapLimitEnds(source: string, options: CellOptions = {}): Promise<void> {
+  await using cell = await CellHarness.open(BOOTSTRAP, 16);
+  cell.start(source, options);
+  const end = await cell.ended(15_000);
+  assert.deepEqual(end.errors.map((e) => e.code), ["ERR_WORKER_OUT_OF_MEMORY"]);
+}
+
+Deno.test("heap limit: exhausting the heap at the top of the cell ends the worker", async () => {
+  await assertHeapLimitEnds(EXHAUST_HEAP);
+});
+
+Deno.test("heap limit: exhausting the heap after await null ends the worker", async () => {
+  await assertHeapLimitEnds(`await null; ${EXHAUST_HEAP}`);
+});
+
+Deno.test("heap limit: exhausting the heap in a setTimeout callback ends the worker", async () => {
+  await assertHeapLimitEnds(`setTimeout(() => { ${EXHAUST_HEAP} }, 0); await new Promise(() => {})`);
+});
+
+Deno.test("heap limit: exhausting the heap in .then of a resolved promise ends the worker", async () => {
+  await assertHeapLimitEnds(
+    `Promise.resolve().then(() => { ${EXHAUST_HEAP} }); await new Promise(() => {})`,
+  );
+});
+
+Deno.test("heap limit: exhausting the heap after a tool result ends the worker", async () => {
+  await assertHeapLimitEnds(`await tools.x(); ${EXHAUST_HEAP}`, {
+    tools: [{ name: "x", description: "" }],
+    answer: () => ({ json: "1" }),
+  });
+});
+
+Deno.test("heap limit: exhausting the heap after a refused import() ends the worker", async () => {
+  await assertHeapLimitEnds(`try { await import("x") } catch {} ${EXHAUST_HEAP}`);
 });
 
 // --- SPEC §12.5 scenarios -----------------------------------------------------------------------
@@ -702,6 +775,18 @@ Deno.test("stacks of timer callbacks and tool continuations hold only user frame
     assert.match(stack, /exec_main\.mjs:1:/);
     assert.ok(!stack.includes("file:") && !stack.includes("ext:"), stack);
   }
+});
+
+Deno.test("stacks after await keep their async frames and hold no outer frame", async () => {
+  const [stack] = await texts(
+    "async function inner() { await null; return new Error('a').stack }\n" +
+      "async function outer() { return await inner() }\n" +
+      "text(await outer())",
+  );
+  assert.match(
+    stack,
+    /^Error: a\n\s+at inner \(exec_main\.mjs:1:\d+\)\n\s+at async outer \(exec_main\.mjs:2:\d+\)$/,
+  );
 });
 
 Deno.test("scenario 80c: imports built by eval or Function are refused", async () => {

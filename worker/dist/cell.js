@@ -1,7 +1,7 @@
 // worker/cell_bootstrap.ts
 import { Buffer } from "node:buffer";
 import process from "node:process";
-import { clearTimeout as clearHostTimer, setTimeout as setHostTimer } from "node:timers";
+import { clearTimeout as clearHostTimer, setImmediate as setHostImmediate, setTimeout as setHostTimer } from "node:timers";
 import vm from "node:vm";
 import { parentPort } from "node:worker_threads";
 
@@ -99,7 +99,10 @@ var STORE_OVER_LIMIT = 1;
 var TIMER_SET = 0;
 var TIMER_CLEAR = 1;
 var MAX_HOST_TIMER_MS = 2147483647;
-function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLength, bridgeLoad, bridgeStore, bridgeTimer, bridgeFinish, allowlistJson, toolsJson, maxMessageBytes, maxStoredValueBytes) {
+var DRAIN_CONTEXT = new vm.Script("0", {
+  filename: CELL_HELPERS_FILE_NAME
+});
+function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLength, bridgeLoad, bridgeStore, bridgeTimer, bridgeFinish, allowlistJson, toolsJson, maxMessageBytes, maxStoredValueBytes, cellFileName, helpersFileName) {
   const global = globalThis;
   const ReflectApply = Reflect.apply;
   const defineProperty = Object.defineProperty;
@@ -116,6 +119,8 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
   const stringTrim = String.prototype.trim;
   const stringToLowerCase = String.prototype.toLowerCase;
   const stringSlice = String.prototype.slice;
+  const ErrorCtor = Error;
+  const errorToString = Error.prototype.toString;
   const EXIT_SENTINEL = "__codex_code_mode_exit__";
   const STOPPED = "code-mode cell was stopped";
   const FINISHED = "code-mode cell has finished";
@@ -433,6 +438,35 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
     pendingTools[id] = settlers;
     return promise;
   }
+  function formatStack(error, sites) {
+    let out;
+    try {
+      out = ReflectApply(errorToString, error, []);
+    } catch {
+      out = "<error>";
+    }
+    if (!isArray(sites)) return out;
+    const list = sites;
+    for (let i = 0; i < list.length; i++) {
+      const site = list[i];
+      try {
+        const file = site.getFileName();
+        if (typeof file === "string" && file !== cellFileName && file !== helpersFileName && site.isEval() !== true) {
+          continue;
+        }
+        out += "\n    at " + StringCtor(site);
+      } catch {
+      }
+    }
+    return out;
+  }
+  defineProperty(ErrorCtor, "prepareStackTrace", {
+    __proto__: null,
+    value: formatStack,
+    writable: true,
+    enumerable: false,
+    configurable: true
+  });
   const allowed = {
     __proto__: null
   };
@@ -597,19 +631,30 @@ var CellRun = class {
   /** UTF-8 bytes of the view; computed on the first `store` (`-1` until then). */
   #viewBytes = -1;
   #writes = /* @__PURE__ */ new Map();
+  #context;
+  /** An `import()` was refused since the last drain (see `begin`). */
+  #importRefused = false;
   #controller;
   constructor(start) {
     this.#start = start;
     this.#output = start.output;
     this.#view = new Map(start.store);
   }
-  /** Builds the context, posts `started`, compiles and runs the source once. */
+  /**
+   * Builds the context and the helpers, posts `started`, and schedules the compilation and the one
+   * evaluation of the source in a macrotask of its own (see the module doc: heap limit).
+   */
   begin() {
     const start = this.#start;
-    const refuseImport = (specifier) => Promise.reject(`Unsupported import in exec: ${String(specifier)}`);
+    const refuseImport = (specifier) => {
+      this.#importRefused = true;
+      return Promise.reject(`Unsupported import in exec: ${String(specifier)}`);
+    };
     const context = vm.createContext(vm.constants.DONT_CONTEXTIFY, {
+      microtaskMode: "afterEvaluate",
       importModuleDynamically: refuseImport
     });
+    this.#context = context;
     const factory = vm.runInContext(`"use strict";(${createCellHelpers.toString()})`, context, {
       filename: CELL_HELPERS_FILE_NAME
     });
@@ -618,13 +663,19 @@ var CellRun = class {
       description: String(tool.description)
     }));
     const b = this.#bridges();
-    this.#controller = factory(b.phase, b.emit, b.callTool, b.byteLength, b.load, b.store, b.timer, b.finish, JSON.stringify(CELL_GLOBAL_ALLOWLIST), JSON.stringify(tools), start.maxMessageBytes, start.maxStoredValueBytes);
+    this.#controller = factory(b.phase, b.emit, b.callTool, b.byteLength, b.load, b.store, b.timer, b.finish, JSON.stringify(CELL_GLOBAL_ALLOWLIST), JSON.stringify(tools), start.maxMessageBytes, start.maxStoredValueBytes, CELL_FILE_NAME, CELL_HELPERS_FILE_NAME);
     this.#post({
       t: "started"
     });
+    setHostImmediate(() => this.#evaluate(refuseImport));
+  }
+  /** Compiles the source and evaluates it once; runs inside a macrotask. */
+  #evaluate(refuseImport) {
+    const context = this.#context;
+    if (context === void 0 || this.#phase !== PHASE_RUNNING) return;
     let script;
     try {
-      script = new vm.Script(wrapCellSource(start.source), {
+      script = new vm.Script(wrapCellSource(this.#start.source), {
         filename: CELL_FILE_NAME,
         lineOffset: CELL_LINE_OFFSET,
         importModuleDynamically: refuseImport
@@ -637,10 +688,10 @@ var CellRun = class {
     try {
       fn = script.runInContext(context);
     } catch (e) {
-      this.#callController((c) => c.fail(e));
+      this.#enter((c) => c.fail(e));
       return;
     }
-    this.#callController((c) => c.run(fn));
+    this.#enter((c) => c.run(fn));
   }
   /** Handles a control message other than `start`. */
   control(message) {
@@ -655,7 +706,7 @@ var CellRun = class {
       const isError = "error" in message && typeof message.error === "string";
       const payload = isError ? message.error : String(message.json);
       const id = String(message.id);
-      this.#callController((c) => c.deliver(id, isError, payload));
+      setHostImmediate(() => this.#enter((c) => c.deliver(id, isError, payload)));
     }
   }
   #bridges() {
@@ -758,7 +809,7 @@ var CellRun = class {
         return;
       }
       this.#hostTimers.delete(id);
-      this.#callController((c) => c.fireTimer(id));
+      this.#enter((c) => c.fireTimer(id));
     }, step);
     this.#hostTimers.set(id, handle);
   }
@@ -766,13 +817,27 @@ var CellRun = class {
     for (const handle of this.#hostTimers.values()) clearHostTimer(handle);
     this.#hostTimers.clear();
   }
-  #callController(call) {
+  /**
+   * The one way into the context once the cell runs: `call` the controller, then drain the
+   * context's microtask queue, where user code and all its continuations run. MUST be called
+   * inside a macrotask (a host timer or immediate callback), never from a microtask or a `message`
+   * handler (see the module doc). The drain runs to the end even if the cell finishes on the way:
+   * microtasks queued before completion still run (SPEC §5.6), and helpers throw from then on.
+   */
+  #enter(call) {
     const controller = this.#controller;
-    if (controller === void 0 || this.#phase !== PHASE_RUNNING) return;
+    const context = this.#context;
+    if (controller === void 0 || context === void 0 || this.#phase !== PHASE_RUNNING) return;
     try {
       call(controller);
+      DRAIN_CONTEXT.runInContext(context);
     } catch {
       this.#finish(1, "code-mode internal error");
+    }
+    if (this.#importRefused) {
+      this.#importRefused = false;
+      setHostImmediate(() => this.#enter(() => {
+      }));
     }
   }
   #finish(failed, errorText) {
