@@ -838,7 +838,9 @@ class CellRun {
 
   /** Handles a control message other than `start`. */
   control(message: CellControl): void {
-    if (message.t === "stop") {
+    if (message.t === "ping") {
+      this.#post({ t: "pong" });
+    } else if (message.t === "stop") {
       if (this.#phase === PHASE_RUNNING) this.#phase = PHASE_STOPPED;
       this.#clearHostTimers();
       this.#post({ t: "stopped" });

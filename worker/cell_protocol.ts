@@ -54,7 +54,9 @@ export type CellControl =
   | { t: "toolResult"; id: string; json: string }
   | { t: "toolResult"; id: string; error: string }
   /** Stop: answer `stopped`, dispatch nothing more into the context, make helpers throw. */
-  | { t: "stop" };
+  | { t: "stop" }
+  /** Liveness probe: answered with `pong` whenever the isolate is not running code. */
+  | { t: "ping" };
 
 /** An image item as produced by `image()`/`generatedImage()`. */
 export interface CellImage {
@@ -81,7 +83,9 @@ export type CellOutput =
    */
   | { t: "result"; writes: [string, string][]; error?: string }
   /** Answer to `stop` (liveness handshake). */
-  | { t: "stopped" };
+  | { t: "stopped" }
+  /** Answer to `ping`; never forwarded to the host. */
+  | { t: "pong" };
 
 /** Posted once on `parentPort` when the bootstrap has booted and waits for its `start`. */
 export interface CellReady {

@@ -12,6 +12,7 @@
  *
  * @module
  */
+import process from "node:process";
 import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from "node:worker_threads";
 import { encodeFrame, readFrames } from "../proto/frame_codec.ts";
 import {
@@ -115,6 +116,10 @@ interface RunningCell {
   started: boolean;
   /** StopCell arrived before the cell was started: it never starts. */
   stopRequested: boolean;
+  /** `performance.now()` of the last message from the cell. */
+  lastSeen: number;
+  /** An unanswered ping: when it was sent and the process CPU time (µs) then. */
+  ping?: { at: number; cpu: number };
   exitReason: "normal" | "heap_limit" | "fault";
   exitDetail?: string;
 }
@@ -152,6 +157,8 @@ function forward(running: RunningCell, output: CellOutput): void {
       }
       sendCellEvent({ cellId, result: output.error === undefined ? {} : { errorText: output.error } });
       void endCell(running);
+      return;
+    case "pong":
       return;
     case "stopped":
       if (running.finished) return;
@@ -211,10 +218,15 @@ async function startCell(start: NonNullable<HostToWorker["startCell"]>): Promise
     exited: false,
     started: false,
     stopRequested: false,
+    lastSeen: performance.now(),
     exitReason: "normal",
   };
   cells.set(start.cellId, running);
-  channel.port1.on("message", (output: CellOutput) => forward(running, output));
+  channel.port1.on("message", (output: CellOutput) => {
+    running.lastSeen = performance.now();
+    running.ping = undefined;
+    forward(running, output);
+  });
   cell.worker.on("error", (error: Error & { code?: string }) => {
     if (error?.code === "ERR_WORKER_OUT_OF_MEMORY") running.exitReason = "heap_limit";
     else {
@@ -244,6 +256,75 @@ async function startCell(start: NonNullable<HostToWorker["startCell"]>): Promise
   };
   cell.worker.postMessage(message, [channel.port2]);
   running.started = true;
+  running.lastSeen = performance.now();
+  armWatchdog();
+}
+
+// ---- heap-limit watchdog --------------------------------------------------------------------------
+//
+// On Deno 2.9.6 a Worker that reaches its heap limit does not always end with
+// ERR_WORKER_OUT_OF_MEMORY (measured on a loaded 2-core machine: a few per cent of limit hits).
+// Two other outcomes were seen, and this watchdog turns both into the heap-limit exit:
+// - the thread *parks*: no CPU, no report, forever;
+// - the limit is *lifted*: the cell keeps allocating and the process grows by ~200 MiB/s.
+// A cell that has been silent for a while is pinged; an idle cell answers at once. A cell that does
+// not answer is running code, parked, or over its limit:
+// - parked: this whole process used almost no CPU for a second while the ping went unanswered;
+// - over its limit: the process's resident memory exceeds twice the heap limits of its running
+//   cells plus a fixed allowance, while the cell does not answer.
+// A cell spinning in synchronous code within its heap is neither; Terminate stops it.
+
+const SILENCE_MS = 500;
+const PARKED_WINDOW_MS = 1_000;
+const PARKED_CPU_SHARE = 0.02;
+/** Resident memory of the runtime itself, beyond its cells' heaps, before the limit check bites. */
+const RSS_ALLOWANCE_MB = 512;
+let watchdog: ReturnType<typeof setInterval> | undefined;
+
+function cpuMicros(): number {
+  const usage = process.cpuUsage();
+  return usage.user + usage.system;
+}
+
+function armWatchdog(): void {
+  watchdog ??= setInterval(checkParkedCells, 250);
+}
+
+function checkParkedCells(): void {
+  const now = performance.now();
+  let active = 0;
+  for (const running of cells.values()) if (running.started && !running.finished) active++;
+  const rssMb = Deno.memoryUsage().rss / 1_048_576;
+  const overBudget = rssMb > active * config.heapMb * 2 + RSS_ALLOWANCE_MB;
+  for (const running of cells.values()) {
+    if (!running.started || running.finished) continue;
+    if (overBudget && running.ping && now - running.ping.at >= SILENCE_MS) {
+      running.finished = true;
+      running.exitReason = "heap_limit";
+      void endCell(running);
+      continue;
+    }
+    if (!running.ping) {
+      if (now - running.lastSeen < SILENCE_MS) continue;
+      running.ping = { at: now, cpu: cpuMicros() };
+      running.cell.worker.postMessage({ t: "ping" } satisfies CellControl);
+      continue;
+    }
+    const elapsedMs = now - running.ping.at;
+    if (elapsedMs < PARKED_WINDOW_MS) continue;
+    const cpuMs = (cpuMicros() - running.ping.cpu) / 1000;
+    if (cpuMs < elapsedMs * PARKED_CPU_SHARE) {
+      running.finished = true;
+      running.exitReason = "heap_limit";
+      void endCell(running);
+    } else {
+      running.ping = undefined; // busy (spinning or another cell's work): look again later
+    }
+  }
+  if (active === 0 && watchdog !== undefined) {
+    clearInterval(watchdog);
+    watchdog = undefined;
+  }
 }
 
 function control(cellId: string, message: CellControl): void {

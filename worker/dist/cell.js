@@ -695,7 +695,11 @@ var CellRun = class {
   }
   /** Handles a control message other than `start`. */
   control(message) {
-    if (message.t === "stop") {
+    if (message.t === "ping") {
+      this.#post({
+        t: "pong"
+      });
+    } else if (message.t === "stop") {
       if (this.#phase === PHASE_RUNNING) this.#phase = PHASE_STOPPED;
       this.#clearHostTimers();
       this.#post({

@@ -3751,7 +3751,7 @@ var require_root = __commonJS({
         }
         return null;
       }
-      function process(filename2, source, depth) {
+      function process2(filename2, source, depth) {
         if (depth === void 0) depth = 0;
         try {
           if (depth > util.recursionLimit) throw Error("max depth exceeded");
@@ -3783,12 +3783,12 @@ var require_root = __commonJS({
         self2.files.push(filename2);
         if (filename2 in common) {
           if (sync) {
-            process(filename2, common[filename2], depth);
+            process2(filename2, common[filename2], depth);
           } else {
             ++queued;
             setTimeout(function() {
               --queued;
-              process(filename2, common[filename2], depth);
+              process2(filename2, common[filename2], depth);
             });
           }
           return;
@@ -3801,7 +3801,7 @@ var require_root = __commonJS({
             if (!weak) finish(err);
             return;
           }
-          process(filename2, source, depth);
+          process2(filename2, source, depth);
         } else {
           ++queued;
           self2.fetch(filename2, function(err, source2) {
@@ -3814,7 +3814,7 @@ var require_root = __commonJS({
               else if (!queued) finish(null, self2);
               return;
             }
-            process(filename2, source2, depth);
+            process2(filename2, source2, depth);
           });
         }
       }
@@ -6154,6 +6154,7 @@ var require__10 = __commonJS({
 });
 
 // worker/runtime.ts
+import process from "node:process";
 import { MessageChannel, receiveMessageOnPort, Worker } from "node:worker_threads";
 
 // proto/frame_codec.ts
@@ -6504,6 +6505,8 @@ function forward(running, output) {
       });
       void endCell(running);
       return;
+    case "pong":
+      return;
     case "stopped":
       if (running.finished) return;
       running.finished = true;
@@ -6555,10 +6558,15 @@ async function startCell(start) {
     exited: false,
     started: false,
     stopRequested: false,
+    lastSeen: performance.now(),
     exitReason: "normal"
   };
   cells.set(start.cellId, running);
-  channel.port1.on("message", (output) => forward(running, output));
+  channel.port1.on("message", (output) => {
+    running.lastSeen = performance.now();
+    running.ping = void 0;
+    forward(running, output);
+  });
   cell.worker.on("error", (error) => {
     if (error?.code === "ERR_WORKER_OUT_OF_MEMORY") running.exitReason = "heap_limit";
     else {
@@ -6594,6 +6602,61 @@ async function startCell(start) {
     channel.port2
   ]);
   running.started = true;
+  running.lastSeen = performance.now();
+  armWatchdog();
+}
+var SILENCE_MS = 500;
+var PARKED_WINDOW_MS = 1e3;
+var PARKED_CPU_SHARE = 0.02;
+var RSS_ALLOWANCE_MB = 512;
+var watchdog;
+function cpuMicros() {
+  const usage = process.cpuUsage();
+  return usage.user + usage.system;
+}
+function armWatchdog() {
+  watchdog ??= setInterval(checkParkedCells, 250);
+}
+function checkParkedCells() {
+  const now = performance.now();
+  let active = 0;
+  for (const running of cells.values()) if (running.started && !running.finished) active++;
+  const rssMb = Deno.memoryUsage().rss / 1048576;
+  const overBudget = rssMb > active * config.heapMb * 2 + RSS_ALLOWANCE_MB;
+  for (const running of cells.values()) {
+    if (!running.started || running.finished) continue;
+    if (overBudget && running.ping && now - running.ping.at >= SILENCE_MS) {
+      running.finished = true;
+      running.exitReason = "heap_limit";
+      void endCell(running);
+      continue;
+    }
+    if (!running.ping) {
+      if (now - running.lastSeen < SILENCE_MS) continue;
+      running.ping = {
+        at: now,
+        cpu: cpuMicros()
+      };
+      running.cell.worker.postMessage({
+        t: "ping"
+      });
+      continue;
+    }
+    const elapsedMs = now - running.ping.at;
+    if (elapsedMs < PARKED_WINDOW_MS) continue;
+    const cpuMs = (cpuMicros() - running.ping.cpu) / 1e3;
+    if (cpuMs < elapsedMs * PARKED_CPU_SHARE) {
+      running.finished = true;
+      running.exitReason = "heap_limit";
+      void endCell(running);
+    } else {
+      running.ping = void 0;
+    }
+  }
+  if (active === 0 && watchdog !== void 0) {
+    clearInterval(watchdog);
+    watchdog = void 0;
+  }
 }
 function control(cellId, message) {
   const running = cells.get(cellId);
