@@ -110,7 +110,11 @@ Deno.test("SIGTERM drains: leases end UNAVAILABLE, health turns NOT_SERVING, exi
     const b = await openSession(raw.client);
     a.pump();
     b.pump();
-    const spinning = execute(raw.client, a.id, "yield_control(); while (true) {}", { yieldTimeMs: 60_000 });
+    // yield_control() returns the Execute once the loop is running.
+    const spinning = await execute(raw.client, a.id, "yield_control(); while (true) {}", {
+      yieldTimeMs: 60_000,
+    });
+    assert.ok(spinning.outcome.yielded);
     await execute(raw.client, b.id, "await new Promise(() => {})", { yieldTimeMs: 1 });
     await eventually(() => runtimePids(host.child.pid).length >= 2, 5_000);
     const watch = health.watch({ service: "codex.code_mode.v1.CodeModeHost" })[Symbol.asyncIterator]();
@@ -126,8 +130,6 @@ Deno.test("SIGTERM drains: leases end UNAVAILABLE, health turns NOT_SERVING, exi
       assert.equal(end?.code, Status.UNAVAILABLE);
       assert.equal(end?.details, "code-mode host is shutting down");
     }
-    const { outcome } = await spinning.catch(() => ({ outcome: undefined }));
-    if (outcome) assert.ok(outcome.terminated || outcome.completed);
     assert.deepEqual(runtimePids(host.child.pid), []);
   } finally {
     healthChannel.close();
