@@ -33,6 +33,25 @@ async function observedForever(h: TestHost, s: OpenSession, source = FOREVER) {
   return { pending };
 }
 
+/**
+ * SPEC §3.4's table for closures: sets up an Execute awaiting its outcome (cell 1, which printed
+ * "drained") and a 60 s Wait on cell 2, runs `trigger`, and checks that the Execute gets
+ * `terminated` with the drained output and the Wait `CANCELLED` `code-mode session is closed`.
+ */
+async function assertClosureResults(h: TestHost, s: OpenSession, trigger: () => Promise<unknown> | void) {
+  const { pending: first } = await observedForever(h, s, `text("drained"); notify("ready"); ${FOREVER}`);
+  assert.ok(await notified(s, "ready"));
+  await execute(h.client, s.id, FOREVER, { yieldTimeMs: 1 });
+  const wait = grpcError(h.client.wait({ sessionId: s.id, cellId: "2", waitId: "w", yieldTimeMs: 60_000 }));
+  assert.ok(await inFlight(h, s.id, 2));
+  const triggered = trigger();
+  const { outcome } = await first;
+  assert.ok(outcome.terminated);
+  assert.deepEqual(texts(outcome), ["drained"]);
+  assert.deepEqual(await wait, { code: Status.CANCELLED, details: "code-mode session is closed" });
+  await triggered;
+}
+
 async function expectCrash(
   h: TestHost,
   s: OpenSession,
@@ -213,16 +232,7 @@ Deno.test("CloseSession: Execute gets terminated with drained output, Wait is ca
   await using h = await startHost({ warmSessions: 2 });
   const s = await openSession(h.client);
   s.pump();
-  const { pending: first } = await observedForever(h, s, `text("drained"); notify("ready"); ${FOREVER}`);
-  assert.ok(await notified(s, "ready"));
-  await execute(h.client, s.id, FOREVER, { yieldTimeMs: 1 });
-  const wait = grpcError(h.client.wait({ sessionId: s.id, cellId: "2", waitId: "w", yieldTimeMs: 60_000 }));
-  assert.ok(await inFlight(h, s.id, 2));
-  await h.client.closeSession({ sessionId: s.id });
-  const { outcome } = await first;
-  assert.ok(outcome.terminated);
-  assert.deepEqual(texts(outcome), ["drained"]);
-  assert.deepEqual(await wait, { code: Status.CANCELLED, details: "code-mode session is closed" });
+  await assertClosureResults(h, s, () => h.client.closeSession({ sessionId: s.id }));
   assert.equal((await grpcError(execute(h.client, s.id, "text(1)"))).code, Status.NOT_FOUND);
 
   const t = await openSession(h.client);
@@ -239,16 +249,7 @@ Deno.test("Cancelling the lease gives the Execute and the Wait the results of Cl
   await using h = await startHost({ warmSessions: 2 });
   const s = await openSession(h.client);
   s.pump();
-  const { pending: first } = await observedForever(h, s, `text("drained"); notify("ready"); ${FOREVER}`);
-  assert.ok(await notified(s, "ready"));
-  await execute(h.client, s.id, FOREVER, { yieldTimeMs: 1 });
-  const wait = grpcError(h.client.wait({ sessionId: s.id, cellId: "2", waitId: "w", yieldTimeMs: 60_000 }));
-  assert.ok(await inFlight(h, s.id, 2));
-  s.cancel();
-  const { outcome } = await first;
-  assert.ok(outcome.terminated);
-  assert.deepEqual(texts(outcome), ["drained"]);
-  assert.deepEqual(await wait, { code: Status.CANCELLED, details: "code-mode session is closed" });
+  await assertClosureResults(h, s, () => s.cancel());
 });
 
 Deno.test("An idle session is closed after idleSessionTimeoutMs; a running cell keeps it (scenario 21e)", async () => {
@@ -336,21 +337,11 @@ Deno.test("Host shutdown (what SIGTERM runs) gives the Execute and the Wait the 
   const h = await startHost({ warmSessions: 2 });
   const s = await openSession(h.client);
   s.pump();
-  const { pending: first } = await observedForever(h, s, `text("drained"); notify("ready"); ${FOREVER}`);
-  assert.ok(await notified(s, "ready"));
-  await execute(h.client, s.id, FOREVER, { yieldTimeMs: 1 });
-  const wait = grpcError(h.client.wait({ sessionId: s.id, cellId: "2", waitId: "w", yieldTimeMs: 60_000 }));
-  assert.ok(await inFlight(h, s.id, 2));
-  const shutdown = h.host.shutdown();
-  const { outcome } = await first;
-  assert.ok(outcome.terminated);
-  assert.deepEqual(texts(outcome), ["drained"]);
-  assert.deepEqual(await wait, { code: Status.CANCELLED, details: "code-mode session is closed" });
+  await assertClosureResults(h, s, () => h.host.shutdown());
   const end = await s.end;
   assert.deepEqual({ code: end?.code, details: end?.details }, {
     code: Status.UNAVAILABLE,
     details: "code-mode host is shutting down",
   });
-  await shutdown;
   await h[Symbol.asyncDispose]();
 });

@@ -135,30 +135,3 @@ Deno.test("A cell started after a commit sees it; a cell running before it keeps
   assert.deepEqual(texts((await early).outcome), ["1,1"]);
   assert.deepEqual((await run(h.client, s.id, 'text(load("k"))')).texts, ["2"]);
 });
-
-Deno.test("Yield, Wait, YieldObservation and Terminate of an awaiting cell", async () => {
-  await using h = await startHost();
-  await using s = await openSession(h.client);
-  const first = await execute(
-    h.client,
-    s.id,
-    'text("before"); yield_control(); text("after"); await new Promise(() => {})',
-    {
-      yieldTimeMs: 60_000,
-    },
-  );
-  assert.ok(first.outcome.yielded);
-  assert.deepEqual(texts(first.outcome), ["before"]);
-  const cellId = first.started.cellId;
-  const waited = await h.client.wait({ sessionId: s.id, cellId, waitId: "w1", yieldTimeMs: 100 });
-  assert.ok(waited.liveCell.yielded);
-  assert.deepEqual(texts(waited.liveCell), ["after"]);
-  const long = h.client.wait({ sessionId: s.id, cellId, waitId: "w2", yieldTimeMs: 60_000 });
-  assert.ok(await inFlight(h, s.id, 1));
-  await h.client.yieldObservation({ sessionId: s.id, waitId: "w2" });
-  assert.ok((await long).liveCell.yielded);
-  const terminated = await h.client.terminate({ sessionId: s.id, cellId });
-  assert.ok(terminated.liveCell.terminated);
-  const after = await h.client.wait({ sessionId: s.id, cellId, waitId: "w3", yieldTimeMs: 0 });
-  assert.equal(after.state, "missingCell");
-});
