@@ -12,7 +12,13 @@
  *
  * @module
  */
-export { createHost, type Host, type HostOptions, type HostState } from "./host/server.ts";
+export {
+  createHost,
+  type Host,
+  type HostOptions,
+  type HostState,
+  type RuntimeTestHook,
+} from "./host/server.ts";
 export { DEFAULT_LIMITS, type Limits, resolveLimits } from "./host/limits.ts";
 export { CodeModeError, type CodeModeErrorCode } from "./host/errors.ts";
 export { normalizeCodeModeIdentifier } from "./host/identifiers.ts";

@@ -14,7 +14,6 @@ import {
   fileDescriptorSet,
   publicProtoRoot,
 } from "../proto/loader.ts";
-import type { HostToWorker } from "../proto/worker_codec.ts";
 import { type Clock, realClock } from "./clock.ts";
 import { type Limits, resolveLimits } from "./limits.ts";
 import { Logger, type LogLevel } from "./log.ts";
@@ -55,7 +54,21 @@ export interface HostState {
   /** Runtime processes spawned so far. */
   readonly spawnCount: number;
   /** Test hook: injects a fault into a session's runtime (never reachable over gRPC). */
-  testHook(sessionId: string, hook: NonNullable<HostToWorker["testHook"]>): Promise<void>;
+  testHook(sessionId: string, hook: RuntimeTestHook): Promise<void>;
+}
+
+/** Fault injection for a session runtime, for the host's own tests (set exactly one field). */
+export interface RuntimeTestHook {
+  /** Write a frame that does not decode. */
+  garbageFrame?: boolean;
+  /** Allocate in the runtime's main isolate until V8 gives up. */
+  exhaustMainHeap?: boolean;
+  /** Delay handling StopCell by this many milliseconds. */
+  delayStopMs?: number;
+  /** End this cell's isolate as if its bootstrap had failed. */
+  faultCell?: string;
+  /** Report a RuntimeFault with this detail and exit. */
+  runtimeFault?: string;
 }
 
 /** A running host. */
