@@ -208,9 +208,11 @@ export function createCodeModeService(options: ServiceOptions): Record<string, u
           throw new CodeModeError("RESOURCE_EXHAUSTED", "code-mode host has too many active cells");
         }
         permits.push(hostPermit);
-        if (session.runningCells >= limits.maxActiveCellsPerSession) {
+        const sessionPermit = session.activeCells.tryAcquire();
+        if (!sessionPermit) {
           throw new CodeModeError("RESOURCE_EXHAUSTED", "code-mode session has too many active cells");
         }
+        permits.push(sessionPermit);
       } catch (error) {
         for (const p of permits) p.release();
         throw error;

@@ -18,7 +18,7 @@ import { CodeModeError } from "./errors.ts";
 import { LeaseQueue } from "./lease_queue.ts";
 import type { Limits } from "./limits.ts";
 import type { LogFields, Logger } from "./log.ts";
-import { type Permit, RecentIds } from "./permits.ts";
+import { type Permit, Permits, RecentIds } from "./permits.ts";
 import { crashReason, type RuntimeEnd, type RuntimeTransport } from "./runtime_transport.ts";
 import { checkCellSource } from "./source_check.ts";
 import { utf8Length } from "./validate.ts";
@@ -88,6 +88,8 @@ export class Session {
   readonly outputMode: number;
   readonly maxYieldTimeMs: bigint | undefined;
   readonly cellHeapMb: number;
+  /** Active-cell permits of this session (`maxActiveCellsPerSession`), held until `CellClosed`. */
+  readonly activeCells: Permits;
 
   #options: SessionOptions;
   #cellHost: CellHost;
@@ -126,6 +128,7 @@ export class Session {
     this.outputMode = options.outputMode;
     this.maxYieldTimeMs = options.maxYieldTimeMs;
     this.cellHeapMb = options.cellHeapMb;
+    this.activeCells = new Permits(options.limits.maxActiveCellsPerSession);
     const recent = options.limits.maxRecentIds;
     this.#recentExecutions = new RecentIds(recent);
     this.#recentWaits = new RecentIds(recent);
@@ -274,12 +277,17 @@ export class Session {
    * @returns the started (or already refused) cell
    */
   async startCell(request: StartRequest): Promise<Cell> {
-    this.ensureOpen();
-    if (this.#restarting) await this.#restarting;
-    this.ensureOpen();
-    const check = await checkCellSource(request.source);
-    this.ensureOpen();
-    if (this.#restarting) await this.#restarting;
+    let check: Awaited<ReturnType<typeof checkCellSource>>;
+    try {
+      this.ensureOpen();
+      check = await checkCellSource(request.source);
+      if (this.#restarting) await this.#restarting;
+      this.ensureOpen();
+    } catch (error) {
+      // The cell never started: it consumes no ID, and its permits go back (SPEC §4.8).
+      for (const permit of request.permits) permit.release();
+      throw error;
+    }
     // The yield timer of the initial observation starts here, as StartCell is sent (SPEC §4.1).
     const cell = new Cell({
       id: String(this.#nextCellId++),
