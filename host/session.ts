@@ -242,6 +242,7 @@ export class Session {
   #remove(): void {
     this.#options.onRemoved(this);
     this.#removed.resolve();
+    this.#options.log.debug("session closed", { session_id: this.id, session_ref: this.ref });
   }
 
   // ---- executions and cells ---------------------------------------------------------------------
