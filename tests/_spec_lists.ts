@@ -60,3 +60,17 @@ export const HELPER_FUNCTIONS: readonly string[] = [
   "clearTimeout",
   "yield_control",
 ];
+
+/** The globals scenario 55 of SPEC §12.5 checks are `undefined` in a cell. */
+export const SCENARIO_55_GLOBALS: readonly string[] = [
+  "Deno",
+  "fetch",
+  "WebSocket",
+  "Worker",
+  "Atomics",
+  "SharedArrayBuffer",
+  "WebAssembly",
+  "postMessage",
+  "self",
+  "navigator",
+];

@@ -2,7 +2,7 @@ import assert from "node:assert/strict";
 import { MessageChannel, type MessagePort, Worker } from "node:worker_threads";
 import type { CellControl, CellImage, CellOutput, CellTool } from "./cell_protocol.ts";
 import { CELL_EXIT_SENTINEL, CELL_GLOBAL_ALLOWLIST, CELL_HELPERS_FILE_NAME } from "./cell_bootstrap.ts";
-import { HELPER_FUNCTIONS, REMOVED_GLOBALS } from "../tests/_spec_lists.ts";
+import { HELPER_FUNCTIONS, REMOVED_GLOBALS, SCENARIO_55_GLOBALS } from "../tests/_spec_lists.ts";
 
 const BOOTSTRAP = new URL("./cell_bootstrap.ts", import.meta.url);
 const MAX_MESSAGE_BYTES = 67_108_864;
@@ -387,18 +387,7 @@ Deno.test("scenario 54: console is not a global", async () => {
 });
 
 Deno.test("scenario 55: runtime globals are undefined", async () => {
-  const names = [
-    "Deno",
-    "fetch",
-    "WebSocket",
-    "Worker",
-    "Atomics",
-    "SharedArrayBuffer",
-    "WebAssembly",
-    "postMessage",
-    "self",
-    "navigator",
-  ];
+  const names = SCENARIO_55_GLOBALS;
   const source = `text(JSON.stringify([${names.map((n) => `typeof ${n}`).join(", ")}]))`;
   assert.deepEqual(await texts(source), [JSON.stringify(names.map(() => "undefined"))]);
 });
