@@ -40,7 +40,6 @@ class CellHarness implements AsyncDisposable {
   #errors: (Error & { code?: unknown })[] = [];
   #firstErrorAt: number | undefined;
   #end = Promise.withResolvers<WorkerEnd>();
-  #lastMessageAt = performance.now();
 
   private constructor(worker: Worker) {
     this.#worker = worker;
@@ -78,7 +77,6 @@ class CellHarness implements AsyncDisposable {
     const { port1, port2 } = new MessageChannel();
     this.#port = port1;
     port1.on("message", (message: CellOutput) => {
-      this.#lastMessageAt = performance.now();
       if (message.t === "pong") return;
       if (message.t === "toolCall" && options.answer !== undefined) {
         const answer = options.answer(message);
@@ -96,11 +94,6 @@ class CellHarness implements AsyncDisposable {
       maxMessageBytes: options.maxMessageBytes ?? MAX_MESSAGE_BYTES,
       output: port2,
     }, [port2]);
-  }
-
-  /** Whether the cell has posted nothing (not even a `pong`) for `ms`. */
-  silentSince(ms: number): boolean {
-    return performance.now() - this.#lastMessageAt >= ms;
   }
 
   /** Posts a control message on the Worker. */
@@ -320,34 +313,62 @@ Deno.test("microtasks queued before completion still run; later timers and resul
 const EXHAUST_HEAP = "const a = []; while (true) a.push({ x: new Array(1000).fill(a.length) });";
 
 /**
- * Runs `source` in a Worker with a 16 MiB heap limit and asserts that the Worker reaches its limit:
- * it ends with an `error` event whose code is ERR_WORKER_OUT_OF_MEMORY, or (a Deno 2.9.6 race seen
- * on a few per cent of limit hits under load) it parks there and stops answering `ping`. The
- * session runtime turns a parked cell into the same heap-limit exit (its watchdog; see
- * `worker/runtime.ts` and `tests/crash_test.ts`). An allocation loop that kept all it allocated
- * cannot run for seconds under a 16 MiB limit, so silence here means parked, not busy.
+ * The probe behind {@link assertHeapLimitReached}: runs one cell in a Worker with a 16 MiB heap and
+ * prints `oom`, `parked` (silent for 2 s, not answering `ping`) or `running` (15 s guard).
  */
-async function assertHeapLimitReached(source: string, options: CellOptions = {}): Promise<void> {
-  await using cell = await CellHarness.open(BOOTSTRAP, 16);
-  cell.start(source, options);
-  const ended = cell.ended(15_000).then((end) => ({ kind: "ended" as const, end }));
-  const parked = (async () => {
-    // Answered pings (and other output) mean the cell is still running its own code.
-    for (let i = 0; i < 30; i++) {
-      await new Promise((r) => setTimeout(r, 500));
-      if (!cell.silentSince(2_000)) {
-        cell.send({ t: "ping" } as CellControl);
-        continue;
-      }
-      return { kind: "parked" as const };
-    }
-    return { kind: "running" as const };
-  })();
-  const outcome = await Promise.race([ended, parked]);
-  if (outcome.kind === "ended") {
-    assert.deepEqual(outcome.end.errors.map((e) => e.code), ["ERR_WORKER_OUT_OF_MEMORY"]);
-  } else {
-    assert.equal(outcome.kind, "parked", "the cell neither reached its heap limit nor parked");
+const HEAP_PROBE = `
+import { MessageChannel, Worker } from "node:worker_threads";
+const [bootstrap, source, toolsJson] = Deno.args;
+const worker = new Worker(new URL(bootstrap), { resourceLimits: { maxOldGenerationSizeMb: 16 } });
+await new Promise((resolve) => worker.once("message", resolve));
+const channel = new MessageChannel();
+let last = performance.now();
+channel.port1.on("message", (m) => {
+  last = performance.now();
+  if (m.t === "toolCall") worker.postMessage({ t: "toolResult", id: m.id, json: "1" });
+});
+const report = (word) => { console.log(word); Deno.exit(0); };
+worker.on("error", (e) => report(e.code === "ERR_WORKER_OUT_OF_MEMORY" ? "oom" : "error " + e.code));
+worker.postMessage({ t: "start", cellId: "1", source, tools: JSON.parse(toolsJson), store: [],
+  maxStoredValueBytes: 1048576, maxMessageBytes: 1048576, output: channel.port2 }, [channel.port2]);
+setInterval(() => {
+  if (performance.now() - last >= 2000) report("parked");
+  else worker.postMessage({ t: "ping" });
+}, 500);
+setTimeout(() => report("running"), 15000);
+`;
+
+/**
+ * Runs `source` in a Worker with a 16 MiB heap limit, in a process of its own, and asserts that the
+ * Worker reaches its limit: it ends with ERR_WORKER_OUT_OF_MEMORY, or (a Deno 2.9.6 race seen on a
+ * few per cent of limit hits under load) it parks there and stops answering `ping`. The session
+ * runtime turns a parked cell into the same heap-limit exit (its watchdog, `worker/runtime.ts`;
+ * end-to-end in `tests/crash_test.ts`). An allocation loop that keeps what it allocates cannot run
+ * for seconds under 16 MiB, so silence means parked. The probe runs out of process because a Worker
+ * whose limit Deno lifted allocates gigabytes, and tearing such a Worker down must not take the
+ * test runner with it.
+ */
+async function assertHeapLimitReached(source: string, tools: CellTool[] = []): Promise<void> {
+  const dir = await Deno.makeTempDir({ prefix: "cmh-heap-" });
+  try {
+    await Deno.writeTextFile(`${dir}/probe.js`, HEAP_PROBE);
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", "--no-config", `${dir}/probe.js`, BOOTSTRAP.href, source, JSON.stringify(tools)],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const word = new TextDecoder().decode(out.stdout).trim();
+    assert.equal(
+      out.code,
+      0,
+      `probe ended with ${out.code} ${out.signal}: ${new TextDecoder().decode(out.stderr)}`,
+    );
+    assert.ok(
+      word === "oom" || word === "parked",
+      `the cell neither reached its heap limit nor parked: ${word}`,
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
   }
 }
 
@@ -370,10 +391,7 @@ Deno.test("heap limit: exhausting the heap in .then of a resolved promise ends t
 });
 
 Deno.test("heap limit: exhausting the heap after a tool result ends the worker", async () => {
-  await assertHeapLimitReached(`await tools.x(); ${EXHAUST_HEAP}`, {
-    tools: [{ name: "x", description: "" }],
-    answer: () => ({ json: "1" }),
-  });
+  await assertHeapLimitReached(`await tools.x(); ${EXHAUST_HEAP}`, [{ name: "x", description: "" }]);
 });
 
 Deno.test("heap limit: exhausting the heap after a refused import() ends the worker", async () => {
