@@ -172,6 +172,8 @@ interface CellController {
   fireTimer: (id: number) => void;
   /** Settles tool call `id`: parse `payload` as JSON, or reject with it when `isError`. */
   deliver: (id: string, isError: boolean, payload: string) => void;
+  /** Installs `tools` and `ALL_TOOLS` and the size limits of the cell that is starting. */
+  configure: (toolsJson: string, maxMessageBytes: number, maxStoredValueBytes: number) => void;
 }
 
 /**
@@ -189,12 +191,13 @@ function createCellHelpers(
   bridgeTimer: CellBridges["timer"],
   bridgeFinish: CellBridges["finish"],
   allowlistJson: string,
-  toolsJson: string,
-  maxMessageBytes: number,
-  maxStoredValueBytes: number,
   cellFileName: string,
   helpersFileName: string,
 ): CellController {
+  // Set by `configure` when the cell starts (the context is built ahead, in the spare Worker).
+  let maxMessageBytes = 0;
+  let maxStoredValueBytes = 0;
+
   // Originals, captured before user code can replace them.
   const global = globalThis;
   const ReflectApply = Reflect.apply;
@@ -627,23 +630,6 @@ function createCellHelpers(
     if (allowed[names[i]] !== true) delete (global as Record<string, unknown>)[names[i]];
   }
 
-  const toolList: { name: string; description: string }[] = parse(toolsJson);
-  const tools: Record<string, unknown> = {};
-  for (let i = 0; i < toolList.length; i++) {
-    const toolName = toolList[i].name;
-    const tool = function (arg?: unknown): Promise<unknown> {
-      return callTool(toolName, arg);
-    };
-    defineProperty(tool, "name", { __proto__: null, value: toolName } as never);
-    defineProperty(tools, toolName, {
-      __proto__: null,
-      value: tool,
-      writable: true,
-      enumerable: true,
-      configurable: true,
-    } as never);
-  }
-
   const helpers: [string, unknown][] = [
     ["text", text],
     ["image", image],
@@ -655,17 +641,39 @@ function createCellHelpers(
     ["exit", exit],
     ["setTimeout", setTimeout],
     ["clearTimeout", clearTimeout],
-    ["tools", tools],
-    ["ALL_TOOLS", toolList],
   ];
-  for (let i = 0; i < helpers.length; i++) {
-    defineProperty(global, helpers[i][0], {
+  function installGlobal(name: string, value: unknown): void {
+    defineProperty(global, name, {
       __proto__: null,
-      value: helpers[i][1],
+      value,
       writable: true,
       enumerable: false,
       configurable: true,
     } as never);
+  }
+  for (let i = 0; i < helpers.length; i++) installGlobal(helpers[i][0], helpers[i][1]);
+
+  function configure(toolsJson: string, messageLimit: number, storedLimit: number): void {
+    maxMessageBytes = messageLimit;
+    maxStoredValueBytes = storedLimit;
+    const toolList: { name: string; description: string }[] = parse(toolsJson);
+    const tools: Record<string, unknown> = {};
+    for (let i = 0; i < toolList.length; i++) {
+      const toolName = toolList[i].name;
+      const tool = function (arg?: unknown): Promise<unknown> {
+        return callTool(toolName, arg);
+      };
+      defineProperty(tool, "name", { __proto__: null, value: toolName } as never);
+      defineProperty(tools, toolName, {
+        __proto__: null,
+        value: tool,
+        writable: true,
+        enumerable: true,
+        configurable: true,
+      } as never);
+    }
+    installGlobal("tools", tools);
+    installGlobal("ALL_TOOLS", toolList);
   }
 
   function run(fn: unknown): void {
@@ -732,17 +740,17 @@ function createCellHelpers(
     });
   }
 
-  return { run, fail, fireTimer, deliver };
+  return { run, fail, fireTimer, deliver, configure };
 }
 
 /** The outer-realm state of the one cell this isolate runs. */
 class CellRun {
-  #start: CellStart;
-  #output: MessagePort;
+  #start!: CellStart;
+  #output: MessagePort | undefined;
   #phase = PHASE_RUNNING;
   #hostTimers = new Map<number, ReturnType<typeof setHostTimer>>();
   #nextToolId = 0;
-  #view: Map<string, string>;
+  #view = new Map<string, string>();
   /** UTF-8 bytes of the view; computed on the first `store` (`-1` until then). */
   #viewBytes = -1;
   #writes = new Map<string, string>();
@@ -750,19 +758,13 @@ class CellRun {
   /** An `import()` was refused since the last drain (see `begin`). */
   #importRefused = false;
   #controller: CellController | undefined;
-
-  constructor(start: CellStart) {
-    this.#start = start;
-    this.#output = start.output;
-    this.#view = new Map(start.store);
-  }
+  #refuseImport!: (specifier: unknown) => Promise<never>;
 
   /**
-   * Builds the context and the helpers, posts `started`, and schedules the compilation and the one
-   * evaluation of the source in a macrotask of its own (see the module doc: heap limit).
+   * Builds the context and the helpers ahead of the cell, while this Worker waits as the session's
+   * spare: only `tools`, `ALL_TOOLS` and the limits depend on the cell (see `begin`).
    */
-  begin(): void {
-    const start = this.#start;
+  prepare(): void {
     const refuseImport = (specifier: unknown): Promise<never> => {
       // Deno settles the context's `import()` promise from the Worker's main microtask queue,
       // after the entry that called `import()` has drained the context: `#enter` then schedules
@@ -779,15 +781,12 @@ class CellRun {
       importModuleDynamically: refuseImport as never,
     });
     this.#context = context;
+    this.#refuseImport = refuseImport;
     const factory = vm.runInContext(
       `"use strict";(${createCellHelpers.toString()})`,
       context,
       { filename: CELL_HELPERS_FILE_NAME },
     ) as typeof createCellHelpers;
-    const tools = start.tools.map((tool: CellTool) => ({
-      name: String(tool.name),
-      description: String(tool.description),
-    }));
     const b = this.#bridges();
     this.#controller = factory(
       b.phase,
@@ -799,13 +798,29 @@ class CellRun {
       b.timer,
       b.finish,
       JSON.stringify(CELL_GLOBAL_ALLOWLIST),
-      JSON.stringify(tools),
-      start.maxMessageBytes,
-      start.maxStoredValueBytes,
       CELL_FILE_NAME,
       CELL_HELPERS_FILE_NAME,
     );
+  }
+
+  /**
+   * Starts the prepared cell: installs its tools and limits, posts `started`, and schedules the
+   * compilation and the one evaluation of the source in a macrotask of its own (module doc: heap
+   * limit).
+   *
+   * @param start the runtime's `start` message
+   */
+  begin(start: CellStart): void {
+    this.#start = start;
+    this.#output = start.output;
+    this.#view = new Map(start.store);
+    const tools = start.tools.map((tool: CellTool) => ({
+      name: String(tool.name),
+      description: String(tool.description),
+    }));
+    this.#controller!.configure(JSON.stringify(tools), start.maxMessageBytes, start.maxStoredValueBytes);
     this.#post({ t: "started" });
+    const refuseImport = this.#refuseImport;
     setHostImmediate(() => this.#evaluate(refuseImport));
   }
 
@@ -986,7 +1001,7 @@ class CellRun {
 
   #post(message: CellOutput): void {
     try {
-      this.#output.postMessage(message);
+      this.#output?.postMessage(message);
     } catch {
       // A closed port means the runtime has gone; nothing to report to.
     }
@@ -1011,13 +1026,16 @@ function describeCompileError(error: unknown): string {
 function boot(port: NonNullable<typeof parentPort>): void {
   // Unhandled rejections in the context never fail the cell (SPEC §5.2).
   process.on("unhandledRejection", () => {});
+  // The context and helpers are built before `ready`, so a spare Worker starts its cell at once.
+  const prepared = new CellRun();
+  prepared.prepare();
   let cell: CellRun | undefined;
   port.on("message", (message: CellControl) => {
     if (message === null || typeof message !== "object") return;
     if (message.t === "start") {
       if (cell !== undefined) return;
-      cell = new CellRun(message);
-      cell.begin();
+      cell = prepared;
+      cell.begin(message);
     } else {
       cell?.control(message);
     }

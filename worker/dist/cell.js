@@ -102,7 +102,9 @@ var MAX_HOST_TIMER_MS = 2147483647;
 var DRAIN_CONTEXT = new vm.Script("0", {
   filename: CELL_HELPERS_FILE_NAME
 });
-function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLength, bridgeLoad, bridgeStore, bridgeTimer, bridgeFinish, allowlistJson, toolsJson, maxMessageBytes, maxStoredValueBytes, cellFileName, helpersFileName) {
+function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLength, bridgeLoad, bridgeStore, bridgeTimer, bridgeFinish, allowlistJson, cellFileName, helpersFileName) {
+  let maxMessageBytes = 0;
+  let maxStoredValueBytes = 0;
   const global = globalThis;
   const ReflectApply = Reflect.apply;
   const defineProperty = Object.defineProperty;
@@ -476,25 +478,6 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
   for (let i = 0; i < names.length; i++) {
     if (allowed[names[i]] !== true) delete global[names[i]];
   }
-  const toolList = parse(toolsJson);
-  const tools = {};
-  for (let i = 0; i < toolList.length; i++) {
-    const toolName = toolList[i].name;
-    const tool = function(arg) {
-      return callTool(toolName, arg);
-    };
-    defineProperty(tool, "name", {
-      __proto__: null,
-      value: toolName
-    });
-    defineProperty(tools, toolName, {
-      __proto__: null,
-      value: tool,
-      writable: true,
-      enumerable: true,
-      configurable: true
-    });
-  }
   const helpers = [
     [
       "text",
@@ -535,24 +518,42 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
     [
       "clearTimeout",
       clearTimeout
-    ],
-    [
-      "tools",
-      tools
-    ],
-    [
-      "ALL_TOOLS",
-      toolList
     ]
   ];
-  for (let i = 0; i < helpers.length; i++) {
-    defineProperty(global, helpers[i][0], {
+  function installGlobal(name, value) {
+    defineProperty(global, name, {
       __proto__: null,
-      value: helpers[i][1],
+      value,
       writable: true,
       enumerable: false,
       configurable: true
     });
+  }
+  for (let i = 0; i < helpers.length; i++) installGlobal(helpers[i][0], helpers[i][1]);
+  function configure(toolsJson, messageLimit, storedLimit) {
+    maxMessageBytes = messageLimit;
+    maxStoredValueBytes = storedLimit;
+    const toolList = parse(toolsJson);
+    const tools = {};
+    for (let i = 0; i < toolList.length; i++) {
+      const toolName = toolList[i].name;
+      const tool = function(arg) {
+        return callTool(toolName, arg);
+      };
+      defineProperty(tool, "name", {
+        __proto__: null,
+        value: toolName
+      });
+      defineProperty(tools, toolName, {
+        __proto__: null,
+        value: tool,
+        writable: true,
+        enumerable: true,
+        configurable: true
+      });
+    }
+    installGlobal("tools", tools);
+    installGlobal("ALL_TOOLS", toolList);
   }
   function run(fn) {
     queueJob(() => {
@@ -618,7 +619,8 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
     run,
     fail,
     fireTimer,
-    deliver
+    deliver,
+    configure
   };
 }
 var CellRun = class {
@@ -627,7 +629,7 @@ var CellRun = class {
   #phase = PHASE_RUNNING;
   #hostTimers = /* @__PURE__ */ new Map();
   #nextToolId = 0;
-  #view;
+  #view = /* @__PURE__ */ new Map();
   /** UTF-8 bytes of the view; computed on the first `store` (`-1` until then). */
   #viewBytes = -1;
   #writes = /* @__PURE__ */ new Map();
@@ -635,17 +637,12 @@ var CellRun = class {
   /** An `import()` was refused since the last drain (see `begin`). */
   #importRefused = false;
   #controller;
-  constructor(start) {
-    this.#start = start;
-    this.#output = start.output;
-    this.#view = new Map(start.store);
-  }
+  #refuseImport;
   /**
-   * Builds the context and the helpers, posts `started`, and schedules the compilation and the one
-   * evaluation of the source in a macrotask of its own (see the module doc: heap limit).
+   * Builds the context and the helpers ahead of the cell, while this Worker waits as the session's
+   * spare: only `tools`, `ALL_TOOLS` and the limits depend on the cell (see `begin`).
    */
-  begin() {
-    const start = this.#start;
+  prepare() {
     const refuseImport = (specifier) => {
       this.#importRefused = true;
       return Promise.reject(`Unsupported import in exec: ${String(specifier)}`);
@@ -655,18 +652,33 @@ var CellRun = class {
       importModuleDynamically: refuseImport
     });
     this.#context = context;
+    this.#refuseImport = refuseImport;
     const factory = vm.runInContext(`"use strict";(${createCellHelpers.toString()})`, context, {
       filename: CELL_HELPERS_FILE_NAME
     });
+    const b = this.#bridges();
+    this.#controller = factory(b.phase, b.emit, b.callTool, b.byteLength, b.load, b.store, b.timer, b.finish, JSON.stringify(CELL_GLOBAL_ALLOWLIST), CELL_FILE_NAME, CELL_HELPERS_FILE_NAME);
+  }
+  /**
+   * Starts the prepared cell: installs its tools and limits, posts `started`, and schedules the
+   * compilation and the one evaluation of the source in a macrotask of its own (module doc: heap
+   * limit).
+   *
+   * @param start the runtime's `start` message
+   */
+  begin(start) {
+    this.#start = start;
+    this.#output = start.output;
+    this.#view = new Map(start.store);
     const tools = start.tools.map((tool) => ({
       name: String(tool.name),
       description: String(tool.description)
     }));
-    const b = this.#bridges();
-    this.#controller = factory(b.phase, b.emit, b.callTool, b.byteLength, b.load, b.store, b.timer, b.finish, JSON.stringify(CELL_GLOBAL_ALLOWLIST), JSON.stringify(tools), start.maxMessageBytes, start.maxStoredValueBytes, CELL_FILE_NAME, CELL_HELPERS_FILE_NAME);
+    this.#controller.configure(JSON.stringify(tools), start.maxMessageBytes, start.maxStoredValueBytes);
     this.#post({
       t: "started"
     });
+    const refuseImport = this.#refuseImport;
     setHostImmediate(() => this.#evaluate(refuseImport));
   }
   /** Compiles the source and evaluates it once; runs inside a macrotask. */
@@ -862,7 +874,7 @@ var CellRun = class {
   }
   #post(message) {
     try {
-      this.#output.postMessage(message);
+      this.#output?.postMessage(message);
     } catch {
     }
   }
@@ -880,13 +892,15 @@ function describeCompileError(error) {
 function boot(port) {
   process.on("unhandledRejection", () => {
   });
+  const prepared = new CellRun();
+  prepared.prepare();
   let cell;
   port.on("message", (message) => {
     if (message === null || typeof message !== "object") return;
     if (message.t === "start") {
       if (cell !== void 0) return;
-      cell = new CellRun(message);
-      cell.begin();
+      cell = prepared;
+      cell.begin(message);
     } else {
       cell?.control(message);
     }
