@@ -26,6 +26,7 @@ import {
 } from "./cell_actor.ts";
 import type { Clock } from "./clock.ts";
 import { CodeModeError } from "./errors.ts";
+import type { ToolDefinitionInfo } from "./tool_bridge.ts";
 
 /** A public `ContentItem` as a plain object for the encoder. */
 export type ContentItem =
@@ -131,6 +132,10 @@ export interface CellOptions {
   id: string;
   executionId: string;
   toolCallId: string;
+  /** The Execute's tool definitions by JS name (the last definition of a name wins). */
+  definitions?: ReadonlyMap<string, ToolDefinitionInfo>;
+  /** The Execute's `traceparent`, copied into its tool calls. */
+  traceparent?: string;
   host: CellHost;
   heapLimitMb: number;
   /** The Execute's initial observation: its yield time starts now. */
@@ -142,6 +147,10 @@ export class Cell {
   readonly id: string;
   readonly executionId: string;
   readonly toolCallId: string;
+  /** The Execute's tool definitions by JS name. */
+  readonly definitions: ReadonlyMap<string, ToolDefinitionInfo>;
+  /** The Execute's `traceparent`, if any. */
+  readonly traceparent: string | undefined;
   /** The initial (Execute) observation's outcome. */
   readonly initial: Promise<Outcome>;
 
@@ -153,12 +162,15 @@ export class Cell {
   #actorDone = false;
   #closed = false;
   #writes = new Map<string, string>();
+  #sequence = 0;
 
   /** @param options see {@link CellOptions} */
   constructor(options: CellOptions) {
     this.id = options.id;
     this.executionId = options.executionId;
     this.toolCallId = options.toolCallId;
+    this.definitions = options.definitions ?? new Map();
+    this.traceparent = options.traceparent;
     this.#host = options.host;
     this.#heapLimitMb = options.heapLimitMb;
     this.#events = new RuntimeEventChannel({ mode: options.host.mode });
@@ -196,6 +208,16 @@ export class Cell {
       },
     });
     this.initial = this.#settle(this.#actor.initial);
+  }
+
+  /** Allocates the execution's next tool-call `sequence` (1, 2, …). */
+  nextSequence(): number {
+    return ++this.#sequence;
+  }
+
+  /** The last `sequence` sent for this execution; 0 if none (`CellClosed`). */
+  get lastSequence(): number {
+    return this.#sequence;
   }
 
   /** Whether the cell's isolate is still running. */

@@ -18,6 +18,11 @@ export class LeaseQueue<T> {
     this.#capacity = capacity;
   }
 
+  /** Events queued and not yet taken. */
+  get size(): number {
+    return this.#items.length;
+  }
+
   /** Whether {@link LeaseQueue.end} was called. */
   get ended(): boolean {
     return this.#ended;

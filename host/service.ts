@@ -14,6 +14,7 @@ import type { Logger } from "./log.ts";
 import type { Permit } from "./permits.ts";
 import { OUTPUT_CLIENT, OUTPUT_SERVER, type Session } from "./session.ts";
 import type { SessionManager } from "./session_manager.ts";
+import type { Subscription, ToolDefinitionInfo, ToolNameInfo } from "./tool_bridge.ts";
 import { validateIdentifier } from "./validate.ts";
 
 // deno-lint-ignore no-explicit-any
@@ -107,23 +108,25 @@ export function createCodeModeService(options: ServiceOptions): Record<string, u
     };
   }
 
-  function unimplemented(name: string) {
-    return () => {
-      throw new ServerError(Status.UNIMPLEMENTED, `code-mode ${name} is not implemented by this build`);
-    };
+  function toolName(name: Message): ToolNameInfo {
+    validateIdentifier(name.name, "tool name", idBytes);
+    if (name.namespace !== undefined) {
+      validateIdentifier(name.namespace, "tool namespace", idBytes, { allowEmpty: true });
+      return { name: name.name, namespace: name.namespace };
+    }
+    return { name: name.name };
   }
 
-  function validateTools(tools: Message[] | undefined): { globalName: string; description: string }[] {
-    const out: { globalName: string; description: string }[] = [];
+  function validateTools(
+    tools: Message[] | undefined,
+  ): { globalName: string; description: string; definition: ToolDefinitionInfo }[] {
+    const out: { globalName: string; description: string; definition: ToolDefinitionInfo }[] = [];
     for (const def of tools ?? []) {
       validateIdentifier(def.name, "tool definition name", idBytes);
       if (!def.toolName) {
         throw new CodeModeError("INVALID_ARGUMENT", "tool definition is missing its tool name");
       }
-      validateIdentifier(def.toolName.name, "tool name", idBytes);
-      if (def.toolName.namespace !== undefined) {
-        validateIdentifier(def.toolName.namespace, "tool namespace", idBytes, { allowEmpty: true });
-      }
+      const name = toolName(def.toolName);
       if (def.kind !== 1 && def.kind !== 2) {
         throw new CodeModeError("INVALID_ARGUMENT", "tool definition has an invalid kind");
       }
@@ -139,7 +142,11 @@ export function createCodeModeService(options: ServiceOptions): Record<string, u
           );
         }
       }
-      out.push({ globalName: normalizeCodeModeIdentifier(def.name), description: def.description ?? "" });
+      out.push({
+        globalName: normalizeCodeModeIdentifier(def.name),
+        description: def.description ?? "",
+        definition: { toolName: name, kind: def.kind },
+      });
     }
     return out;
   }
@@ -233,7 +240,9 @@ export function createCodeModeService(options: ServiceOptions): Record<string, u
           executionId,
           toolCallId,
           source: request.source ?? "",
-          tools,
+          tools: tools.map(({ globalName, description }) => ({ globalName, description })),
+          definitions: new Map(tools.map((t) => [t.globalName, t.definition])),
+          traceparent: context.metadata.get("traceparent") ?? undefined,
           permits,
           initial: { yieldMs, yieldSignal, signal: context.signal },
         });
@@ -330,9 +339,9 @@ export function createCodeModeService(options: ServiceOptions): Record<string, u
 
     subscribeToToolCalls: streaming(async function* (request, context) {
       const session = manager.lookup(request.sessionId);
-      const permit = manager.permit("control");
-      let subscription: Disposable;
-      try {
+      let subscription: Subscription;
+      {
+        using _permit = manager.permit("control");
         const filters: Message[] = request.toolNames ?? [];
         if (filters.length > limits.maxToolFilters) {
           throw new CodeModeError(
@@ -340,26 +349,45 @@ export function createCodeModeService(options: ServiceOptions): Record<string, u
             `code-mode tool subscription exceeds ${limits.maxToolFilters} filters`,
           );
         }
-        for (const filter of filters) {
-          validateIdentifier(filter.name, "tool name", idBytes);
-          if (filter.namespace !== undefined) {
-            validateIdentifier(filter.namespace, "tool namespace", idBytes, { allowEmpty: true });
-          }
-        }
-        subscription = session.subscribe();
-      } finally {
-        permit.release();
+        const names: ToolNameInfo[] = filters.map((filter) => toolName(filter));
+        subscription = session.subscribe(names);
       }
-      using _subscription = subscription;
-      context.sendHeader();
-      // Tool calls are routed to subscriptions by the tool-call bridge (a later feature); the
-      // stream lives until the client cancels it or the session ends.
-      await Promise.race([
-        session.removed,
-        new Promise((resolve) => context.signal.addEventListener("abort", resolve, { once: true })),
-      ]);
-      yield* [];
+      try {
+        // Headers go out as soon as the subscription is registered (SPEC §7.6 rule 6).
+        context.sendHeader();
+        yield* subscription.stream(context.signal);
+      } finally {
+        session.unsubscribe(subscription);
+      }
     }),
-    completeToolCall: unimplemented("CompleteToolCall"),
+    completeToolCall: unary((request) => {
+      const session = manager.lookup(request.sessionId);
+      using _permit = manager.permit("control");
+      const invocationId = validateIdentifier(request.invocationId, "tool invocation ID", idBytes, {
+        uuid: true,
+      });
+      if (!session.issuedInvocation(invocationId)) {
+        throw new CodeModeError("NOT_FOUND", `unknown code-mode tool invocation ${invocationId}`);
+      }
+      if (request.outcome === "succeeded") {
+        const bytes: Uint8Array = request.succeeded.outputJson ?? new Uint8Array();
+        let text: string;
+        try {
+          text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+          JSON.parse(text);
+        } catch (error) {
+          throw new CodeModeError(
+            "INVALID_ARGUMENT",
+            `invalid code-mode tool output JSON: ${(error as Error).message}`,
+          );
+        }
+        session.completeToolCall(invocationId, { outputJson: text });
+      } else if (request.outcome === "failed") {
+        session.completeToolCall(invocationId, { failed: request.failed.message ?? "" });
+      } else {
+        throw new CodeModeError("INVALID_ARGUMENT", "tool completion is missing its outcome");
+      }
+      return Promise.resolve({});
+    }),
   };
 }

@@ -21,6 +21,13 @@ import type { LogFields, Logger } from "./log.ts";
 import { type Permit, Permits, RecentIds } from "./permits.ts";
 import { crashReason, type RuntimeEnd, type RuntimeTransport } from "./runtime_transport.ts";
 import { checkCellSource } from "./source_check.ts";
+import {
+  type Subscription,
+  ToolBridge,
+  type ToolDefinitionInfo,
+  type ToolNameInfo,
+  TooManySubscriptions,
+} from "./tool_bridge.ts";
 import { utf8Length } from "./validate.ts";
 
 /** Output truncation modes (the public enum numbers). */
@@ -59,6 +66,8 @@ export interface SessionOptions {
   onRemoved(session: Session): void;
   /** Obtains a replacement runtime for a runtime restart (SPEC §4.5). */
   replaceRuntime(): Promise<RuntimeTransport>;
+  /** Host-wide delegate permits (`maxPendingDelegateCalls`). */
+  hostDelegatePermits: Permits;
 }
 
 /** What an Execute needs to start a cell. */
@@ -71,6 +80,10 @@ export interface StartRequest {
   permits: Permit[];
   /** The initial observation: effective yield time, YieldObservation signal, and the stream's signal. */
   initial: { yieldMs: number; yieldSignal?: AbortSignal; signal?: AbortSignal };
+  /** The Execute's tool definitions by JS name (the last definition of a name wins). */
+  definitions?: ReadonlyMap<string, ToolDefinitionInfo>;
+  /** The Execute's `traceparent`. */
+  traceparent?: string;
 }
 
 interface ActiveWait {
@@ -112,7 +125,10 @@ export class Session {
   #recentWaits: RecentIds;
   #preYielded: RecentIds;
   #preCancelled: RecentIds;
-  #subscriptions = 0;
+  #bridge: ToolBridge;
+  #sessionDelegatePermits: Permits;
+  /** Aborts when closing begins or the session crashes. */
+  #closing = new AbortController();
   /** Set while a runtime restart obtains a replacement; StartCell waits for it. */
   #restarting: Promise<void> | undefined;
   #inFlight = 0;
@@ -135,6 +151,21 @@ export class Session {
     this.#preYielded = new RecentIds(recent);
     this.#preCancelled = new RecentIds(recent);
     this.#lease = new LeaseQueue(options.limits.leaseEventQueueCapacity);
+    this.#sessionDelegatePermits = new Permits(options.limits.maxPendingDelegateCallsPerSession);
+    this.#bridge = new ToolBridge({
+      sessionId: options.id,
+      maxMessageBytes: options.limits.maxMessageBytes,
+      maxRecentIds: options.limits.maxRecentIds,
+      maxSubscriptions: options.limits.maxSubscriptionsPerSession,
+      subscriptionQueueCapacity: options.limits.subscriptionQueueCapacity,
+      hostDelegatePermits: options.hostDelegatePermits,
+      sessionDelegatePermits: this.#sessionDelegatePermits,
+      isOpen: () => this.#state === "open",
+      closed: this.#closing.signal,
+      onCancelled: (invocationId) => {
+        this.#lease.push({ toolCallCancelled: { invocationId } });
+      },
+    });
     this.#lease.push({ opened: { sessionId: this.id, outputTruncation: this.outputMode } });
     this.#runtime = options.runtime;
     this.#attach(options.runtime);
@@ -233,9 +264,12 @@ export class Session {
       ? "code-mode V8 runtime thread panicked"
       : "code-mode V8 runtime thread ended unexpectedly";
     this.#options.log.error(`code-mode host session failed: ${reason}`, { session_ref: this.ref, ...fields });
+    this.#closing.abort();
     this.#remove();
+    const status = new ServerError(Status.INTERNAL, `${owner}: ${reason}`);
+    this.#bridge.closeAll(status);
     for (const cell of [...this.#running.values()]) cell.end();
-    this.#lease.end(new ServerError(Status.INTERNAL, `${owner}: ${reason}`));
+    this.#lease.end(status);
     this.#state = "closed";
   }
 
@@ -297,6 +331,8 @@ export class Session {
       host: this.#cellHost,
       heapLimitMb: this.cellHeapMb,
       initial: request.initial,
+      definitions: request.definitions,
+      traceparent: request.traceparent,
     });
     this.#cells.set(cell.id, cell);
     this.#running.set(cell.id, cell);
@@ -348,28 +384,59 @@ export class Session {
         if (this.#cells.get(cell.id) === cell) this.#cells.delete(cell.id);
       },
       closed: (cell) => this.#cellClosed(cell),
-      notify: (cell, text) => {
-        this.#lease.push({
-          notification: {
-            notificationId: crypto.randomUUID(),
-            executionId: cell.executionId,
-            cellId: cell.id,
-            callId: cell.toolCallId,
-            text,
-          },
-        });
-      },
-      invokeTool: async (cell, id) => {
-        // Tool subscriptions arrive with the tool-call bridge; until then nothing matches.
-        await this.#runtime.send({
-          toolResult: {
-            cellId: cell.id,
-            runtimeToolCallId: id,
-            errorMessage: "no code-mode tool subscription matches the requested tool",
-          },
-        }).catch(() => {});
+      notify: (cell, text) => this.#publishNotification(cell, text),
+      invokeTool: async (cell, id, name, inputJson, signal) => {
+        const result = await this.#bridge.dispatch({
+          executionId: cell.executionId,
+          cellId: cell.id,
+          runtimeToolCallId: id,
+          definition: cell.definitions.get(name),
+          inputJson,
+          traceparent: cell.traceparent,
+          nextSequence: () => cell.nextSequence(),
+        }, signal);
+        if (signal.aborted || !cell.running) return;
+        await this.#runtime.send({ toolResult: { cellId: cell.id, runtimeToolCallId: id, ...result } })
+          .catch(() => {});
       },
     };
+  }
+
+  /**
+   * Publishes a `notify()` on the lease (SPEC §7.8): it takes a delegate permit (else it is dropped
+   * and logged), and it never takes the lease's last places, which stay free for the `CellClosed`
+   * and `tool_call_cancelled` events of the cells (their producers do not wait).
+   */
+  #publishNotification(cell: Cell, text: string): void {
+    const host = this.#options.hostDelegatePermits.tryAcquire();
+    const session = host && this.#sessionDelegatePermits.tryAcquire();
+    try {
+      const reserve = Math.min(
+        this.#options.limits.maxActiveCellsPerSession * 2,
+        this.#options.limits.leaseEventQueueCapacity / 2,
+      );
+      const room = this.#lease.size < this.#options.limits.leaseEventQueueCapacity - reserve;
+      if (!host || !session || !room) {
+        this.#options.log.warn("code-mode notification dropped", {
+          session_ref: this.ref,
+          cell_id: cell.id,
+          error: !host || !session ? "no delegate permit" : "the lease is full",
+        });
+        return;
+      }
+      this.#lease.push({
+        notification: {
+          notificationId: crypto.randomUUID(),
+          executionId: cell.executionId,
+          cellId: cell.id,
+          callId: cell.toolCallId,
+          text,
+        },
+      });
+    } finally {
+      session?.release();
+      host?.release();
+    }
   }
 
   #cellClosed(cell: Cell): void {
@@ -382,7 +449,11 @@ export class Session {
       return;
     }
     const queued = this.#lease.push({
-      cellClosed: { executionId: cell.executionId, cellId: cell.id, finalToolCallSequence: 0 },
+      cellClosed: {
+        executionId: cell.executionId,
+        cellId: cell.id,
+        finalToolCallSequence: cell.lastSequence,
+      },
     });
     for (const permit of permits) permit.release();
     if (!queued && this.#state === "open") {
@@ -428,21 +499,44 @@ export class Session {
   /**
    * Registers a tool subscription (SPEC §7.6 rule 1).
    *
-   * @returns a handle that unregisters it
+   * @param filters its tool-name filters (already validated)
+   * @returns the subscription; pass it to {@link Session.unsubscribe} when its stream ends
    * @throws {CodeModeError} `RESOURCE_EXHAUSTED` beyond `maxSubscriptionsPerSession`
    */
-  subscribe(): Disposable {
-    if (this.#subscriptions >= this.#options.limits.maxSubscriptionsPerSession) {
-      throw new CodeModeError("RESOURCE_EXHAUSTED", "code-mode session has too many tool subscriptions");
+  subscribe(filters: readonly ToolNameInfo[]): Subscription {
+    try {
+      return this.#bridge.subscribe(filters);
+    } catch (error) {
+      if (error instanceof TooManySubscriptions) {
+        throw new CodeModeError("RESOURCE_EXHAUSTED", "code-mode session has too many tool subscriptions");
+      }
+      throw error;
     }
-    this.#subscriptions++;
-    let done = false;
-    return {
-      [Symbol.dispose]: () => {
-        if (!done) this.#subscriptions--;
-        done = true;
-      },
-    };
+  }
+
+  /**
+   * A subscription stream ended. If it held unanswered invocations, the whole session closes
+   * (SPEC §7.6 rule 5): replaying could run a tool twice, dropping would leave a sequence gap.
+   *
+   * @param subscription the subscription
+   */
+  unsubscribe(subscription: Subscription): void {
+    if (this.#bridge.unsubscribe(subscription) && this.#state === "open") void this.close("subscription");
+  }
+
+  /** Whether a tool invocation ID was ever issued in this session. */
+  issuedInvocation(invocationId: string): boolean {
+    return this.#bridge.issued(invocationId);
+  }
+
+  /**
+   * Delivers a `CompleteToolCall` result (ignored when already finished or cancelled).
+   *
+   * @param invocationId the invocation
+   * @param completion the output JSON text or the failure message
+   */
+  completeToolCall(invocationId: string, completion: { outputJson: string } | { failed: string }): void {
+    this.#bridge.complete(invocationId, completion);
   }
 
   /**
@@ -606,13 +700,18 @@ export class Session {
    * @param trigger what closed it; `shutdown` ends the lease `UNAVAILABLE`, `overflow` ends it
    *   `RESOURCE_EXHAUSTED`, anything else OK
    */
-  async close(trigger: "close" | "lease" | "shutdown" | "overflow" | "idle" = "close"): Promise<void> {
+  async close(
+    trigger: "close" | "lease" | "shutdown" | "overflow" | "idle" | "subscription" = "close",
+  ): Promise<void> {
     if (this.#state !== "open") return await this.#removed.promise;
     this.#state = "closing";
+    this.#closing.abort();
     this.#clearIdleTimer();
     if (this.#restarting) await this.#restarting;
     const closed = new CodeModeError("CANCELLED", CLOSED_MESSAGE);
     for (const wait of this.#activeWaits.values()) wait.cancel.abort(closed);
+    // Pending tool invocations are dropped and subscription streams end (SPEC §3.4 steps 4–5).
+    this.#bridge.closeAll();
     const terminations: Promise<Outcome | void>[] = [];
     for (const cell of this.#running.values()) {
       if (!cell.terminating) terminations.push(cell.terminate().catch(() => {}));

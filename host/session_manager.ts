@@ -47,6 +47,8 @@ export class SessionManager implements AsyncDisposable {
   readonly requests: Permits;
   readonly controls: Permits;
   readonly activeCells: Permits;
+  /** Host-wide delegate permits: outstanding tool invocations and notifications being published. */
+  readonly delegates: Permits;
 
   #options: SessionManagerOptions;
   #codec: WorkerCodec;
@@ -66,6 +68,7 @@ export class SessionManager implements AsyncDisposable {
     this.requests = new Permits(options.limits.maxInFlightRequests);
     this.controls = new Permits(options.limits.maxInFlightControlRequests);
     this.activeCells = new Permits(options.limits.maxActiveCells);
+    this.delegates = new Permits(options.limits.maxPendingDelegateCalls);
     this.#codec = createWorkerCodec(readProtoText(PROTO_FILES.worker));
     this.#refill();
   }
@@ -198,6 +201,7 @@ export class SessionManager implements AsyncDisposable {
       log: this.#options.log,
       clock: this.#options.clock,
       replaceRuntime: () => this.takeRuntime(),
+      hostDelegatePermits: this.delegates,
       onRemoved: (removed) => {
         if (this.#sessions.get(removed.id) === removed) this.#sessions.delete(removed.id);
         slot.release();
