@@ -99,6 +99,49 @@ const fmt = (ms: number) => ms.toFixed(2);
     `${(percentile(b2b, 50) / floorP50).toFixed(1)}×`,
   ]);
 
+  // Tool-call round trip: JS → subscription → CompleteToolCall → JS, measured as the interval
+  // between consecutive ToolCalls of a cell that calls a tool in a loop (one full round trip each).
+  {
+    const tools = await openSession(client);
+    const arrivals: number[] = [];
+    const subscription = client.subscribeToToolCalls({ sessionId: tools.id, toolNames: [] }, {
+      signal: AbortSignal.timeout(120_000),
+    });
+    const answering = (async () => {
+      try {
+        for await (const call of subscription) {
+          arrivals.push(performance.now());
+          await client.completeToolCall({
+            sessionId: tools.id,
+            invocationId: call.invocationId,
+            succeeded: { outputJson: new TextEncoder().encode("1") },
+          });
+        }
+      } catch { /* closed at the end */ }
+    })();
+    await pause(100);
+    const echo = { name: "echo", toolName: { name: "echo" }, description: "", kind: 1 };
+    for await (
+      const _ of client.execute({
+        sessionId: tools.id,
+        executionId: `tools-${++executions}`,
+        toolCallId: "c",
+        source: `for (let i = 0; i < ${Math.min(ROUNDS, 200) + 1}; i++) await tools.echo(i)`,
+        enabledTools: [echo],
+        yieldTimeMs: 120_000,
+      })
+    ) { /* drain */ }
+    const intervals = arrivals.slice(1).map((t, i) => t - arrivals[i]);
+    rows.push([
+      "tool-call round trip (JS → subscription → CompleteToolCall → JS)",
+      fmt(percentile(intervals, 50)),
+      fmt(percentile(intervals, 95)),
+      `${(percentile(intervals, 50) / floorP50).toFixed(1)}×`,
+    ]);
+    tools.close();
+    await answering;
+  }
+
   const terminateRow = async (label: string, source: string) => {
     const samples: number[] = [];
     for (let i = 0; i < 10; i++) {

@@ -353,7 +353,9 @@ export function createCodeModeService(options: ServiceOptions): Record<string, u
         subscription = session.subscribe(names);
       }
       try {
-        // Headers go out as soon as the subscription is registered (SPEC §7.6 rule 6).
+        // Headers go out as soon as the subscription is registered (SPEC §7.6 rule 6). nice-grpc
+        // sends no header block when it is empty, so name the event in one.
+        context.header.set("x-code-mode-subscription", "registered");
         context.sendHeader();
         yield* subscription.stream(context.signal);
       } finally {

@@ -149,7 +149,7 @@ export async function execute(
   sessionId: string,
   source: string,
   extra: Msg = {},
-  options: { signal?: AbortSignal } = {},
+  options: { signal?: AbortSignal; metadata?: Metadata } = {},
 ): Promise<ExecuteResult> {
   const events: Msg[] = [];
   const request = {
