@@ -1,6 +1,7 @@
 /**
- * The bounded event queue behind a session's lease stream (SPEC §3.2): events in order, a fixed
- * capacity, and an end that is either OK or a status error.
+ * The bounded queue behind a server stream: a session's lease (SPEC §3.2) and each tool
+ * subscription (SPEC §7.6). Items in order, a fixed capacity, and an end that is either OK or a
+ * status error.
  *
  * @module
  */
@@ -12,10 +13,20 @@ export class LeaseQueue<T> {
   #waiter: PromiseWithResolvers<void> | undefined;
   #ended = false;
   #error: unknown;
+  #onTake: (() => void) | undefined;
 
-  /** @param capacity events held at most */
-  constructor(capacity: number) {
+  /**
+   * @param capacity items held at most
+   * @param onTake called whenever the consumer takes an item (room was made)
+   */
+  constructor(capacity: number, onTake?: () => void) {
     this.#capacity = capacity;
+    this.#onTake = onTake;
+  }
+
+  /** Whether an item can be queued now. */
+  get hasSpace(): boolean {
+    return !this.#ended && this.#items.length < this.#capacity;
   }
 
   /** Events queued and not yet taken. */
@@ -64,7 +75,9 @@ export class LeaseQueue<T> {
     try {
       while (!signal?.aborted) {
         if (this.#items.length > 0) {
-          yield this.#items.shift()!;
+          const item = this.#items.shift()!;
+          this.#onTake?.();
+          yield item;
           continue;
         }
         if (this.#ended) {

@@ -12,6 +12,7 @@
  * @module
  */
 import { publicProtoRoot } from "../proto/loader.ts";
+import { LeaseQueue } from "./lease_queue.ts";
 import type { Permit, Permits } from "./permits.ts";
 import { RecentIds } from "./permits.ts";
 
@@ -62,12 +63,7 @@ export class Subscription {
   readonly filters: readonly ToolNameInfo[];
   /** Invocations sent on this subscription and not yet answered or cancelled. */
   readonly unanswered = new Set<string>();
-  #queue: ToolCallMessage[] = [];
-  #capacity: number;
-  #wake: PromiseWithResolvers<void> | undefined;
-  #ended = false;
-  #error: unknown;
-  #onSpace: () => void;
+  #queue: LeaseQueue<ToolCallMessage>;
 
   /**
    * @param filters the tool names it takes (empty: all)
@@ -76,18 +72,17 @@ export class Subscription {
    */
   constructor(filters: readonly ToolNameInfo[], capacity: number, onSpace: () => void) {
     this.filters = filters;
-    this.#capacity = capacity;
-    this.#onSpace = onSpace;
+    this.#queue = new LeaseQueue(capacity, onSpace);
   }
 
   /** Whether the subscription ended (client cancel or session end). */
   get ended(): boolean {
-    return this.#ended;
+    return this.#queue.ended;
   }
 
   /** Whether a call can be queued now. */
   get hasSpace(): boolean {
-    return !this.#ended && this.#queue.length < this.#capacity;
+    return this.#queue.hasSpace;
   }
 
   /**
@@ -105,19 +100,15 @@ export class Subscription {
   /** Queues a call (the caller checked {@link Subscription.hasSpace}). */
   push(message: ToolCallMessage): void {
     this.#queue.push(message);
-    this.#wake?.resolve();
   }
 
   /**
-   * Ends the stream after the queued calls (or at once with `error`).
+   * Ends the stream after the queued calls, then with `error` if one is given.
    *
    * @param error a status to end with; undefined for OK
    */
   end(error?: unknown): void {
-    if (this.#ended) return;
-    this.#ended = true;
-    this.#error = error;
-    this.#wake?.resolve();
+    this.#queue.end(error);
   }
 
   /**
@@ -125,28 +116,8 @@ export class Subscription {
    *
    * @param signal the client's cancellation
    */
-  async *stream(signal: AbortSignal): AsyncGenerator<ToolCallMessage> {
-    const onAbort = () => this.#wake?.resolve();
-    signal.addEventListener("abort", onAbort);
-    try {
-      while (!signal.aborted) {
-        if (this.#queue.length > 0 && !(this.#ended && this.#error !== undefined)) {
-          const next = this.#queue.shift();
-          this.#onSpace();
-          yield next;
-          continue;
-        }
-        if (this.#ended) {
-          if (this.#error !== undefined) throw this.#error;
-          return;
-        }
-        this.#wake = Promise.withResolvers<void>();
-        await this.#wake.promise;
-        this.#wake = undefined;
-      }
-    } finally {
-      signal.removeEventListener("abort", onAbort);
-    }
+  stream(signal: AbortSignal): AsyncGenerator<ToolCallMessage> {
+    return this.#queue.drain(signal);
   }
 }
 

@@ -33,7 +33,9 @@ function call(id: string, name = "echo"): DispatchRequest {
 }
 
 /** Takes the next queued call of a subscription without waiting. */
-async function take(stream: AsyncGenerator<unknown>): Promise<{ invocationId: string; runtimeToolCallId: string }> {
+async function take(
+  stream: AsyncGenerator<unknown>,
+): Promise<{ invocationId: string; runtimeToolCallId: string }> {
   return (await stream.next()).value as { invocationId: string; runtimeToolCallId: string };
 }
 
@@ -97,7 +99,9 @@ Deno.test("ToolBridge: dropping a subscription that owes results rejects them an
   const result = b.dispatch(call("tool-1"), new AbortController().signal);
   await take(stream);
   assert.equal(b.unsubscribe(sub), true);
-  assert.deepEqual(await result, { errorMessage: "code-mode tool subscription closed before returning tool output" });
+  assert.deepEqual(await result, {
+    errorMessage: "code-mode tool subscription closed before returning tool output",
+  });
   const idle = b.subscribe([]);
   assert.equal(b.unsubscribe(idle), false);
 });
