@@ -208,7 +208,9 @@ export function createCodeModeService(options: ServiceOptions): Record<string, u
       if (maxTokens !== undefined && maxTokens > MAX_SAFE) {
         throw new CodeModeError("INVALID_ARGUMENT", "maximum output tokens exceeds this platform");
       }
+      // Active-cell permits travel with the cell until its CellClosed; released here on refusal.
       const permits: Permit[] = [];
+      let yieldSignal: AbortSignal;
       try {
         const hostPermit = manager.activeCells.tryAcquire();
         if (!hostPermit) {
@@ -220,12 +222,6 @@ export function createCodeModeService(options: ServiceOptions): Record<string, u
           throw new CodeModeError("RESOURCE_EXHAUSTED", "code-mode session has too many active cells");
         }
         permits.push(sessionPermit);
-      } catch (error) {
-        for (const p of permits) p.release();
-        throw error;
-      }
-      let yieldSignal: AbortSignal;
-      try {
         yieldSignal = session.reserveExecution(executionId);
       } catch (error) {
         for (const p of permits) p.release();

@@ -28,7 +28,7 @@ import {
   type ToolNameInfo,
   TooManySubscriptions,
 } from "./tool_bridge.ts";
-import { utf8Length } from "./validate.ts";
+import { utf8ByteLength } from "../proto/output_collector.ts";
 
 /** Output truncation modes (the public enum numbers). */
 export const OUTPUT_CLIENT = 1;
@@ -474,8 +474,8 @@ export class Session {
     let size = this.#storeBytes;
     for (const [key, value] of writes) {
       const old = this.#store.get(key);
-      if (old !== undefined) size -= utf8Length(key) + utf8Length(old);
-      size += utf8Length(key) + utf8Length(value);
+      if (old !== undefined) size -= utf8ByteLength(key) + utf8ByteLength(old);
+      size += utf8ByteLength(key) + utf8ByteLength(value);
     }
     const cap = this.#options.limits.maxStoredValueBytes;
     const refused = size > cap ? `stored values exceed the ${cap}-byte session limit` : undefined;

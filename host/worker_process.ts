@@ -39,12 +39,6 @@ export interface WorkerProcessOptions {
 }
 
 let nextId = 0;
-let spawnCount = 0;
-
-/** Number of runtime processes spawned by this host process so far (a test hook). */
-export function workerSpawnCount(): number {
-  return spawnCount;
-}
 
 /** Keeps the last `capacity` bytes written to it. */
 class TailBuffer {
@@ -115,7 +109,6 @@ class WorkerProcess implements RuntimeTransport {
       workDir: this.#workDir,
       workerMainHeapMb: options.workerMainHeapMb,
     });
-    spawnCount++;
     this.#child = new Deno.Command(command.command, {
       args: command.args,
       env: command.env,

@@ -342,16 +342,13 @@ function stopCell(cellId: string): void {
     running.stopRequested = true;
     return;
   }
-  if (stopDelayMs > 0) {
-    setTimeout(() => {
-      if (running.finished) return;
-      drain(running);
-      running.cell.worker.postMessage({ t: "stop" } satisfies CellControl);
-    }, stopDelayMs);
-    return;
-  }
-  drain(running);
-  running.cell.worker.postMessage({ t: "stop" } satisfies CellControl);
+  const stop = () => {
+    if (running.finished) return;
+    drain(running);
+    running.cell.worker.postMessage({ t: "stop" } satisfies CellControl);
+  };
+  if (stopDelayMs > 0) setTimeout(stop, stopDelayMs);
+  else stop();
 }
 
 /** Fault injection for the host's tests (the host sends TestHook only through an internal API). */

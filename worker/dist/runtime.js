@@ -6671,20 +6671,15 @@ function stopCell(cellId) {
     running.stopRequested = true;
     return;
   }
-  if (stopDelayMs > 0) {
-    setTimeout(() => {
-      if (running.finished) return;
-      drain(running);
-      running.cell.worker.postMessage({
-        t: "stop"
-      });
-    }, stopDelayMs);
-    return;
-  }
-  drain(running);
-  running.cell.worker.postMessage({
-    t: "stop"
-  });
+  const stop = () => {
+    if (running.finished) return;
+    drain(running);
+    running.cell.worker.postMessage({
+      t: "stop"
+    });
+  };
+  if (stopDelayMs > 0) setTimeout(stop, stopDelayMs);
+  else stop();
 }
 function testHook(hook) {
   switch (hook.action) {
