@@ -3,20 +3,13 @@
  * the sources, so the subprocess never runs stale code.
  */
 import assert from "node:assert/strict";
+import { buildBundles, BUNDLES, normaliseBundle } from "./build.ts";
 
 Deno.test("worker/dist is up to date with the worker sources (run `deno task bundle`)", async () => {
   const out = await Deno.makeTempDir({ prefix: "cmh-bundle-" });
   try {
-    for (
-      const [entry, name] of [["worker/runtime.ts", "runtime.js"], ["worker/cell_bootstrap.ts", "cell.js"]]
-    ) {
-      const result = await new Deno.Command(Deno.execPath(), {
-        args: ["bundle", "--quiet", "--platform", "deno", "-o", `${out}/${name}`, entry],
-        cwd: new URL("..", import.meta.url).pathname,
-        stdout: "piped",
-        stderr: "piped",
-      }).output();
-      assert.equal(result.code, 0, new TextDecoder().decode(result.stderr));
+    await buildBundles(out);
+    for (const [, name] of BUNDLES) {
       const fresh = await Deno.readTextFile(`${out}/${name}`);
       const committed = await Deno.readTextFile(new URL(`./dist/${name}`, import.meta.url));
       assert.ok(fresh === committed, `worker/dist/${name} is stale: run \`deno task bundle\``);
@@ -24,4 +17,22 @@ Deno.test("worker/dist is up to date with the worker sources (run `deno task bun
   } finally {
     await Deno.remove(out, { recursive: true });
   }
+});
+
+Deno.test("bundle module paths do not name the machine's npm cache", () => {
+  const raw = [
+    "// ../../root/.cache/deno/npm/registry.npmjs.org/long/5.3.2/umd/index.js",
+    "// ../../../check/home/.cache/deno/npm/registry.npmjs.org/long/5.3.2/umd/index.js",
+    '  "../../root/.cache/deno/npm/registry.npmjs.org/long/5.3.2/umd/index.js"(exports, module) {',
+    "// worker/runtime.ts",
+  ].join("\n");
+  assert.equal(
+    normaliseBundle(raw),
+    [
+      "// npm:long/5.3.2/umd/index.js",
+      "// npm:long/5.3.2/umd/index.js",
+      '  "npm:long/5.3.2/umd/index.js"(exports, module) {',
+      "// worker/runtime.ts",
+    ].join("\n"),
+  );
 });

@@ -27,9 +27,9 @@ var __toESM = (mod, isNodeMode, target) => (target = mod != null ? __create(__ge
   mod
 ));
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/@protobufjs/aspromise/1.1.2/index.js
+// npm:@protobufjs/aspromise/1.1.2/index.js
 var require__ = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/@protobufjs/aspromise/1.1.2/index.js"(exports, module) {
+  "npm:@protobufjs/aspromise/1.1.2/index.js"(exports, module) {
     "use strict";
     module.exports = asPromise;
     function asPromise(fn, ctx) {
@@ -60,9 +60,9 @@ var require__ = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/@protobufjs/base64/1.1.2/index.js
+// npm:@protobufjs/base64/1.1.2/index.js
 var require__2 = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/@protobufjs/base64/1.1.2/index.js"(exports) {
+  "npm:@protobufjs/base64/1.1.2/index.js"(exports) {
     "use strict";
     var base64 = exports;
     base64.length = function length(string) {
@@ -152,9 +152,9 @@ var require__2 = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/@protobufjs/eventemitter/1.1.1/index.js
+// npm:@protobufjs/eventemitter/1.1.1/index.js
 var require__3 = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/@protobufjs/eventemitter/1.1.1/index.js"(exports, module) {
+  "npm:@protobufjs/eventemitter/1.1.1/index.js"(exports, module) {
     "use strict";
     module.exports = EventEmitter;
     function EventEmitter() {
@@ -192,9 +192,9 @@ var require__3 = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/@protobufjs/float/1.0.2/index.js
+// npm:@protobufjs/float/1.0.2/index.js
 var require__4 = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/@protobufjs/float/1.0.2/index.js"(exports, module) {
+  "npm:@protobufjs/float/1.0.2/index.js"(exports, module) {
     "use strict";
     module.exports = factory(factory);
     function factory(exports2) {
@@ -383,9 +383,9 @@ var require__4 = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/@protobufjs/utf8/1.1.2/index.js
+// npm:@protobufjs/utf8/1.1.2/index.js
 var require__5 = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/@protobufjs/utf8/1.1.2/index.js"(exports) {
+  "npm:@protobufjs/utf8/1.1.2/index.js"(exports) {
     "use strict";
     var utf8 = exports;
     var replacementCharCode = 65533;
@@ -462,9 +462,9 @@ var require__5 = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/@protobufjs/pool/1.1.0/index.js
+// npm:@protobufjs/pool/1.1.0/index.js
 var require__6 = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/@protobufjs/pool/1.1.0/index.js"(exports, module) {
+  "npm:@protobufjs/pool/1.1.0/index.js"(exports, module) {
     "use strict";
     module.exports = pool;
     function pool(alloc, slice, size) {
@@ -486,9 +486,9 @@ var require__6 = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/util/longbits.js
+// npm:protobufjs/7.6.6/src/util/longbits.js
 var require_longbits = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/util/longbits.js"(exports, module) {
+  "npm:protobufjs/7.6.6/src/util/longbits.js"(exports, module) {
     "use strict";
     module.exports = LongBits;
     var util = require_minimal();
@@ -572,9 +572,9 @@ var require_longbits = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/long/5.3.2/umd/index.js
+// npm:long/5.3.2/umd/index.js
 var require_umd = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/long/5.3.2/umd/index.js"(exports, module) {
+  "npm:long/5.3.2/umd/index.js"(exports, module) {
     (function(global2, factory) {
       function preferDefault(exports2) {
         return exports2.default || exports2;
@@ -1454,9 +1454,9 @@ var require_umd = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/util/minimal.js
+// npm:protobufjs/7.6.6/src/util/minimal.js
 var require_minimal = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/util/minimal.js"(exports) {
+  "npm:protobufjs/7.6.6/src/util/minimal.js"(exports) {
     "use strict";
     var util = exports;
     util.asPromise = require__();
@@ -1645,9 +1645,9 @@ var require_minimal = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/writer.js
+// npm:protobufjs/7.6.6/src/writer.js
 var require_writer = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/writer.js"(exports, module) {
+  "npm:protobufjs/7.6.6/src/writer.js"(exports, module) {
     "use strict";
     module.exports = Writer;
     var util = require_minimal();
@@ -1831,9 +1831,9 @@ var require_writer = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/writer_buffer.js
+// npm:protobufjs/7.6.6/src/writer_buffer.js
 var require_writer_buffer = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/writer_buffer.js"(exports, module) {
+  "npm:protobufjs/7.6.6/src/writer_buffer.js"(exports, module) {
     "use strict";
     module.exports = BufferWriter;
     var Writer = require_writer();
@@ -1873,9 +1873,9 @@ var require_writer_buffer = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/reader.js
+// npm:protobufjs/7.6.6/src/reader.js
 var require_reader = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/reader.js"(exports, module) {
+  "npm:protobufjs/7.6.6/src/reader.js"(exports, module) {
     "use strict";
     module.exports = Reader;
     var util = require_minimal();
@@ -2096,9 +2096,9 @@ var require_reader = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/reader_buffer.js
+// npm:protobufjs/7.6.6/src/reader_buffer.js
 var require_reader_buffer = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/reader_buffer.js"(exports, module) {
+  "npm:protobufjs/7.6.6/src/reader_buffer.js"(exports, module) {
     "use strict";
     module.exports = BufferReader;
     var Reader = require_reader();
@@ -2118,9 +2118,9 @@ var require_reader_buffer = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/rpc/service.js
+// npm:protobufjs/7.6.6/src/rpc/service.js
 var require_service = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/rpc/service.js"(exports, module) {
+  "npm:protobufjs/7.6.6/src/rpc/service.js"(exports, module) {
     "use strict";
     module.exports = Service;
     var util = require_minimal();
@@ -2185,26 +2185,26 @@ var require_service = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/rpc.js
+// npm:protobufjs/7.6.6/src/rpc.js
 var require_rpc = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/rpc.js"(exports) {
+  "npm:protobufjs/7.6.6/src/rpc.js"(exports) {
     "use strict";
     var rpc = exports;
     rpc.Service = require_service();
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/roots.js
+// npm:protobufjs/7.6.6/src/roots.js
 var require_roots = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/roots.js"(exports, module) {
+  "npm:protobufjs/7.6.6/src/roots.js"(exports, module) {
     "use strict";
     module.exports = /* @__PURE__ */ Object.create(null);
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/index-minimal.js
+// npm:protobufjs/7.6.6/src/index-minimal.js
 var require_index_minimal = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/index-minimal.js"(exports) {
+  "npm:protobufjs/7.6.6/src/index-minimal.js"(exports) {
     "use strict";
     var protobuf2 = exports;
     protobuf2.build = "minimal";
@@ -2225,9 +2225,9 @@ var require_index_minimal = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/@protobufjs/codegen/2.0.5/index.js
+// npm:@protobufjs/codegen/2.0.5/index.js
 var require__7 = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/@protobufjs/codegen/2.0.5/index.js"(exports, module) {
+  "npm:@protobufjs/codegen/2.0.5/index.js"(exports, module) {
     "use strict";
     module.exports = codegen;
     var reservedRe = /^(?:do|if|in|for|let|new|try|var|case|else|enum|eval|false|null|this|true|void|with|break|catch|class|const|super|throw|while|yield|delete|export|import|public|return|static|switch|typeof|default|extends|finally|package|private|continue|debugger|function|arguments|interface|protected|implements|instanceof)$/;
@@ -2292,9 +2292,9 @@ var require__7 = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/@protobufjs/fetch/1.1.1/util/fs.js
+// npm:@protobufjs/fetch/1.1.1/util/fs.js
 var require_fs = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/@protobufjs/fetch/1.1.1/util/fs.js"(exports, module) {
+  "npm:@protobufjs/fetch/1.1.1/util/fs.js"(exports, module) {
     "use strict";
     var fs = null;
     try {
@@ -2309,9 +2309,9 @@ var require_fs = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/@protobufjs/fetch/1.1.1/index.js
+// npm:@protobufjs/fetch/1.1.1/index.js
 var require__8 = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/@protobufjs/fetch/1.1.1/index.js"(exports, module) {
+  "npm:@protobufjs/fetch/1.1.1/index.js"(exports, module) {
     "use strict";
     module.exports = fetch;
     var asPromise = require__();
@@ -2352,9 +2352,9 @@ var require__8 = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/@protobufjs/path/1.1.2/index.js
+// npm:@protobufjs/path/1.1.2/index.js
 var require__9 = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/@protobufjs/path/1.1.2/index.js"(exports) {
+  "npm:@protobufjs/path/1.1.2/index.js"(exports) {
     "use strict";
     var path = exports;
     var isAbsolute = (
@@ -2397,9 +2397,9 @@ var require__9 = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/util/patterns.js
+// npm:protobufjs/7.6.6/src/util/patterns.js
 var require_patterns = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/util/patterns.js"(exports) {
+  "npm:protobufjs/7.6.6/src/util/patterns.js"(exports) {
     "use strict";
     var patterns = exports;
     patterns.numberRe = /^(?![eE])[0-9]*(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?$/;
@@ -2408,9 +2408,9 @@ var require_patterns = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/util/fs.js
+// npm:protobufjs/7.6.6/src/util/fs.js
 var require_fs2 = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/util/fs.js"(exports, module) {
+  "npm:protobufjs/7.6.6/src/util/fs.js"(exports, module) {
     "use strict";
     var fs = null;
     try {
@@ -2425,9 +2425,9 @@ var require_fs2 = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/namespace.js
+// npm:protobufjs/7.6.6/src/namespace.js
 var require_namespace = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/namespace.js"(exports, module) {
+  "npm:protobufjs/7.6.6/src/namespace.js"(exports, module) {
     "use strict";
     module.exports = Namespace;
     var ReflectionObject = require_object();
@@ -2676,9 +2676,9 @@ var require_namespace = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/mapfield.js
+// npm:protobufjs/7.6.6/src/mapfield.js
 var require_mapfield = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/mapfield.js"(exports, module) {
+  "npm:protobufjs/7.6.6/src/mapfield.js"(exports, module) {
     "use strict";
     module.exports = MapField;
     var Field = require_field();
@@ -2727,9 +2727,9 @@ var require_mapfield = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/method.js
+// npm:protobufjs/7.6.6/src/method.js
 var require_method = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/method.js"(exports, module) {
+  "npm:protobufjs/7.6.6/src/method.js"(exports, module) {
     "use strict";
     module.exports = Method;
     var ReflectionObject = require_object();
@@ -2791,9 +2791,9 @@ var require_method = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/service.js
+// npm:protobufjs/7.6.6/src/service.js
 var require_service2 = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/service.js"(exports, module) {
+  "npm:protobufjs/7.6.6/src/service.js"(exports, module) {
     "use strict";
     module.exports = Service;
     var Namespace = require_namespace();
@@ -2896,9 +2896,9 @@ var require_service2 = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/message.js
+// npm:protobufjs/7.6.6/src/message.js
 var require_message = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/message.js"(exports, module) {
+  "npm:protobufjs/7.6.6/src/message.js"(exports, module) {
     "use strict";
     module.exports = Message;
     var util = require_minimal();
@@ -2939,9 +2939,9 @@ var require_message = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/decoder.js
+// npm:protobufjs/7.6.6/src/decoder.js
 var require_decoder = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/decoder.js"(exports, module) {
+  "npm:protobufjs/7.6.6/src/decoder.js"(exports, module) {
     "use strict";
     module.exports = decoder;
     var Enum = require_enum();
@@ -2999,9 +2999,9 @@ var require_decoder = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/verifier.js
+// npm:protobufjs/7.6.6/src/verifier.js
 var require_verifier = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/verifier.js"(exports, module) {
+  "npm:protobufjs/7.6.6/src/verifier.js"(exports, module) {
     "use strict";
     module.exports = verifier;
     var Enum = require_enum();
@@ -3107,9 +3107,9 @@ var require_verifier = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/converter.js
+// npm:protobufjs/7.6.6/src/converter.js
 var require_converter = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/converter.js"(exports) {
+  "npm:protobufjs/7.6.6/src/converter.js"(exports) {
     "use strict";
     var converter = exports;
     var Enum = require_enum();
@@ -3318,9 +3318,9 @@ var require_converter = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/wrappers.js
+// npm:protobufjs/7.6.6/src/wrappers.js
 var require_wrappers = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/wrappers.js"(exports) {
+  "npm:protobufjs/7.6.6/src/wrappers.js"(exports) {
     "use strict";
     var wrappers = exports;
     var Message = require_message();
@@ -3373,9 +3373,9 @@ var require_wrappers = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/type.js
+// npm:protobufjs/7.6.6/src/type.js
 var require_type = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/type.js"(exports, module) {
+  "npm:protobufjs/7.6.6/src/type.js"(exports, module) {
     "use strict";
     module.exports = Type;
     var Namespace = require_namespace();
@@ -3688,9 +3688,9 @@ var require_type = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/root.js
+// npm:protobufjs/7.6.6/src/root.js
 var require_root = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/root.js"(exports, module) {
+  "npm:protobufjs/7.6.6/src/root.js"(exports, module) {
     "use strict";
     module.exports = Root;
     var Namespace = require_namespace();
@@ -3916,9 +3916,9 @@ var require_root = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/util.js
+// npm:protobufjs/7.6.6/src/util.js
 var require_util = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/util.js"(exports, module) {
+  "npm:protobufjs/7.6.6/src/util.js"(exports, module) {
     "use strict";
     var util = module.exports = require_minimal();
     var roots = require_roots();
@@ -4033,9 +4033,9 @@ var require_util = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/types.js
+// npm:protobufjs/7.6.6/src/types.js
 var require_types = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/types.js"(exports) {
+  "npm:protobufjs/7.6.6/src/types.js"(exports) {
     "use strict";
     var types = exports;
     var util = require_util();
@@ -4198,9 +4198,9 @@ var require_types = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/field.js
+// npm:protobufjs/7.6.6/src/field.js
 var require_field = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/field.js"(exports, module) {
+  "npm:protobufjs/7.6.6/src/field.js"(exports, module) {
     "use strict";
     module.exports = Field;
     var ReflectionObject = require_object();
@@ -4377,9 +4377,9 @@ var require_field = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/oneof.js
+// npm:protobufjs/7.6.6/src/oneof.js
 var require_oneof = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/oneof.js"(exports, module) {
+  "npm:protobufjs/7.6.6/src/oneof.js"(exports, module) {
     "use strict";
     module.exports = OneOf;
     var ReflectionObject = require_object();
@@ -4474,9 +4474,9 @@ var require_oneof = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/object.js
+// npm:protobufjs/7.6.6/src/object.js
 var require_object = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/object.js"(exports, module) {
+  "npm:protobufjs/7.6.6/src/object.js"(exports, module) {
     "use strict";
     module.exports = ReflectionObject;
     ReflectionObject.className = "ReflectionObject";
@@ -4682,9 +4682,9 @@ var require_object = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/enum.js
+// npm:protobufjs/7.6.6/src/enum.js
 var require_enum = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/enum.js"(exports, module) {
+  "npm:protobufjs/7.6.6/src/enum.js"(exports, module) {
     "use strict";
     module.exports = Enum;
     var ReflectionObject = require_object();
@@ -4777,9 +4777,9 @@ var require_enum = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/encoder.js
+// npm:protobufjs/7.6.6/src/encoder.js
 var require_encoder = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/encoder.js"(exports, module) {
+  "npm:protobufjs/7.6.6/src/encoder.js"(exports, module) {
     "use strict";
     module.exports = encoder;
     var Enum = require_enum();
@@ -4828,9 +4828,9 @@ var require_encoder = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/index-light.js
+// npm:protobufjs/7.6.6/src/index-light.js
 var require_index_light = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/index-light.js"(exports, module) {
+  "npm:protobufjs/7.6.6/src/index-light.js"(exports, module) {
     "use strict";
     var protobuf2 = module.exports = require_index_minimal();
     protobuf2.build = "light";
@@ -4872,9 +4872,9 @@ var require_index_light = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/tokenize.js
+// npm:protobufjs/7.6.6/src/tokenize.js
 var require_tokenize = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/tokenize.js"(exports, module) {
+  "npm:protobufjs/7.6.6/src/tokenize.js"(exports, module) {
     "use strict";
     module.exports = tokenize;
     var delimRe = /[\s{}=;:[\],'"()<>]/g;
@@ -5108,9 +5108,9 @@ var require_tokenize = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/parse.js
+// npm:protobufjs/7.6.6/src/parse.js
 var require_parse = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/parse.js"(exports, module) {
+  "npm:protobufjs/7.6.6/src/parse.js"(exports, module) {
     "use strict";
     module.exports = parse;
     parse.filename = null;
@@ -5790,9 +5790,9 @@ var require_parse = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/common.js
+// npm:protobufjs/7.6.6/src/common.js
 var require_common = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/common.js"(exports, module) {
+  "npm:protobufjs/7.6.6/src/common.js"(exports, module) {
     "use strict";
     module.exports = common;
     var commonRe = /\/|\./;
@@ -6132,9 +6132,9 @@ var require_common = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/index.js
+// npm:protobufjs/7.6.6/src/index.js
 var require_src = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/src/index.js"(exports, module) {
+  "npm:protobufjs/7.6.6/src/index.js"(exports, module) {
     "use strict";
     var protobuf2 = module.exports = require_index_light();
     protobuf2.build = "full";
@@ -6145,9 +6145,9 @@ var require_src = __commonJS({
   }
 });
 
-// ../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/index.js
+// npm:protobufjs/7.6.6/index.js
 var require__10 = __commonJS({
-  "../../root/.cache/deno/npm/registry.npmjs.org/protobufjs/7.6.6/index.js"(exports, module) {
+  "npm:protobufjs/7.6.6/index.js"(exports, module) {
     "use strict";
     module.exports = require_src();
   }
