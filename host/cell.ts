@@ -2,8 +2,14 @@
  * One cell as the session sees it: a thin adapter between the session runtime's frames and the
  * cell actor of SPEC §4.12 (`cell_actor.ts`), which owns the observation semantics.
  *
- * - Runtime frames become actor runtime events in order; the frame reader never waits (Client
- *   mode queues are unbounded; Server-mode credits arrive with the output feature).
+ * - Runtime frames become actor runtime events in order; the frame reader never waits. Output
+ *   credit goes back to the runtime (SPEC §8.10): in Client mode as each counted event arrives, in
+ *   Server mode as the actor takes it from its bounded queue (an event that does not fit waits
+ *   there as the cell's one blocked send).
+ * - Outcomes leave through the mode's pipeline (SPEC §8.3–§8.5): Client mode renders the window
+ *   as it is, and an outcome too large for one gRPC message fails `RESOURCE_EXHAUSTED` and is
+ *   re-buffered with a one-line replacement; Server mode adds the `Script error:` item at commit,
+ *   truncates to the cell's token budget and caps `error_text`.
  * - The isolate's exit (or its runtime's end) is the actor's end-of-stream, with the reason that
  *   selects the A9 error text (heap limit, runtime restart, or the default).
  * - `CellClosed` is emitted once both the actor has ended and the isolate has stopped.
@@ -11,7 +17,21 @@
  * @module
  */
 import type { WireCellEvent, WireItem } from "../proto/worker_codec.ts";
-import type { OutputItem, OutputMode } from "../proto/output_collector.ts";
+import {
+  contentItemEncodedBytes,
+  createOutputCollector,
+  diagnosticErrorText,
+  type ErrorText,
+  errorTextBytes,
+  errorTextString,
+  type OutputCollector,
+  type OutputItem,
+  type OutputMode,
+  type PushedItem,
+  utf8ByteLength,
+  varintBytes,
+} from "../proto/output_collector.ts";
+import { truncateEntries } from "../proto/token_truncation.ts";
 import {
   CellActorError,
   type CellActorHandle,
@@ -23,6 +43,7 @@ import {
   type RuntimeEvent,
   RuntimeEventChannel,
   startCellActor,
+  type TerminalEvent,
 } from "./cell_actor.ts";
 import type { Clock } from "./clock.ts";
 import { CodeModeError } from "./errors.ts";
@@ -45,6 +66,12 @@ export interface Outcome {
 export interface CellHost {
   clock: Clock;
   mode: OutputMode;
+  /** `maxMessageBytes`: the largest outcome a Client-mode observation can send. */
+  maxMessageBytes: number;
+  /** Server mode: the cell's event queue bounds (`outputEventQueueCapacity`, `…Bytes`). */
+  queue: { capacity: number; bytes: number };
+  /** Returns output credit for the cell's next `events` counted events (a `Credit` frame). */
+  credit(cell: Cell, events: number): void;
   /** Commits the cell's writes atomically with its completion; see `CellActorHost`. */
   commit(
     writes: Map<string, string>,
@@ -72,12 +99,12 @@ export interface CellHost {
 const DETAILS: Record<string, number> = { auto: 1, low: 2, high: 3, original: 4 };
 
 /**
- * Converts a runtime content item to an output item.
+ * Converts a runtime content item to an item for the collector.
  *
  * @param item the item from the frame
- * @returns the output item, or `undefined` for an item that carries no content
+ * @returns the item, or `undefined` for an item that carries no content
  */
-export function toOutputItem(item: WireItem): OutputItem | undefined {
+export function toPushedItem(item: WireItem): PushedItem | undefined {
   if ("text" in item) return { type: "text", text: item.text };
   if ("image" in item) {
     const detail = (item.image.detail in DETAILS ? item.image.detail : "high") as
@@ -88,7 +115,14 @@ export function toOutputItem(item: WireItem): OutputItem | undefined {
     return { type: "image", imageUrl: item.image.imageUrl, detail };
   }
   if ("audioUrl" in item) return { type: "audio", audioUrl: item.audioUrl };
-  if ("trimmedText" in item) return { type: "text", text: item.trimmedText.head + item.trimmedText.tail };
+  if ("trimmedText" in item) {
+    const t = item.trimmedText;
+    return { type: "trimmedText", head: t.head ?? "", tail: t.tail ?? "", totalBytes: Number(t.totalBytes) };
+  }
+  if ("droppedMedia" in item) {
+    const m = item.droppedMedia;
+    return { type: "droppedMedia", kind: m.kind === "audio" ? "audio" : "image", bytes: Number(m.bytes) };
+  }
   return undefined;
 }
 
@@ -108,15 +142,90 @@ export function toContentItems(items: OutputItem[]): ContentItem[] {
   );
 }
 
-function toOutcome(event: CellEvent): Outcome {
-  const items = toContentItems(event.content.render());
+/** `defaultMaxOutputTokens` of SPEC §2.8. */
+export const DEFAULT_MAX_OUTPUT_TOKENS = 10_000;
+
+/** The `Script error:` item of a Server-mode completion with an error (SPEC §8.4 step 2). */
+function scriptErrorItem(error: ErrorText): PushedItem {
+  const prefix = "Script error:\n";
+  return typeof error === "string"
+    ? { type: "text", text: prefix + error }
+    : { type: "trimmedText", head: prefix + error.head, tail: error.tail, totalBytes: 14 + error.totalBytes };
+}
+
+/**
+ * The content of a Server-mode outcome: the bounded window, token-truncated (SPEC §8.4 step 3).
+ *
+ * @param content the window
+ * @param maxTokens the cell's budget `T`
+ * @returns wire content items
+ */
+export function serverContent(content: OutputCollector, maxTokens: number): ContentItem[] {
+  return toContentItems(truncateEntries(content.entries(), maxTokens));
+}
+
+/**
+ * The content of a Server-mode `missing_cell` (SPEC §4.11): the `Script error:` item alone,
+ * through the collector and truncation with the default budget.
+ *
+ * @param errorText the missing cell's error text
+ * @returns wire content items
+ */
+export function serverMissingCellContent(errorText: string): ContentItem[] {
+  const content = createOutputCollector("server");
+  content.push(scriptErrorItem(errorText));
+  return serverContent(content, DEFAULT_MAX_OUTPUT_TOKENS);
+}
+
+function toOutcome(event: CellEvent, mode: OutputMode, maxTokens: number): Outcome {
+  const items = mode === "server"
+    ? serverContent(event.content, maxTokens)
+    : toContentItems(event.content.render());
   if (event.type === "completed") {
-    return event.errorText === undefined
-      ? { kind: "completed", items }
-      : { kind: "completed", items, errorText: event.errorText };
+    if (event.errorText === undefined) return { kind: "completed", items };
+    const errorText = mode === "server"
+      ? diagnosticErrorText(event.errorText)
+      : errorTextString(event.errorText);
+    return { kind: "completed", items, errorText };
   }
   if (event.type === "pending") return { kind: "yielded", items };
   return { kind: event.type, items };
+}
+
+/**
+ * The encoded size of the response that carries an outcome: an `ExecuteEvent.outcome` or a
+ * `WaitResponse.live_cell` (both one-byte tags around an `ExecutionOutcome`).
+ *
+ * @param cellId the outcome's `cell_id`
+ * @param contentBytes the encoded `content_items` ({@link OutputCollector.encodedBytes})
+ * @param event the outcome kind and error text
+ * @param durationNs `code_mode_host_duration_ns`
+ * @returns the response's size in bytes
+ */
+export function outcomeResponseBytes(
+  cellId: string,
+  contentBytes: number,
+  event: { type: CellEvent["type"]; errorText?: ErrorText },
+  durationNs: number,
+): number {
+  const field = (n: number) => 1 + varintBytes(n) + n;
+  let oneof = field(0);
+  if (event.type === "completed" && event.errorText !== undefined) {
+    oneof = field(field(errorTextBytes(event.errorText)));
+  }
+  const outcome = field(utf8ByteLength(cellId)) + contentBytes + oneof + 1 + varintBytes(durationNs);
+  return field(outcome);
+}
+
+/**
+ * The text that replaces an undeliverable Client-mode window (SPEC §8.3).
+ *
+ * @param bytes the encoded size of the response that could not be sent
+ * @param limit `maxMessageBytes`
+ * @returns the replacement text
+ */
+export function droppedOutputText(bytes: number, limit: number): string {
+  return `[Code Mode output dropped: ${bytes} bytes exceeded the ${limit}-byte gRPC message limit]`;
 }
 
 /** Maps actor refusals to the SPEC statuses. */
@@ -138,9 +247,20 @@ export interface CellOptions {
   traceparent?: string;
   host: CellHost;
   heapLimitMb: number;
-  /** The Execute's initial observation: its yield time starts now. */
-  initial: { yieldMs: number; yieldSignal?: AbortSignal; signal?: AbortSignal };
+  /** The Execute's initial observation: its yield time starts now; `startedAt` is the RPC's start. */
+  initial: { yieldMs: number; yieldSignal?: AbortSignal; signal?: AbortSignal; startedAt?: number };
+  /** Server mode: the Execute's `max_output_tokens`. Default `defaultMaxOutputTokens` (10,000). */
+  maxOutputTokens?: number;
 }
+
+/** The runtime events that consume output credit (SPEC §8.10). */
+const COUNTED = new Set<string>([
+  "contentItem",
+  "yieldRequested",
+  "toolCall",
+  "toolResultConsumed",
+  "notify",
+]);
 
 /** The session-side handle of one cell. */
 export class Cell {
@@ -163,6 +283,9 @@ export class Cell {
   #closed = false;
   #writes = new Map<string, string>();
   #sequence = 0;
+  #maxTokens: number;
+  #unacked = 0;
+  #creditQueued = false;
 
   /** @param options see {@link CellOptions} */
   constructor(options: CellOptions) {
@@ -173,10 +296,22 @@ export class Cell {
     this.traceparent = options.traceparent;
     this.#host = options.host;
     this.#heapLimitMb = options.heapLimitMb;
-    this.#events = new RuntimeEventChannel({ mode: options.host.mode });
+    this.#maxTokens = options.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS;
+    const server = options.host.mode === "server";
+    this.#events = new RuntimeEventChannel({
+      mode: options.host.mode,
+      capacity: options.host.queue.capacity,
+      bytes: options.host.queue.bytes,
+      onTake: server ? (entry) => COUNTED.has(entry.type) && this.#ack() : undefined,
+    });
     this.#actor = startCellActor({
       host: {
-        commitCompletion: (writes, buildEvent, state) => options.host.commit(writes, buildEvent, state),
+        commitCompletion: (writes, buildEvent, state) =>
+          options.host.commit(writes, () => {
+            const event = buildEvent();
+            if (server && event.errorText !== undefined) event.content.push(scriptErrorItem(event.errorText));
+            return event;
+          }, state),
         notify: (_callId, text) => {
           options.host.notify(this, text);
           return Promise.resolve();
@@ -197,6 +332,7 @@ export class Cell {
       },
       events: this.#events,
       mode: options.host.mode,
+      outputLimits: { maxMessageBytes: options.host.maxMessageBytes },
       clock: options.host.clock,
       cellId: options.id,
       initialObserve: {
@@ -207,7 +343,20 @@ export class Cell {
         if (control === "terminate" && !this.#ended) options.host.stop(this);
       },
     });
-    this.initial = this.#settle(this.#actor.initial);
+    this.initial = this.#settle(this.#actor.initial, options.initial.startedAt);
+  }
+
+  /** One counted event acknowledged; the credit goes back in one frame per burst. */
+  #ack(): void {
+    this.#unacked++;
+    if (this.#creditQueued) return;
+    this.#creditQueued = true;
+    queueMicrotask(() => {
+      this.#creditQueued = false;
+      const events = this.#unacked;
+      this.#unacked = 0;
+      if (events > 0 && !this.#ended) this.#host.credit(this, events);
+    });
   }
 
   /** Allocates the execution's next tool-call `sequence` (1, 2, …). */
@@ -230,15 +379,47 @@ export class Cell {
     return this.#actor.state.terminationClaimed;
   }
 
-  async #settle(promise: Promise<CellEvent>): Promise<Outcome> {
+  async #settle(promise: Promise<CellEvent>, startedAt = performance.now()): Promise<Outcome> {
     let event: CellEvent;
     try {
       event = await promise;
     } catch (error) {
       throw toStatus(error);
     }
+    if (this.#host.mode === "client") this.#checkSize(event, startedAt);
     if (event.type === "completed" || event.type === "terminated") this.#host.forget(this);
-    return toOutcome(event);
+    return toOutcome(event, this.#host.mode, this.#maxTokens);
+  }
+
+  /**
+   * SPEC §8.3: an outcome too large for one message is not sent. Its window is replaced by one
+   * line naming the size, the outcome is re-buffered with it (a window in front of later output, a
+   * terminal outcome for the next observation or Terminate), and the observation fails.
+   */
+  #checkSize(event: CellEvent, startedAt: number): void {
+    const limit = this.#host.maxMessageBytes;
+    const durationNs = Math.max(0, Math.round((performance.now() - startedAt) * 1e6));
+    const size = outcomeResponseBytes(this.id, event.content.encodedBytes, event, durationNs);
+    if (size <= limit) return;
+    const content = createOutputCollector("client", { maxMessageBytes: limit });
+    content.push({ type: "text", text: droppedOutputText(size, limit) });
+    if (event.type === "yielded" || event.type === "pending") {
+      this.#actor.restoreOutput(content);
+    } else {
+      let replacement: TerminalEvent = { type: "terminated", content };
+      if (event.type === "completed") {
+        const { errorText } = event;
+        const rebuilt = { ...event, content };
+        const fits = errorText === undefined ||
+          outcomeResponseBytes(this.id, content.encodedBytes, rebuilt, durationNs) <= limit;
+        replacement = fits ? rebuilt : { ...rebuilt, errorText: diagnosticErrorText(errorText!) };
+      }
+      this.#actor.state.rebuffer(event, replacement);
+    }
+    throw new CodeModeError(
+      "RESOURCE_EXHAUSTED",
+      `code-mode execution outcome exceeds the ${limit}-byte gRPC message limit`,
+    );
   }
 
   /**
@@ -254,7 +435,7 @@ export class Cell {
         runtimeEvent = { type: "started" };
         break;
       case "contentItem": {
-        const item = toOutputItem(event.contentItem!);
+        const item = toPushedItem(event.contentItem!);
         if (item) runtimeEvent = { type: "contentItem", item };
         break;
       }
@@ -288,8 +469,9 @@ export class Cell {
         return;
       case "result": {
         const r = event.result!;
-        const errorText = r.errorText ??
-          (r.trimmedError ? r.trimmedError.head + r.trimmedError.tail : undefined);
+        const t = r.trimmedError;
+        const errorText: ErrorText | undefined = r.errorText ??
+          (t ? { head: t.head ?? "", tail: t.tail ?? "", totalBytes: Number(t.totalBytes) } : undefined);
         runtimeEvent = errorText === undefined
           ? { type: "result", storedValueWrites: this.#writes }
           : { type: "result", storedValueWrites: this.#writes, errorText };
@@ -303,7 +485,13 @@ export class Cell {
         return;
       }
     }
-    if (runtimeEvent) this.#events.trySend(runtimeEvent);
+    if (this.#host.mode === "client" || !runtimeEvent) {
+      if (COUNTED.has(event.event ?? "")) this.#ack();
+      if (runtimeEvent) this.#events.trySend(runtimeEvent);
+      return;
+    }
+    // Server mode: an event that does not fit waits as the blocked send; credit returns on take.
+    void this.#events.send(runtimeEvent);
   }
 
   /**
@@ -338,27 +526,31 @@ export class Cell {
    * Observes the cell until it yields, completes or is terminated.
    *
    * @param yieldMs the effective yield time (already capped and clamped)
-   * @param options `signal`: the caller went away (nothing is consumed); `yieldSignal`: yield early
+   * @param options `signal`: the caller went away (nothing is consumed); `yieldSignal`: yield early;
+   *   `startedAt`: the RPC's `performance.now()` at its start (for the size of its response)
    * @returns the outcome
    * @throws {CodeModeError} `FAILED_PRECONDITION` when another observer is attached or a termination runs
    */
   observe(
     yieldMs: number,
-    options: { signal?: AbortSignal; yieldSignal?: AbortSignal } = {},
+    options: { signal?: AbortSignal; yieldSignal?: AbortSignal; startedAt?: number } = {},
   ): Promise<Outcome> {
     return this.#settle(
       this.#actor.observe(ObserveMode.yieldAfter(yieldMs, options.yieldSignal), { signal: options.signal }),
+      options.startedAt,
     );
   }
 
   /**
    * Terminates the cell and returns its final outcome (SPEC §4.5).
    *
+   * @param startedAt the Terminate's `performance.now()` at its start (for the size of its response)
    * @returns `terminated` with the drained output, or the committed natural completion
-   * @throws {CodeModeError} `FAILED_PRECONDITION` `exec cell {id} is already terminating`
+   * @throws {CodeModeError} `FAILED_PRECONDITION` `exec cell {id} is already terminating`;
+   *   `RESOURCE_EXHAUSTED` when the outcome is too large to send (Client mode)
    */
-  terminate(): Promise<Outcome> {
-    return this.#settle(this.#actor.terminate());
+  terminate(startedAt?: number): Promise<Outcome> {
+    return this.#settle(this.#actor.terminate(), startedAt);
   }
 
   /** Resolves once the actor has ended. */

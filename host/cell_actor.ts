@@ -22,10 +22,11 @@ import { type Clock, MAX_TIMER_MS } from "./clock.ts";
 export type { Clock } from "./clock.ts";
 import {
   createOutputCollector,
+  type ErrorText,
   type OutputCollector,
-  type OutputItem,
   type OutputLimits,
   type OutputMode,
+  type PushedItem,
   utf8ByteLength,
 } from "../proto/output_collector.ts";
 
@@ -52,13 +53,13 @@ export interface CellToolCall {
 /** One event of a cell's runtime, in order (SPEC §4.12). */
 export type RuntimeEvent =
   | { type: "started" }
-  | { type: "contentItem"; item: OutputItem }
+  | { type: "contentItem"; item: PushedItem }
   | { type: "yieldRequested" }
   | ({ type: "toolCall" } & CellToolCall)
   | { type: "toolResultConsumed"; id: string }
   | { type: "notify"; callId: string; text: string }
   | { type: "pending" }
-  | { type: "result"; storedValueWrites: Map<string, string>; errorText?: string }
+  | { type: "result"; storedValueWrites: Map<string, string>; errorText?: ErrorText }
   | { type: "threadPanicked" };
 
 /** Why a runtime event stream ended; each maps to an A9 error text. */
@@ -114,6 +115,8 @@ export interface RuntimeEventChannelOptions {
   capacity?: number;
   /** Server mode: queued payload bytes at most (`outputEventQueueBytes`). Default 2,097,152. */
   bytes?: number;
+  /** Called with every entry the consumer takes, in order (the host returns output credit). */
+  onTake?: (entry: ChannelEntry) => void;
 }
 
 /**
@@ -135,9 +138,19 @@ export function eventPayloadBytes(event: RuntimeEvent): number {
   switch (event.type) {
     case "contentItem": {
       const item = event.item;
-      return utf8ByteLength(
-        item.type === "text" ? item.text : item.type === "image" ? item.imageUrl : item.audioUrl,
-      );
+      switch (item.type) {
+        case "text":
+          return utf8ByteLength(item.text);
+        case "image":
+          return utf8ByteLength(item.imageUrl);
+        case "audio":
+          return utf8ByteLength(item.audioUrl);
+        case "trimmedText":
+          return utf8ByteLength(item.head) + utf8ByteLength(item.tail);
+        case "droppedMedia":
+          return 0;
+      }
+      break;
     }
     case "notify":
       return utf8ByteLength(event.text);
@@ -187,6 +200,7 @@ export class RuntimeEventChannel {
   #ended = false;
   #closed = false;
   #onReady: (() => void) | undefined;
+  readonly #onTake: ((entry: ChannelEntry) => void) | undefined;
 
   /**
    * Creates an empty channel.
@@ -197,6 +211,7 @@ export class RuntimeEventChannel {
     this.#bounded = options.mode === "server";
     this.#capacity = options.capacity ?? 128;
     this.#maxBytes = options.bytes ?? 2_097_152;
+    this.#onTake = options.onTake;
   }
 
   /** Events queued and not yet taken. */
@@ -287,6 +302,7 @@ export class RuntimeEventChannel {
       this.#accept(w.entry, w.bytes);
       w.resolve(true);
     }
+    this.#onTake?.(entry);
     return entry;
   }
 
@@ -317,11 +333,14 @@ export class RuntimeEventChannel {
 export type CellEvent =
   | { type: "yielded"; content: OutputCollector }
   | { type: "pending"; content: OutputCollector; pendingToolCallIds: string[] }
-  | { type: "completed"; content: OutputCollector; resultBufferedForMs: number; errorText?: string }
+  | { type: "completed"; content: OutputCollector; resultBufferedForMs: number; errorText?: ErrorText }
   | { type: "terminated"; content: OutputCollector };
 
 /** The `completed` cell event. */
 export type CompletedEvent = Extract<CellEvent, { type: "completed" }>;
+
+/** A terminal cell event: `completed` or `terminated`. */
+export type TerminalEvent = Extract<CellEvent, { type: "completed" | "terminated" }>;
 
 /** The kinds of {@link CellActorError}. */
 export type CellActorErrorKind = "busy" | "alreadyTerminating" | "closed";
@@ -438,7 +457,7 @@ export interface CellStateOptions {
 export class CellState {
   readonly #clock: Clock;
   readonly #cellId: string | undefined;
-  #completion: { event: CompletedEvent; committedAt: number; buffered: boolean } | undefined;
+  #completion: { event: TerminalEvent; committedAt: number; buffered: boolean } | undefined;
   #claim: PromiseWithResolvers<CellEvent> | undefined;
   #terminalDelivered = false;
   #terminal: CellEvent | undefined;
@@ -491,10 +510,31 @@ export class CellState {
     return "committed";
   }
 
-  #completedNow(): CompletedEvent {
+  #completedNow(): TerminalEvent {
     const c = this.#completion!;
+    if (c.event.type !== "completed") return { ...c.event };
     const resultBufferedForMs = c.buffered ? Math.max(0, this.#clock.now() - c.committedAt) : 0;
     return { ...c.event, resultBufferedForMs };
+  }
+
+  /**
+   * A delivered terminal outcome could not be sent after all (Client mode: it exceeded the gRPC
+   * message limit, SPEC §8.3): `replacement` is buffered like a committed completion, so the next
+   * observation or Terminate receives it. Repeating it for the same delivery changes nothing.
+   *
+   * @param delivered the terminal event that was handed out
+   * @param replacement what to deliver instead
+   */
+  rebuffer(delivered: CellEvent, replacement: TerminalEvent): void {
+    if (this.#terminal !== delivered) return;
+    this.#completion = {
+      event: replacement,
+      committedAt: this.#completion?.committedAt ?? this.#clock.now(),
+      buffered: true,
+    };
+    this.#terminal = undefined;
+    this.#terminalDelivered = false;
+    this.#claim = undefined;
   }
 
   /**
@@ -670,6 +710,13 @@ export interface CellActorHandle {
    * @returns `terminated`, or the committed completion; rejects `alreadyTerminating` or `closed`
    */
   terminate(): Promise<CellEvent>;
+  /**
+   * Puts a delivered `yielded`/`pending` window back in front of the current one: the outcome
+   * could not be sent after all (Client mode, SPEC §8.3).
+   *
+   * @param content the window to restore (possibly a replacement of the delivered one)
+   */
+  restoreOutput(content: OutputCollector): void;
 }
 
 interface Observer {
@@ -798,6 +845,7 @@ class CellActor {
       done,
       observe: (mode, opts) => this.#observe(mode, opts?.signal),
       terminate: () => this.#state.requestTermination(),
+      restoreOutput: (content) => this.#output.restore(content),
     };
   }
 
@@ -1041,7 +1089,7 @@ class CellActor {
   /** A5/A9: cleanup, commit, deliver. */
   async #complete(
     writes: Map<string, string>,
-    errorText: string | undefined,
+    errorText: ErrorText | undefined,
     fromResult: boolean,
   ): Promise<"completed" | "end" | "terminate"> {
     await Promise.allSettled([...this.#notifications]);

@@ -6,7 +6,7 @@
  */
 import type { CallContext } from "nice-grpc";
 import { ServerError, Status } from "nice-grpc";
-import type { Outcome } from "./cell.ts";
+import { type Outcome, serverMissingCellContent } from "./cell.ts";
 import { MAX_TIMER_MS } from "./clock.ts";
 import { CodeModeError, toServerError } from "./errors.ts";
 import { normalizeCodeModeIdentifier } from "./identifiers.ts";
@@ -55,12 +55,14 @@ function wireOutcome(cellId: string, outcome: Outcome, start: number): Message {
   return result;
 }
 
-function missingCell(cellId: string, start: number): Message {
+/** SPEC §4.11; a Server-mode session also gets the `Script error:` item (§8.4). */
+function missingCell(cellId: string, session: Session, start: number): Message {
+  const errorText = `exec cell ${cellId} not found`;
   return {
     missingCell: {
       cellId,
-      contentItems: [],
-      completed: { errorText: `exec cell ${cellId} not found` },
+      contentItems: session.outputMode === OUTPUT_SERVER ? serverMissingCellContent(errorText) : [],
+      completed: { errorText },
       codeModeHostDurationNs: nanosSince(start),
     },
   };
@@ -240,7 +242,11 @@ export function createCodeModeService(options: ServiceOptions): Record<string, u
           definitions: new Map(tools.map((t) => [t.globalName, t.definition])),
           traceparent: context.metadata.get("traceparent") ?? undefined,
           permits,
-          initial: { yieldMs, yieldSignal, signal: context.signal },
+          initial: { yieldMs, yieldSignal, signal: context.signal, startedAt: start },
+          // B = 4·T stays exact in a double up to 2^51 tokens; larger budgets never truncate anyway.
+          maxOutputTokens: maxTokens === undefined
+            ? undefined
+            : Number(maxTokens > 2n ** 50n ? 2n ** 50n : maxTokens),
         });
         yield { started: { executionId, cellId: cell.id } };
         let outcome: Outcome;
@@ -270,13 +276,15 @@ export function createCodeModeService(options: ServiceOptions): Record<string, u
       const wait = session.registerWait(waitId);
       try {
         const cell = session.cell(cellId);
-        if (!cell) return missingCell(cellId, start);
+        if (!cell) return missingCell(cellId, session, start);
         if (wait.cancel.aborted) throw wait.cancel.reason;
         const signal = AbortSignal.any([context.signal, wait.cancel]);
         const yieldMs = effectiveYield(u64(request.yieldTimeMs) ?? 0n, session);
         let outcome: Outcome;
         try {
-          outcome = await session.track(() => cell.observe(yieldMs, { signal, yieldSignal: wait.yieldNow }));
+          outcome = await session.track(() =>
+            cell.observe(yieldMs, { signal, yieldSignal: wait.yieldNow, startedAt: start })
+          );
         } catch (error) {
           if (wait.cancel.aborted) throw wait.cancel.reason;
           if (isAbort(error, context.signal)) {
@@ -297,8 +305,8 @@ export function createCodeModeService(options: ServiceOptions): Record<string, u
       using _permit = manager.permit("request");
       session.ensureOpen();
       const cell = session.cell(cellId);
-      if (!cell) return missingCell(cellId, start);
-      const outcome = await session.track(() => cell.terminate());
+      if (!cell) return missingCell(cellId, session, start);
+      const outcome = await session.track(() => cell.terminate(start));
       return { liveCell: wireOutcome(cellId, outcome, start) };
     }),
 

@@ -78,8 +78,10 @@ export interface StartRequest {
   tools: { globalName: string; description: string }[];
   /** Active-cell permits, released when the cell's `CellClosed` is queued. */
   permits: Permit[];
-  /** The initial observation: effective yield time, YieldObservation signal, and the stream's signal. */
-  initial: { yieldMs: number; yieldSignal?: AbortSignal; signal?: AbortSignal };
+  /** The initial observation: effective yield time, YieldObservation signal, the stream's signal, its start. */
+  initial: { yieldMs: number; yieldSignal?: AbortSignal; signal?: AbortSignal; startedAt?: number };
+  /** The Execute's `max_output_tokens` (Server mode). */
+  maxOutputTokens?: number;
   /** The Execute's tool definitions by JS name (the last definition of a name wins). */
   definitions?: ReadonlyMap<string, ToolDefinitionInfo>;
   /** The Execute's `traceparent`. */
@@ -217,6 +219,8 @@ export class Session {
         cellHeapLimitMb: this.cellHeapMb,
         maxMessageBytes: this.#options.limits.maxMessageBytes,
         maxStoredValueBytes: this.#options.limits.maxStoredValueBytes,
+        outputEventCredit: this.#options.limits.outputEventQueueCapacity,
+        outputByteCredit: this.#options.limits.outputEventQueueBytes,
       },
     }).catch(() => {});
     if (this.#store.size > 0) {
@@ -331,6 +335,7 @@ export class Session {
       host: this.#cellHost,
       heapLimitMb: this.cellHeapMb,
       initial: request.initial,
+      maxOutputTokens: request.maxOutputTokens,
       definitions: request.definitions,
       traceparent: request.traceparent,
     });
@@ -371,6 +376,14 @@ export class Session {
     return {
       clock,
       mode: this.outputMode === OUTPUT_SERVER ? "server" : "client",
+      maxMessageBytes: this.#options.limits.maxMessageBytes,
+      queue: {
+        capacity: this.#options.limits.outputEventQueueCapacity,
+        bytes: this.#options.limits.outputEventQueueBytes,
+      },
+      credit: (cell, events) => {
+        void this.#runtime.send({ credit: { cellId: cell.id, events, bytes: 0 } }).catch(() => {});
+      },
       commit: (writes, buildEvent, state) => Promise.resolve(this.#commit(writes, buildEvent, state)),
       stop: (cell) => {
         if (this.#state !== "open") return;

@@ -14,16 +14,104 @@
  * - `take()` hands the window over and starts a fresh one; `restore()` puts a taken window back in
  *   front exactly (entries, owners, budgets, counters, frozen flag, the same item objects).
  *
- * Token truncation (§8.7) is not done here.
+ * - A pre-trimmed text item (its first and last `MAX_TEXT` bytes plus its true length, §8.10)
+ *   renders exactly like the whole text would; a dropped media item (kind and size only) is always
+ *   discarded.
+ *
+ * Contract (Client collector, SPEC §8.3):
+ * - Items are kept exactly as pushed while the window's encoded content fits `maxMessageBytes`;
+ *   past that the window retains nothing and only counts encoded bytes
+ *   ({@link OutputCollector.encodedBytes}), because it cannot be delivered anyway.
+ *
+ * Token truncation (§8.7) is `token_truncation.ts`, over {@link OutputCollector.entries}.
  *
  * @module
  */
 
-/** One content item as produced by a cell. */
+/** One content item as delivered to a client. */
 export type OutputItem =
   | { type: "text"; text: string }
   | { type: "image"; imageUrl: string; detail: "auto" | "low" | "high" | "original" }
   | { type: "audio"; audioUrl: string };
+
+/** A text sent in reduced form (SPEC §8.10): its first and last bytes plus its true UTF-8 length. */
+export interface TrimmedTextItem {
+  type: "trimmedText";
+  /** The longest prefix of whole characters of at most `MAX_TEXT` bytes. */
+  head: string;
+  /** The longest suffix of whole characters of at most `MAX_TEXT` bytes. */
+  tail: string;
+  /** The UTF-8 length of the whole text. */
+  totalBytes: number;
+}
+
+/** A media item sent as its kind and size only (SPEC §8.10); no window can keep it. */
+export interface DroppedMediaItem {
+  type: "droppedMedia";
+  kind: "image" | "audio";
+  /** The UTF-8 length of its URL. */
+  bytes: number;
+}
+
+/** `maxDiagnosticBytes` of SPEC §2.8: the Server-mode cap on `error_text`. */
+export const MAX_DIAGNOSTIC_BYTES = 65_536;
+
+/** An error text as the runtime sends it: whole, or reduced like a {@link TrimmedTextItem}. */
+export type ErrorText = string | Omit<TrimmedTextItem, "type">;
+
+/**
+ * The whole error text, or (reduced form) its head and tail joined.
+ *
+ * @param error the error text
+ * @returns a string; for a reduced text, `head + tail`
+ */
+export function errorTextString(error: ErrorText): string {
+  return typeof error === "string" ? error : error.head + error.tail;
+}
+
+/**
+ * The UTF-8 length of an error text (the true length of a reduced one).
+ *
+ * @param error the error text
+ * @returns its byte length
+ */
+export function errorTextBytes(error: ErrorText): number {
+  return typeof error === "string" ? utf8ByteLength(error) : error.totalBytes;
+}
+
+/**
+ * The diagnostic form of an error text (SPEC §8.5): unchanged up to `maxBytes` bytes, else its
+ * longest whole-character prefix of at most half of `maxBytes` immediately followed by its longest
+ * whole-character suffix of at most half, with no marker.
+ *
+ * @param error the error text, whole or reduced (a reduced text keeps far more than half at each end)
+ * @param maxBytes the cap; default 65,536
+ * @returns the diagnostic text
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { diagnosticErrorText } from "./output_collector.ts";
+ *
+ * assert.equal(diagnosticErrorText("abcdefgh", 4), "abgh");
+ * assert.equal(diagnosticErrorText("abcd", 4), "abcd");
+ * ```
+ */
+export function diagnosticErrorText(error: ErrorText, maxBytes: number = MAX_DIAGNOSTIC_BYTES): string {
+  if (errorTextBytes(error) <= maxBytes) return errorTextString(error);
+  const half = Math.floor(maxBytes / 2);
+  const head = typeof error === "string" ? error : error.head;
+  const tail = typeof error === "string" ? error : error.tail;
+  return head.slice(0, utf8Prefix(head, half).units) + tail.slice(tail.length - utf8Suffix(tail, half).units);
+}
+
+/** What a cell's output path carries into a collector. */
+export type PushedItem = OutputItem | TrimmedTextItem | DroppedMediaItem;
+
+/** A rendered window before token truncation: text fragments with their owners, and anchors. */
+export type RenderedEntry =
+  | { kind: "text"; text: string; owner: number }
+  | { kind: "anchor"; item: OutputItem };
 
 /** The output modes of SPEC §8.2. */
 export type OutputMode = "client" | "server";
@@ -34,12 +122,83 @@ export interface OutputLimits {
   maxTextBytes?: number;
   /** Retained image/audio URL bytes per window. Default 16,777,216. */
   maxMediaBytes?: number;
+  /** Client mode: encoded content bytes a window retains (`maxMessageBytes`). Default 67,108,864. */
+  maxMessageBytes?: number;
 }
 
 /** `MAX_TEXT` of SPEC §8.6. */
 export const MAX_TEXT_BYTES = 1_048_576;
 /** `MAX_MEDIA` of SPEC §8.6. */
 export const MAX_MEDIA_BYTES = 16_777_216;
+/** `maxMessageBytes` of SPEC §2.8. */
+export const MAX_MESSAGE_BYTES = 67_108_864;
+
+/**
+ * The bytes of a protobuf varint.
+ *
+ * @param n a non-negative integer
+ * @returns its varint length (1…10)
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { varintBytes } from "./output_collector.ts";
+ *
+ * assert.deepEqual([0, 127, 128, 16_384].map(varintBytes), [1, 1, 2, 3]);
+ * ```
+ */
+export function varintBytes(n: number): number {
+  let bytes = 1;
+  while (n >= 128) {
+    n = Math.floor(n / 128);
+    bytes++;
+  }
+  return bytes;
+}
+
+/** A length-delimited field of `n` payload bytes with a one-byte tag. */
+function fieldBytes(n: number): number {
+  return 1 + varintBytes(n) + n;
+}
+
+/**
+ * The encoded size of one item as an entry of `ExecutionOutcome.content_items`: the repeated
+ * field's tag and length, the `ContentItem` and its text, image or audio message. Reduced items
+ * count their true size.
+ *
+ * @param item the item
+ * @returns the bytes it adds to an encoded outcome
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { contentItemEncodedBytes } from "./output_collector.ts";
+ *
+ * // tag + len, ContentItem.text tag + len, TextContent.text tag + len + "hi"
+ * assert.equal(contentItemEncodedBytes({ type: "text", text: "hi" }), 8);
+ * ```
+ */
+export function contentItemEncodedBytes(item: PushedItem): number {
+  let inner: number;
+  switch (item.type) {
+    case "text":
+      inner = fieldBytes(utf8ByteLength(item.text));
+      break;
+    case "trimmedText":
+      inner = fieldBytes(item.totalBytes);
+      break;
+    case "image":
+      inner = fieldBytes(utf8ByteLength(item.imageUrl)) + 2; // url, then the detail enum
+      break;
+    case "audio":
+      inner = fieldBytes(utf8ByteLength(item.audioUrl));
+      break;
+    case "droppedMedia":
+      inner = fieldBytes(item.bytes) + (item.kind === "image" ? 2 : 0);
+      break;
+  }
+  return fieldBytes(fieldBytes(inner));
+}
 
 /** One output window of either mode. */
 export interface OutputCollector {
@@ -48,17 +207,30 @@ export interface OutputCollector {
   /** Whether nothing has been pushed into this window (and nothing discarded). */
   readonly isEmpty: boolean;
   /**
+   * Client mode: the encoded size of the window's items inside an outcome (every pushed item, also
+   * those no longer retained); Server mode: the same for what {@link render} returns.
+   */
+  readonly encodedBytes: number;
+  /**
    * Adds one item in production order.
    *
    * @param item the item; media items are kept as this very object
    */
-  push(item: OutputItem): void;
+  push(item: PushedItem): void;
   /**
    * Renders the window (SPEC §8.6 rule 8).
    *
    * @returns the items; media items are the pushed objects themselves
+   * @throws {RangeError} in Client mode when the window outgrew `maxMessageBytes` (it retains nothing)
    */
   render(): OutputItem[];
+  /**
+   * The rendered window as text fragments with owners and anchors, for token truncation (§8.7).
+   *
+   * @returns the entries; Client mode gives every item its own owner
+   * @throws {RangeError} in Client mode when the window outgrew `maxMessageBytes`
+   */
+  entries(): RenderedEntry[];
   /**
    * Hands the window over and restarts this one empty with fresh budgets.
    *
@@ -96,7 +268,7 @@ export interface OutputCollector {
  * ```
  */
 export function createOutputCollector(mode: OutputMode, limits: OutputLimits = {}): OutputCollector {
-  return mode === "server" ? new ServerOutputCollector(limits) : new ClientOutputCollector();
+  return mode === "server" ? new ServerOutputCollector(limits) : new ClientOutputCollector(limits);
 }
 
 /**
@@ -242,34 +414,114 @@ export function utf8Suffix(s: string, maxBytes: number): { units: number; bytes:
   return { units, bytes };
 }
 
-/** A list of items, kept exactly as produced (SPEC §8.3). */
+/**
+ * Renders entries as items (SPEC §8.6 rule 8): anchors as they are; adjacent text fragments of one
+ * owner with nothing between them merged into one item (an empty `text("")` stays an item).
+ *
+ * @param entries rendered entries in order
+ * @returns the items
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { mergeEntries } from "./output_collector.ts";
+ *
+ * assert.deepEqual(
+ *   mergeEntries([{ kind: "text", text: "a", owner: 1 }, { kind: "text", text: "b", owner: 1 }]),
+ *   [{ type: "text", text: "ab" }],
+ * );
+ * ```
+ */
+export function mergeEntries(entries: readonly RenderedEntry[]): OutputItem[] {
+  const out: OutputItem[] = [];
+  let openOwner: number | undefined;
+  let parts: string[] = [];
+  const close = () => {
+    if (parts.length > 0) out.push({ type: "text", text: parts.length === 1 ? parts[0] : parts.join("") });
+    parts = [];
+    openOwner = undefined;
+  };
+  for (const e of entries) {
+    if (e.kind === "anchor") {
+      close();
+      out.push(e.item);
+    } else {
+      if (openOwner !== e.owner) close();
+      openOwner = e.owner;
+      parts.push(e.text);
+    }
+  }
+  close();
+  return out;
+}
+
+/** A list of items, kept exactly as produced while they fit one message (SPEC §8.3). */
 class ClientOutputCollector implements OutputCollector {
   readonly mode = "client";
-  #items: OutputItem[] = [];
+  readonly #limit: number;
+  #items: PushedItem[] = [];
+  #encoded = 0;
+  #pushed = 0;
 
-  get isEmpty(): boolean {
-    return this.#items.length === 0;
+  constructor(limits: OutputLimits) {
+    this.#limit = limits.maxMessageBytes ?? MAX_MESSAGE_BYTES;
   }
 
-  push(item: OutputItem): void {
-    this.#items.push(item);
+  get isEmpty(): boolean {
+    return this.#pushed === 0;
+  }
+
+  get encodedBytes(): number {
+    return this.#encoded;
+  }
+
+  push(item: PushedItem): void {
+    this.#pushed++;
+    this.#encoded += contentItemEncodedBytes(item);
+    if (this.#encoded > this.#limit) this.#items = [];
+    else this.#items.push(item);
+  }
+
+  #retained(): OutputItem[] {
+    if (this.#encoded > this.#limit) {
+      throw new RangeError(`a Client window of ${this.#encoded} bytes exceeds ${this.#limit} bytes`);
+    }
+    return this.#items as OutputItem[];
   }
 
   render(): OutputItem[] {
-    return [...this.#items];
+    return [...this.#retained()];
+  }
+
+  entries(): RenderedEntry[] {
+    return this.#retained().map((item, owner) =>
+      item.type === "text" ? { kind: "text", text: item.text, owner } : { kind: "anchor", item }
+    );
   }
 
   take(): OutputCollector {
-    const taken = new ClientOutputCollector();
+    const taken = new ClientOutputCollector({ maxMessageBytes: this.#limit });
     taken.#items = this.#items;
+    taken.#encoded = this.#encoded;
+    taken.#pushed = this.#pushed;
     this.#items = [];
+    this.#encoded = 0;
+    this.#pushed = 0;
     return taken;
   }
 
   restore(taken: OutputCollector): void {
     if (!(taken instanceof ClientOutputCollector)) throw new TypeError("restore needs a Client collector");
-    this.#items = this.#items.length === 0 ? taken.#items : [...taken.#items, ...this.#items];
+    this.#encoded += taken.#encoded;
+    this.#pushed += taken.#pushed;
+    this.#items = this.#encoded > this.#limit
+      ? []
+      : this.#items.length === 0
+      ? taken.#items
+      : [...taken.#items, ...this.#items];
     taken.#items = [];
+    taken.#encoded = 0;
+    taken.#pushed = 0;
   }
 }
 
@@ -350,9 +602,63 @@ class ServerOutputCollector implements OutputCollector {
       s.discardedImages === 0 && s.discardedAudio === 0;
   }
 
-  push(item: OutputItem): void {
-    if (item.type === "text") this.#pushText(item.text);
-    else this.#pushMedia(item);
+  get encodedBytes(): number {
+    let total = 0;
+    for (const item of this.render()) total += contentItemEncodedBytes(item);
+    return total;
+  }
+
+  push(item: PushedItem): void {
+    switch (item.type) {
+      case "text":
+        return this.#pushText(item.text);
+      case "trimmedText":
+        return this.#pushTrimmed(item);
+      case "droppedMedia":
+        return this.#discardMedia(item.kind);
+      default:
+        return this.#pushMedia(item);
+    }
+  }
+
+  /**
+   * A reduced text renders like the whole one: the head can only take bytes of its first part, and
+   * the tail keeps at most `MAX_TEXT` bytes, all from its last part (and nothing older).
+   */
+  #pushTrimmed(item: TrimmedTextItem): void {
+    const s = this.#s;
+    const owner = s.nextOwner++;
+    s.pushedTextBytes += item.totalBytes;
+    s.pushedTextItems++;
+    let sharesOwner = false;
+    if (!s.frozen) {
+      const prefix = utf8Prefix(item.head, this.#headBudget - s.headText);
+      if (prefix.bytes > 0) {
+        s.head.push({
+          kind: "text",
+          text: item.head.slice(0, prefix.units),
+          bytes: prefix.bytes,
+          owner,
+          sharesOwner: false,
+          dead: false,
+        });
+        s.headText += prefix.bytes;
+        s.retainedTextItems++;
+        sharesOwner = true;
+      }
+      this.#freeze();
+    }
+    for (let i = s.evictFrom; i < s.tail.length; i++) {
+      const e = s.tail[i];
+      if (e.kind !== "text" || e.dead) continue;
+      if (e.bytes > 0 && !e.sharesOwner) s.retainedTextItems--;
+      s.tailText -= e.bytes;
+      e.dead = true;
+      e.text = "";
+      e.bytes = 0;
+      s.deadCount++;
+    }
+    this.#appendTail(item.tail, utf8ByteLength(item.tail), owner, sharesOwner);
   }
 
   #freeze(): void {
@@ -455,53 +761,50 @@ class ServerOutputCollector implements OutputCollector {
     }
   }
 
-  #pushMedia(item: OutputItem): void {
+  #pushMedia(item: Extract<OutputItem, { type: "image" | "audio" }>): void {
     const s = this.#s;
-    const bytes = utf8ByteLength(
-      item.type === "image" ? item.imageUrl : item.type === "audio" ? item.audioUrl : "",
-    );
+    const bytes = utf8ByteLength(item.type === "image" ? item.imageUrl : item.audioUrl);
     if (s.media + bytes <= this.#maxMedia) {
       s.media += bytes;
       (s.frozen ? s.tail : s.head).push({ kind: "media", item });
       return;
     }
-    if (item.type === "image") s.discardedImages++;
+    this.#discardMedia(item.type === "image" ? "image" : "audio");
+  }
+
+  #discardMedia(kind: "image" | "audio"): void {
+    const s = this.#s;
+    if (kind === "image") s.discardedImages++;
     else s.discardedAudio++;
     if (!s.frozen) this.#freeze();
   }
 
-  render(): OutputItem[] {
+  entries(): RenderedEntry[] {
     const s = this.#s;
-    const out: OutputItem[] = [];
-    let openOwner = -1;
-    const emit = (e: Entry) => {
-      if (e.kind === "media") {
-        out.push(e.item);
-        openOwner = -1;
-        return;
-      }
-      if (e.dead) return;
-      const last = out[out.length - 1];
-      if (openOwner === e.owner && last?.type === "text") {
-        out[out.length - 1] = { type: "text", text: last.text + e.text };
-      } else {
-        out.push({ type: "text", text: e.text });
-        openOwner = e.owner;
-      }
+    const out: RenderedEntry[] = [];
+    const add = (e: Entry) => {
+      if (e.kind === "media") out.push({ kind: "anchor", item: e.item });
+      else if (!e.dead) out.push({ kind: "text", text: e.text, owner: e.owner });
     };
-    s.head.forEach(emit);
+    s.head.forEach(add);
     const omitted = s.pushedTextBytes - s.headText - s.tailText;
     if (omitted > 0 || s.discardedImages > 0 || s.discardedAudio > 0) {
       out.push({
-        type: "text",
-        text: `[Code Mode session output limit reached: omitted ${omitted} text bytes; discarded ${
-          s.pushedTextItems - s.retainedTextItems
-        } text segments, ${s.discardedImages} images, ${s.discardedAudio} audio items]`,
+        kind: "anchor",
+        item: {
+          type: "text",
+          text: `[Code Mode session output limit reached: omitted ${omitted} text bytes; discarded ${
+            s.pushedTextItems - s.retainedTextItems
+          } text segments, ${s.discardedImages} images, ${s.discardedAudio} audio items]`,
+        },
       });
-      openOwner = -1;
     }
-    s.tail.forEach(emit);
+    s.tail.forEach(add);
     return out;
+  }
+
+  render(): OutputItem[] {
+    return mergeEntries(this.entries());
   }
 
   take(): OutputCollector {

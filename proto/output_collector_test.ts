@@ -1,10 +1,14 @@
 import assert from "node:assert/strict";
 import fc from "fast-check";
 import {
+  contentItemEncodedBytes,
   createOutputCollector,
+  diagnosticErrorText,
   MAX_MEDIA_BYTES,
+  MAX_TEXT_BYTES,
   type OutputCollector,
   type OutputItem,
+  type PushedItem,
   sameRendering,
   utf8ByteLength,
   utf8Prefix,
@@ -324,4 +328,128 @@ Deno.test("sameRendering compares rendered items, not internal state", () => {
   const d = createOutputCollector("server");
   d.push({ type: "image", imageUrl: "u", detail: "low" });
   assert.ok(!sameRendering(c, d));
+});
+
+// ---- reduced forms, Client retention, diagnostic cap (SPEC §8.3, §8.5, §8.10) ----------------
+
+/** The reduced form the runtime sends for `s` (first and last `keep` bytes plus the true length). */
+function trimmed(s: string, keep: number): PushedItem {
+  return {
+    type: "trimmedText",
+    head: s.slice(0, utf8Prefix(s, keep).units),
+    tail: s.slice(s.length - utf8Suffix(s, keep).units),
+    totalBytes: utf8ByteLength(s),
+  };
+}
+
+Deno.test("Server §8.8 via the reduced form: a pre-trimmed error item renders exactly like the whole one", () => {
+  const e = "Script error:\nbegin:" + "X".repeat(65 * 1024 * 1024) + ":end";
+  const whole = createOutputCollector("server");
+  whole.push(text(e));
+  const reduced = createOutputCollector("server");
+  reduced.push(trimmed(e, MAX_TEXT_BYTES));
+  assert.deepEqual(reduced.render(), whole.render());
+  assert.deepEqual(reduced.entries(), whole.entries());
+});
+
+Deno.test("Server: a reduced text renders like the whole text after any earlier pushes (property)", () => {
+  const piece = fc.string({ unit: fc.constantFrom("a", "é", "中", "🦀", "\n"), maxLength: 12 });
+  fc.assert(
+    fc.property(
+      fc.array(fc.oneof(piece.map(text), fc.constantFrom(image("data:12"), image("data:123456789"))), {
+        maxLength: 6,
+      }),
+      fc.string({ unit: fc.constantFrom("b", "ü", "語", "🐢"), minLength: 20, maxLength: 60 }),
+      fc.array(piece.map(text), { maxLength: 3 }),
+      (before, big, after) => {
+        // Limits scaled down: MAX_TEXT = 8, so texts over 16 bytes travel reduced (first/last 8).
+        if (utf8ByteLength(big) <= 16) return;
+        const whole = small(8, 12);
+        const reduced = small(8, 12);
+        for (const item of before) whole.push(item), reduced.push(item);
+        whole.push(text(big));
+        reduced.push(trimmed(big, 8));
+        for (const item of after) whole.push(item), reduced.push(item);
+        assert.deepEqual(reduced.entries(), whole.entries());
+      },
+    ),
+    { numRuns: 500 },
+  );
+});
+
+Deno.test("Server: a dropped media item is counted as discarded and freezes the head", () => {
+  const out = small(8, 10);
+  out.push(text("ab"));
+  out.push({ type: "droppedMedia", kind: "image", bytes: 99 });
+  out.push(text("cd"));
+  out.push({ type: "droppedMedia", kind: "audio", bytes: 99 });
+  assert.deepEqual(texts(out), ["ab", notice(0, 0, 1, 1), "cd"]);
+});
+
+Deno.test("Client: a window retains its items until their encoded size passes maxMessageBytes, then only counts", () => {
+  const out = createOutputCollector("client", { maxMessageBytes: 100 });
+  out.push(text("x".repeat(40)));
+  assert.equal(out.encodedBytes, contentItemEncodedBytes(text("x".repeat(40))));
+  assert.equal(out.render().length, 1);
+  out.push(text("y".repeat(60)));
+  assert.ok(out.encodedBytes > 100);
+  assert.throws(() => out.render(), RangeError);
+  out.push({ type: "trimmedText", head: "a", tail: "b", totalBytes: 1_000_000 });
+  assert.equal(
+    out.encodedBytes,
+    contentItemEncodedBytes(text("x".repeat(40))) + contentItemEncodedBytes(text("y".repeat(60))) +
+      contentItemEncodedBytes(text("z".repeat(1_000_000))),
+  );
+  const taken = out.take();
+  assert.ok(out.isEmpty);
+  out.push(text("later"));
+  out.restore(taken);
+  assert.ok(out.encodedBytes > 100);
+  assert.throws(() => out.render(), RangeError);
+});
+
+Deno.test("contentItemEncodedBytes matches the protobuf encoding of ExecutionOutcome.content_items", async () => {
+  const { parseProtos, PROTO_FILES, readProtoText } = await import("./loader.ts");
+  const root = parseProtos([readProtoText(PROTO_FILES.codeModeHost)]);
+  const Outcome = root.lookupType("codex.code_mode.v1.ExecutionOutcome");
+  const items: PushedItem[] = [
+    text(""),
+    text("hi"),
+    text("é".repeat(200)),
+    image("data:" + "q".repeat(300)),
+    audio("data:a"),
+  ];
+  const wire = (item: PushedItem) =>
+    item.type === "text"
+      ? { text: { text: item.text } }
+      : item.type === "image"
+      ? { image: { imageUrl: item.imageUrl, detail: 1 } }
+      : { audio: { audioUrl: (item as { audioUrl: string }).audioUrl } };
+  for (const item of items) {
+    const bytes = Outcome.encode({ contentItems: [wire(item)] }).finish().length;
+    assert.equal(contentItemEncodedBytes(item), bytes, JSON.stringify(item).slice(0, 40));
+  }
+});
+
+Deno.test("diagnosticErrorText keeps texts up to 65,536 bytes and otherwise joins 32,768-byte ends", () => {
+  const short = "e".repeat(65_536);
+  assert.equal(diagnosticErrorText(short), short);
+  const ascii = "a".repeat(50_000) + "b".repeat(50_000);
+  const d = diagnosticErrorText(ascii);
+  assert.equal(d.length, 65_536);
+  assert.equal(d, "a".repeat(32_768) + "b".repeat(32_768));
+  // Whole characters only: 🦀 is 4 bytes, 32,768 is a multiple of 4, é (2 bytes) is not odd-aligned here.
+  const crabs = "🦀".repeat(20_000);
+  assert.equal(utf8ByteLength(diagnosticErrorText(crabs)), 65_536);
+  const mixed = "x" + "é".repeat(40_000);
+  const dm = diagnosticErrorText(mixed);
+  assert.equal(utf8ByteLength(dm), 32_767 + 32_768);
+  assert.ok(!dm.includes("\ufffd"));
+  // The reduced form gives the same result as the whole text.
+  const e = "begin:" + "X".repeat(65 * 1024 * 1024) + ":end";
+  const r = trimmed(e, MAX_TEXT_BYTES) as { head: string; tail: string; totalBytes: number };
+  const fromReduced = diagnosticErrorText({ head: r.head, tail: r.tail, totalBytes: r.totalBytes });
+  assert.equal(fromReduced, diagnosticErrorText(e));
+  assert.equal(fromReduced.length, 65_536);
+  assert.ok(fromReduced.startsWith("begin:XXX") && fromReduced.endsWith("XXX:end"));
 });

@@ -8,7 +8,7 @@
 import protobuf from "protobufjs";
 
 /** Bumped whenever worker.proto or its semantics change; checked at `Ready` (SPEC §9.3). */
-export const WORKER_PROTOCOL_VERSION = 1;
+export const WORKER_PROTOCOL_VERSION = 2;
 
 /** Content item as it crosses the frame channel. */
 export type WireItem =
@@ -46,6 +46,8 @@ export interface HostToWorker {
     maxMessageBytes: number;
     maxStoredValueBytes: number;
     runtimeMode?: number;
+    outputEventCredit?: number;
+    outputByteCredit?: number;
   };
   storeUpdate?: { version: number; reset?: boolean; entries: { key: string; valueJson: string }[] };
   startCell?: {

@@ -23,8 +23,15 @@
  *   frames on the stack. A private `Error.prepareStackTrace` in the context leaves them out of
  *   `stack`, so stack traces still hold only the context's own frames.
  *
+ * - Output is credit-based (SPEC §8.10, `cell_protocol.ts` item 4): a helper call posts its item,
+ *   then waits in `Atomics.wait` while the cell is over its credit. The runtime wakes it when the
+ *   host returns credit, or after setting the stop word, which makes this and every later helper
+ *   call throw without posting anything.
+ * - Items too large for one frame are posted in their reduced forms (first and last bytes plus the
+ *   true length; an image URL as its size only), so a 65 MiB string never crosses a thread.
+ *
  * This file is bundled with `deno bundle` and runs with `--no-npm --no-remote`, so it imports only
- * `node:` built-ins and its two sibling protocol modules.
+ * `node:` built-ins and its sibling protocol modules.
  *
  * @module
  */
@@ -39,7 +46,20 @@ import {
 import vm from "node:vm";
 import { parentPort } from "node:worker_threads";
 import { CELL_FILE_NAME, CELL_LINE_OFFSET, wrapCellSource } from "../proto/cell_source.ts";
-import type { CellControl, CellOutput, CellStart, CellTool } from "./cell_protocol.ts";
+import { utf8Prefix, utf8Suffix } from "../proto/output_collector.ts";
+import {
+  type CellControl,
+  type CellCredit,
+  type CellOutput,
+  type CellStart,
+  type CellTool,
+  type CellTrimmedText,
+  type CountedOutput,
+  CREDIT_BYTES,
+  CREDIT_EVENTS,
+  CREDIT_GENERATION,
+  CREDIT_STOP,
+} from "./cell_protocol.ts";
 
 /** The string `exit()` throws; a cell it ends completes successfully (SPEC §5.3). */
 export const CELL_EXIT_SENTINEL = "__codex_code_mode_exit__";
@@ -758,6 +778,7 @@ class CellRun {
   /** An `import()` was refused since the last drain (see `begin`). */
   #importRefused = false;
   #controller: CellController | undefined;
+  #credit: CellCredit | undefined;
   #refuseImport!: (specifier: unknown) => Promise<never>;
 
   /**
@@ -813,6 +834,15 @@ class CellRun {
   begin(start: CellStart): void {
     this.#start = start;
     this.#output = start.output;
+    // A start without credit (a hand-driven isolate) gets unlimited credit and no reduced forms.
+    this.#credit = start.credit ?? {
+      words: new Int32Array(new SharedArrayBuffer(16)),
+      maxEvents: Infinity,
+      maxBytes: Infinity,
+      trimTextOver: Infinity,
+      keepTextBytes: 0,
+      dropMediaOver: Infinity,
+    };
     this.#view = new Map(start.store);
     const tools = start.tools.map((tool: CellTool) => ({
       name: String(tool.name),
@@ -873,41 +903,46 @@ class CellRun {
 
   #bridges(): CellBridges {
     return {
-      phase: () => this.#phase,
+      phase: () => this.#livePhase(),
       emit: (kind, a, b) => {
-        if (this.#phase !== PHASE_RUNNING) return 1;
+        if (this.#livePhase() !== PHASE_RUNNING) return 1;
         const first = typeof a === "string" ? a : "";
         switch (kind) {
           case EMIT_TEXT:
-            this.#post({ t: "text", text: first });
+            this.#postText(first);
             break;
-          case EMIT_IMAGE:
-            this.#post({
-              t: "image",
-              image: { url: first, detail: typeof b === "string" ? b as "high" : "high" },
-            });
+          case EMIT_IMAGE: {
+            const detail = typeof b === "string" ? b as "high" : "high";
+            const n = utf8Length(first);
+            this.#postCounted(
+              n > this.#credit!.dropMediaOver
+                ? { t: "droppedImage", bytes: n, n: 0 }
+                : { t: "image", image: { url: first, detail }, n },
+            );
             break;
+          }
           case EMIT_YIELD:
-            this.#post({ t: "yield" });
+            this.#postCounted({ t: "yield", n: 0 });
             break;
           case EMIT_NOTIFY:
-            this.#post({ t: "notify", text: first });
+            this.#postCounted({ t: "notify", text: first, n: utf8Length(first) });
             break;
           case EMIT_CONSUMED:
-            this.#post({ t: "toolResultConsumed", id: first });
-            break;
+            // Posted by the delivery of a tool result, not by a helper call: it never waits.
+            this.#postCounted({ t: "toolResultConsumed", id: first, n: 0 });
+            return 0;
         }
-        return 0;
+        return this.#awaitCredit() ? 0 : 1;
       },
       callTool: (name, input) => {
-        if (this.#phase !== PHASE_RUNNING) return "";
+        if (this.#livePhase() !== PHASE_RUNNING) return "";
         const id = `tool-${++this.#nextToolId}`;
-        this.#post(
+        this.#postCounted(
           typeof input === "string"
-            ? { t: "toolCall", id, name: String(name), input }
-            : { t: "toolCall", id, name: String(name) },
+            ? { t: "toolCall", id, name: String(name), input, n: utf8Length(input) }
+            : { t: "toolCall", id, name: String(name), n: 0 },
         );
-        return id;
+        return this.#awaitCredit() ? id : "";
       },
       byteLength: (text) => typeof text === "string" ? utf8Length(text) : 0,
       load: (key) => typeof key === "string" ? this.#view.get(key) : undefined,
@@ -996,7 +1031,72 @@ class CellRun {
     this.#phase = PHASE_FINISHED;
     this.#clearHostTimers();
     const writes = [...this.#writes];
-    this.#post(failed === 1 ? { t: "result", writes, error: errorText } : { t: "result", writes });
+    if (failed !== 1) return this.#post({ t: "result", writes });
+    const trimmed = this.#trim(errorText);
+    this.#post(
+      trimmed === undefined
+        ? { t: "result", writes, error: errorText }
+        : { t: "result", writes, trimmedError: trimmed },
+    );
+  }
+
+  /** The phase as helpers see it: a stop word set by the runtime stops the cell at once. */
+  #livePhase(): number {
+    if (
+      this.#phase === PHASE_RUNNING && this.#credit && Atomics.load(this.#credit.words, CREDIT_STOP) !== 0
+    ) {
+      this.#phase = PHASE_STOPPED;
+      this.#clearHostTimers();
+    }
+    return this.#phase;
+  }
+
+  /** The reduced form of a text over the trimming threshold, else undefined. */
+  #trim(text: string): CellTrimmedText | undefined {
+    const credit = this.#credit!;
+    // UTF-16 length × 3 bounds the UTF-8 length: skip counting short texts.
+    if (text.length * 3 <= credit.trimTextOver) return undefined;
+    const total = utf8Length(text);
+    if (total <= credit.trimTextOver) return undefined;
+    const head = text.slice(0, utf8Prefix(text, credit.keepTextBytes).units);
+    const tail = text.slice(text.length - utf8Suffix(text, credit.keepTextBytes).units);
+    return { head, tail, total };
+  }
+
+  #postText(text: string): void {
+    const trimmed = this.#trim(text);
+    if (trimmed === undefined) return this.#postCounted({ t: "text", text, n: utf8Length(text) });
+    this.#postCounted({
+      t: "trimmedText",
+      text: trimmed,
+      n: utf8Length(trimmed.head) + utf8Length(trimmed.tail),
+    });
+  }
+
+  #postCounted(message: CountedOutput): void {
+    const words = this.#credit!.words;
+    Atomics.add(words, CREDIT_EVENTS, 1);
+    Atomics.add(words, CREDIT_BYTES, message.n);
+    this.#post(message);
+  }
+
+  /**
+   * Waits while the cell is over its output credit (the item is already posted).
+   *
+   * @returns false when the stop word was set: the helper call throws
+   */
+  #awaitCredit(): boolean {
+    const credit = this.#credit!;
+    const words = credit.words;
+    for (;;) {
+      const generation = Atomics.load(words, CREDIT_GENERATION);
+      if (this.#livePhase() !== PHASE_RUNNING) return false;
+      if (
+        Atomics.load(words, CREDIT_EVENTS) <= credit.maxEvents &&
+        Atomics.load(words, CREDIT_BYTES) <= credit.maxBytes
+      ) return true;
+      Atomics.wait(words, CREDIT_GENERATION, generation);
+    }
   }
 
   #post(message: CellOutput): void {

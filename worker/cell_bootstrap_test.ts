@@ -1,6 +1,16 @@
 import assert from "node:assert/strict";
 import { MessageChannel, type MessagePort, Worker } from "node:worker_threads";
-import type { CellControl, CellImage, CellOutput, CellTool } from "./cell_protocol.ts";
+import {
+  type CellControl,
+  type CellCredit,
+  type CellImage,
+  type CellOutput,
+  type CellTool,
+  CREDIT_BYTES,
+  CREDIT_EVENTS,
+  CREDIT_GENERATION,
+  CREDIT_STOP,
+} from "./cell_protocol.ts";
 import { CELL_EXIT_SENTINEL, CELL_GLOBAL_ALLOWLIST, CELL_HELPERS_FILE_NAME } from "./cell_bootstrap.ts";
 import { HELPER_FUNCTIONS, REMOVED_GLOBALS, SCENARIO_55_GLOBALS } from "../tests/_spec_lists.ts";
 
@@ -21,6 +31,10 @@ interface CellOptions {
   maxMessageBytes?: number;
   /** Answers tool calls as they arrive; `undefined` leaves the call pending. */
   answer?: (call: ToolCallOutput) => ToolAnswer | undefined;
+  /** Credit and reduced-form settings; default: the SPEC's Server-mode values. */
+  credit?: Partial<Omit<CellCredit, "words">>;
+  /** Leave credit to the test ({@link CellHarness.ack}); default: acknowledge each counted output at once. */
+  manualCredit?: boolean;
 }
 
 /** How a cell's Worker ended: its `error` events (with the time of the first) and exit code. */
@@ -72,12 +86,33 @@ class CellHarness implements AsyncDisposable {
     return harness;
   }
 
+  /** The cell's shared credit words (set by {@link start}). */
+  words = new Int32Array(new SharedArrayBuffer(16));
+  #unacked: number[] = [];
+
+  /** Acknowledges the oldest `events` counted outputs, like a host `Credit` relayed by the runtime. */
+  ack(events: number): void {
+    const bytes = this.#unacked.splice(0, events).reduce((a, b) => a + b, 0);
+    Atomics.sub(this.words, CREDIT_EVENTS, events);
+    Atomics.sub(this.words, CREDIT_BYTES, bytes);
+    Atomics.add(this.words, CREDIT_GENERATION, 1);
+    Atomics.notify(this.words, CREDIT_GENERATION);
+  }
+
   /** Sends `start` with a fresh output port. */
   start(source: string, options: CellOptions = {}): void {
     const { port1, port2 } = new MessageChannel();
     this.#port = port1;
-    port1.on("message", (message: CellOutput) => {
-      if (message.t === "pong") return;
+    port1.on("message", (raw: CellOutput & { n?: number }) => {
+      if (raw.t === "pong") return;
+      let message: CellOutput = raw;
+      if (raw.n !== undefined) {
+        // Counted output: the byte count is the runtime's business; tests compare the item.
+        const { n, ...item } = raw;
+        message = item as CellOutput;
+        this.#unacked.push(n);
+        if (!options.manualCredit) this.ack(1);
+      }
       if (message.t === "toolCall" && options.answer !== undefined) {
         const answer = options.answer(message);
         if (answer !== undefined) this.send({ t: "toolResult", id: message.id, ...answer });
@@ -93,7 +128,21 @@ class CellHarness implements AsyncDisposable {
       maxStoredValueBytes: options.maxStoredValueBytes ?? MAX_STORED_VALUE_BYTES,
       maxMessageBytes: options.maxMessageBytes ?? MAX_MESSAGE_BYTES,
       output: port2,
+      credit: {
+        words: this.words,
+        maxEvents: 128,
+        maxBytes: 2_097_152,
+        trimTextOver: 2 * 1_048_576,
+        keepTextBytes: 1_048_576,
+        dropMediaOver: 16_777_216,
+        ...options.credit,
+      },
     }, [port2]);
+  }
+
+  /** Outputs received and not yet read. */
+  get queued(): number {
+    return this.#queue.length;
   }
 
   /** Posts a control message on the Worker. */
@@ -1341,7 +1390,8 @@ const { port1, port2 } = new MessageChannel();
 const outputs = [];
 await new Promise((resolve) => {
   port1.on("message", (m) => {
-    outputs.push(m);
+    const { n: _n, ...item } = m;
+    outputs.push(item);
     if (m.t === "toolCall") worker.postMessage({ t: "toolResult", id: m.id, json: "{}" });
     if (m.t === "result") resolve();
   });
@@ -1356,3 +1406,72 @@ await worker.terminate();
 console.log(JSON.stringify(outputs));
 `;
 }
+
+// ---- output credit and reduced forms (SPEC §8.10) ----------------------------------------------
+
+Deno.test("credit: a helper call that leaves the cell over its event credit waits until an acknowledgement", async () => {
+  await using cell = await CellHarness.open();
+  cell.start('for (let i = 0; i < 5; i++) text(String(i)); text("done")', {
+    manualCredit: true,
+    credit: { maxEvents: 2 },
+  });
+  const first = await cell.until((m) => m.t === "text" && m.text === "2");
+  assert.deepEqual(first.map((m) => m.t === "text" ? m.text : m.t), ["started", "0", "1", "2"]);
+  // The third item is posted, then its call waits: the cell holds 3 unacknowledged events, and
+  // (a bounded negative check) posts nothing more while unacknowledged.
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  assert.equal(Atomics.load(cell.words, CREDIT_EVENTS), 3);
+  assert.equal(cell.queued, 0);
+  cell.ack(1);
+  assert.deepEqual(await cell.next(), { t: "text", text: "3" });
+  cell.ack(1);
+  assert.deepEqual(await cell.next(), { t: "text", text: "4" });
+  cell.ack(3);
+  const rest = await cell.until((m) => m.t === "result");
+  assert.deepEqual(rest, [{ t: "text", text: "done" }, { t: "result", writes: [] }]);
+});
+
+Deno.test("credit: the byte credit counts the UTF-8 payload of texts, notifications and tool inputs", async () => {
+  await using cell = await CellHarness.open();
+  cell.start('text("🦀🦀🦀"); notify("n"); text("after")', { manualCredit: true, credit: { maxBytes: 10 } });
+  await cell.until((m) => m.t === "text");
+  assert.equal(Atomics.load(cell.words, CREDIT_BYTES), 12);
+  cell.ack(1);
+  assert.deepEqual(await cell.next(), { t: "notify", text: "n" });
+  cell.ack(1);
+  assert.deepEqual(await cell.until((m) => m.t === "result"), [
+    { t: "text", text: "after" },
+    { t: "result", writes: [] },
+  ]);
+});
+
+Deno.test("credit: the stop word wakes a waiting helper call, which throws; later calls post nothing", async () => {
+  await using cell = await CellHarness.open();
+  cell.start(
+    'try { text("a"); text("b") } catch (e) { try { text("caught " + e) } catch (e2) { globalThis.e2 = e2 } }',
+    { manualCredit: true, credit: { maxEvents: 0 } },
+  );
+  await cell.until((m) => m.t === "text" && m.text === "a");
+  Atomics.store(cell.words, CREDIT_STOP, 1);
+  Atomics.add(cell.words, CREDIT_GENERATION, 1);
+  Atomics.notify(cell.words, CREDIT_GENERATION);
+  cell.send({ t: "stop" });
+  // Nothing after "a": not "b", not "caught …", and no result (the cell was stopped).
+  assert.deepEqual(await cell.next(), { t: "stopped" });
+});
+
+Deno.test("reduced forms: long texts, long error texts and oversized image URLs cross the thread reduced", async () => {
+  await using cell = await CellHarness.open(BOOTSTRAP, 256);
+  cell.start(
+    'text("é" + "a".repeat(40) + "🦀"); image("data:" + "x".repeat(30)); image("data:x"); ' +
+      'throw "<" + "z".repeat(100) + ">"',
+    { credit: { trimTextOver: 20, keepTextBytes: 4, dropMediaOver: 20 } },
+  );
+  const out = await cell.until((m) => m.t === "result");
+  assert.deepEqual(out.slice(1), [
+    { t: "trimmedText", text: { head: "éaa", tail: "🦀", total: 46 } },
+    { t: "droppedImage", bytes: 35 },
+    { t: "image", image: { url: "data:x", detail: "high" } },
+    { t: "result", writes: [], trimmedError: { head: "<zzz", tail: "zzz>", total: 102 } },
+  ]);
+});

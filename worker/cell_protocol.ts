@@ -12,7 +12,11 @@
  * 3. Everything the cell produces travels as {@link CellOutput} on `start.output`, a dedicated
  *    `MessagePort`, in production order, so the runtime can drain it with `receiveMessageOnPort`
  *    before terminating the Worker. `result` is always the last message of a cell that finished.
- * 4. The runtime posts {@link CellControl} messages on the Worker (`worker.postMessage`).
+ * 4. Output is credit-based (SPEC §8.10): every {@link CountedOutput} adds one event and its
+ *    `n` payload bytes to the counters in `start.credit.words`; a helper call whose item leaves
+ *    the cell over either credit waits (`Atomics.wait`) until the runtime relays the host's
+ *    `Credit` or sets the stop word. Oversized items are posted in their reduced forms.
+ * 5. The runtime posts {@link CellControl} messages on the Worker (`worker.postMessage`).
  *    `stop` is answered with `{t: "stopped"}` on `start.output` as soon as the bootstrap is not
  *    running user code (the liveness handshake); after that it dispatches nothing more into the
  *    context (no timers, no tool results) and every helper call throws.
@@ -45,6 +49,33 @@ export interface CellStart {
   maxMessageBytes: number;
   /** The port every {@link CellOutput} is posted on. */
   output: MessagePort;
+  /** Output credit and pre-trimming (SPEC §8.10). */
+  credit: CellCredit;
+}
+
+/** Indices of the `Int32Array` words shared by a cell and its runtime. */
+export const CREDIT_EVENTS = 0;
+/** Unacknowledged payload bytes. */
+export const CREDIT_BYTES = 1;
+/** Bumped (and notified) whenever the runtime changes a word; the cell waits on it. */
+export const CREDIT_GENERATION = 2;
+/** Set to 1 by a stop request; every helper call throws from then on. */
+export const CREDIT_STOP = 3;
+
+/** Credit and reduced-form settings of one cell. */
+export interface CellCredit {
+  /** Four `Int32Array` words over a `SharedArrayBuffer`: see `CREDIT_*`. */
+  words: Int32Array;
+  /** The most unacknowledged events a cell may have before a helper call waits. */
+  maxEvents: number;
+  /** The most unacknowledged payload bytes before a helper call waits. */
+  maxBytes: number;
+  /** A text (or error text) longer than this many UTF-8 bytes is sent as `trimmedText`. */
+  trimTextOver: number;
+  /** The bytes kept at each end of a trimmed text. */
+  keepTextBytes: number;
+  /** A media URL longer than this is sent as `droppedMedia`. */
+  dropMediaOver: number;
 }
 
 /** Runtime → cell control messages, posted on the Worker. */
@@ -65,23 +96,38 @@ export interface CellImage {
   detail: "auto" | "low" | "high" | "original";
 }
 
+/** A text in reduced form: its first and last bytes and its true UTF-8 length. */
+export interface CellTrimmedText {
+  head: string;
+  tail: string;
+  total: number;
+}
+
+/** Cell → runtime messages that consume output credit; `n` is the payload bytes as posted. */
+export type CountedOutput =
+  | { t: "text"; text: string; n: number }
+  | { t: "trimmedText"; text: CellTrimmedText; n: number }
+  | { t: "image"; image: CellImage; n: number }
+  /** An image whose URL was too large to send: its size only. */
+  | { t: "droppedImage"; bytes: number; n: number }
+  /** `yield_control()` was called. */
+  | { t: "yield"; n: number }
+  /** `tools.<name>(arg)` was called; `input` is the JSON text, absent when the value stringified to `undefined`. */
+  | { t: "toolCall"; id: string; name: string; input?: string; n: number }
+  /** The result of tool call `id` was delivered into the context. */
+  | { t: "toolResultConsumed"; id: string; n: number }
+  | { t: "notify"; text: string; n: number };
+
 /** Cell → runtime messages, posted on `start.output` in production order. */
 export type CellOutput =
   | { t: "started" }
-  | { t: "text"; text: string }
-  | { t: "image"; image: CellImage }
-  /** `yield_control()` was called. */
-  | { t: "yield" }
-  /** `tools.<name>(arg)` was called; `input` is the JSON text, absent when the value stringified to `undefined`. */
-  | { t: "toolCall"; id: string; name: string; input?: string }
-  /** The result of tool call `id` was delivered into the context. */
-  | { t: "toolResultConsumed"; id: string }
-  | { t: "notify"; text: string }
+  | CountedOutput
   /**
    * The cell finished: evaluation settled, `exit()`, or a failure. `writes` is the cell's write
-   * set (one entry per key, its last value as JSON text). `error` is set when the cell failed.
+   * set (one entry per key, its last value as JSON text). `error` (or, when too long, its reduced
+   * form `trimmedError`) is set when the cell failed.
    */
-  | { t: "result"; writes: [string, string][]; error?: string }
+  | { t: "result"; writes: [string, string][]; error?: string; trimmedError?: CellTrimmedText }
   /** Answer to `stop` (liveness handshake). */
   | { t: "stopped" }
   /** Answer to `ping`; never forwarded to the host. */

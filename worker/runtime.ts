@@ -7,6 +7,10 @@
  * - stdin EOF or `Shutdown` ends the process with `Deno.exit()`, even while a cell spins.
  * - Every output a cell posted before it stopped is forwarded: the cell's output port is drained
  *   with `receiveMessageOnPort` before its Worker is terminated.
+ * - Output credit (SPEC §8.10): the runtime remembers the payload bytes of every counted event it
+ *   forwards, in order; a host `Credit{events: k}` acknowledges the next `k` of them, which it
+ *   subtracts from the cell's shared counters before waking the cell. A stop request sets the
+ *   cell's stop word and wakes it first.
  *
  * This file is bundled into `worker/dist/runtime.js` (`deno task bundle`).
  *
@@ -22,7 +26,15 @@ import {
   WORKER_PROTOCOL_VERSION,
   type WorkerToHost,
 } from "../proto/worker_codec.ts";
-import type { CellControl, CellOutput, CellStart } from "./cell_protocol.ts";
+import {
+  type CellControl,
+  type CellOutput,
+  type CellStart,
+  CREDIT_BYTES,
+  CREDIT_EVENTS,
+  CREDIT_GENERATION,
+  CREDIT_STOP,
+} from "./cell_protocol.ts";
 
 const MAX_FRAME_BYTES = 68_157_440;
 const codec = createWorkerCodec(Deno.readTextFileSync(new URL("./worker.proto", import.meta.url)));
@@ -32,9 +44,22 @@ interface Config {
   heapMb: number;
   maxMessageBytes: number;
   maxStoredValueBytes: number;
+  server: boolean;
+  creditEvents: number;
+  creditBytes: number;
 }
 
-let config: Config = { heapMb: 1024, maxMessageBytes: 67_108_864, maxStoredValueBytes: 67_108_864 };
+let config: Config = {
+  heapMb: 1024,
+  maxMessageBytes: 67_108_864,
+  maxStoredValueBytes: 67_108_864,
+  server: false,
+  creditEvents: 128,
+  creditBytes: 2_097_152,
+};
+/** `MAX_TEXT` and `MAX_MEDIA` of SPEC §8.6, which fix the Server-mode reduced forms (§8.10). */
+const MAX_TEXT_BYTES = 1_048_576;
+const MAX_MEDIA_BYTES = 16_777_216;
 const store = new Map<string, string>();
 
 // ---- stdout: frames written strictly in order -------------------------------------------------
@@ -122,22 +147,37 @@ interface RunningCell {
   ping?: { at: number; cpu: number };
   exitReason: "normal" | "heap_limit" | "fault";
   exitDetail?: string;
+  /** The cell's shared credit words (`CREDIT_*`). */
+  credit: Int32Array;
+  /** Payload bytes of the forwarded, not yet acknowledged counted events, oldest first. */
+  unacked: number[];
+  unackedHead: number;
 }
 
 const cells = new Map<string, RunningCell>();
 
 function forward(running: RunningCell, output: CellOutput): void {
   const cellId = running.id;
+  if ("n" in output) running.unacked.push(output.n);
   switch (output.t) {
     case "started":
       return sendCellEvent({ cellId, started: {} });
     case "text":
       return sendCellEvent({ cellId, contentItem: { text: output.text } });
+    case "trimmedText":
+      return sendCellEvent({
+        cellId,
+        contentItem: {
+          trimmedText: { head: output.text.head, tail: output.text.tail, totalBytes: output.text.total },
+        },
+      });
     case "image":
       return sendCellEvent({
         cellId,
         contentItem: { image: { imageUrl: output.image.url, detail: output.image.detail } },
       });
+    case "droppedImage":
+      return sendCellEvent({ cellId, contentItem: { droppedMedia: { kind: "image", bytes: output.bytes } } });
     case "yield":
       return sendCellEvent({ cellId, yieldRequested: {} });
     case "toolCall":
@@ -155,7 +195,20 @@ function forward(running: RunningCell, output: CellOutput): void {
       for (const [key, valueJson] of output.writes) {
         sendCellEvent({ cellId, storedWrite: { key, valueJson } });
       }
-      sendCellEvent({ cellId, result: output.error === undefined ? {} : { errorText: output.error } });
+      sendCellEvent({
+        cellId,
+        result: output.trimmedError
+          ? {
+            trimmedError: {
+              head: output.trimmedError.head,
+              tail: output.trimmedError.tail,
+              totalBytes: output.trimmedError.total,
+            },
+          }
+          : output.error === undefined
+          ? {}
+          : { errorText: output.error },
+      });
       void endCell(running);
       return;
     case "pong":
@@ -167,6 +220,36 @@ function forward(running: RunningCell, output: CellOutput): void {
       void endCell(running);
       return;
   }
+}
+
+/** A host `Credit`: the next `events` forwarded counted events are acknowledged. */
+function credit(cellId: string, events: number): void {
+  const running = cells.get(cellId);
+  if (!running) return;
+  let bytes = 0;
+  let n = 0;
+  while (n < events && running.unackedHead < running.unacked.length) {
+    bytes += running.unacked[running.unackedHead++];
+    n++;
+  }
+  if (running.unackedHead > 1024 && running.unackedHead * 2 > running.unacked.length) {
+    running.unacked = running.unacked.slice(running.unackedHead);
+    running.unackedHead = 0;
+  }
+  Atomics.sub(running.credit, CREDIT_EVENTS, n);
+  Atomics.sub(running.credit, CREDIT_BYTES, bytes);
+  wake(running);
+}
+
+function wake(running: RunningCell): void {
+  Atomics.add(running.credit, CREDIT_GENERATION, 1);
+  Atomics.notify(running.credit, CREDIT_GENERATION);
+}
+
+/** Whether the cell is over its credit, i.e. its helper call is (or is about to be) waiting. */
+function overCredit(running: RunningCell): boolean {
+  return Atomics.load(running.credit, CREDIT_EVENTS) > config.creditEvents ||
+    Atomics.load(running.credit, CREDIT_BYTES) > config.creditBytes;
 }
 
 function drain(running: RunningCell): void {
@@ -220,6 +303,9 @@ async function startCell(start: NonNullable<HostToWorker["startCell"]>): Promise
     stopRequested: false,
     lastSeen: performance.now(),
     exitReason: "normal",
+    credit: new Int32Array(new SharedArrayBuffer(16)),
+    unacked: [],
+    unackedHead: 0,
   };
   cells.set(start.cellId, running);
   channel.port1.on("message", (output: CellOutput) => {
@@ -253,6 +339,15 @@ async function startCell(start: NonNullable<HostToWorker["startCell"]>): Promise
     maxStoredValueBytes: config.maxStoredValueBytes,
     maxMessageBytes: config.maxMessageBytes,
     output: channel.port2 as unknown as CellStart["output"],
+    credit: {
+      words: running.credit,
+      maxEvents: config.creditEvents,
+      maxBytes: config.creditBytes,
+      // Server: what the collector could keep of a text or an image; Client: one message.
+      trimTextOver: config.server ? 2 * MAX_TEXT_BYTES : config.maxMessageBytes,
+      keepTextBytes: MAX_TEXT_BYTES,
+      dropMediaOver: config.server ? MAX_MEDIA_BYTES : config.maxMessageBytes,
+    },
   };
   cell.worker.postMessage(message, [channel.port2]);
   running.started = true;
@@ -298,6 +393,12 @@ function checkParkedCells(): void {
   const overBudget = rssMb > active * config.heapMb * 2 + RSS_ALLOWANCE_MB;
   for (const running of cells.values()) {
     if (!running.started || running.finished) continue;
+    if (overCredit(running)) {
+      // Waiting for the host's credit is not parking.
+      running.lastSeen = now;
+      running.ping = undefined;
+      continue;
+    }
     if (overBudget && running.ping && now - running.ping.at >= SILENCE_MS) {
       running.finished = true;
       running.exitReason = "heap_limit";
@@ -342,6 +443,8 @@ function stopCell(cellId: string): void {
     running.stopRequested = true;
     return;
   }
+  Atomics.store(running.credit, CREDIT_STOP, 1);
+  wake(running);
   const stop = () => {
     if (running.finished) return;
     drain(running);
@@ -397,6 +500,9 @@ function dispatch(message: HostToWorker): void {
         heapMb: c.cellHeapLimitMb || config.heapMb,
         maxMessageBytes: c.maxMessageBytes || config.maxMessageBytes,
         maxStoredValueBytes: c.maxStoredValueBytes || config.maxStoredValueBytes,
+        server: c.outputTruncation === 2,
+        creditEvents: c.outputEventCredit || config.creditEvents,
+        creditBytes: c.outputByteCredit || config.creditBytes,
       };
       if (spare && spare.heapMb !== config.heapMb) {
         void spare.worker.terminate();
@@ -426,13 +532,15 @@ function dispatch(message: HostToWorker): void {
     }
     case "stopCell":
       return stopCell(message.stopCell!.cellId);
+    case "credit":
+      return credit(message.credit!.cellId, message.credit!.events ?? 0);
     case "shutdown":
       void shutdown();
       return;
     case "testHook":
       return testHook(message.testHook!);
     default:
-      // Credit and Control arrive with later features; unknown messages are ignored.
+      // Control (the pauseUntilResumed test mode) is not implemented by this runtime.
       return;
   }
 }

@@ -14,6 +14,86 @@ function wrapCellSource(source) {
   return CELL_SOURCE_PREFIX + source + CELL_SOURCE_SUFFIX;
 }
 
+// proto/output_collector.ts
+function isLow(c) {
+  return c >= 56320 && c <= 57343;
+}
+function charAt(s, i) {
+  const c = s.charCodeAt(i);
+  if (c < 128) return [
+    1,
+    1
+  ];
+  if (c < 2048) return [
+    2,
+    1
+  ];
+  if (c >= 55296 && c <= 56319 && isLow(s.charCodeAt(i + 1))) return [
+    4,
+    2
+  ];
+  return [
+    3,
+    1
+  ];
+}
+function charBefore(s, end) {
+  const c = s.charCodeAt(end - 1);
+  if (c < 128) return [
+    1,
+    1
+  ];
+  if (c < 2048) return [
+    2,
+    1
+  ];
+  if (isLow(c) && end >= 2) {
+    const h = s.charCodeAt(end - 2);
+    if (h >= 55296 && h <= 56319) return [
+      4,
+      2
+    ];
+  }
+  return [
+    3,
+    1
+  ];
+}
+function utf8Prefix(s, maxBytes) {
+  let units = 0;
+  let bytes = 0;
+  while (units < s.length) {
+    const [b, u] = charAt(s, units);
+    if (bytes + b > maxBytes) break;
+    bytes += b;
+    units += u;
+  }
+  return {
+    units,
+    bytes
+  };
+}
+function utf8Suffix(s, maxBytes) {
+  let units = 0;
+  let bytes = 0;
+  while (units < s.length) {
+    const [b, u] = charBefore(s, s.length - units);
+    if (bytes + b > maxBytes) break;
+    bytes += b;
+    units += u;
+  }
+  return {
+    units,
+    bytes
+  };
+}
+
+// worker/cell_protocol.ts
+var CREDIT_EVENTS = 0;
+var CREDIT_BYTES = 1;
+var CREDIT_GENERATION = 2;
+var CREDIT_STOP = 3;
+
 // worker/cell_bootstrap.ts
 var CELL_EXIT_SENTINEL = "__codex_code_mode_exit__";
 var CELL_STOPPED_ERROR = "code-mode cell was stopped";
@@ -637,6 +717,7 @@ var CellRun = class {
   /** An `import()` was refused since the last drain (see `begin`). */
   #importRefused = false;
   #controller;
+  #credit;
   #refuseImport;
   /**
    * Builds the context and the helpers ahead of the cell, while this Worker waits as the session's
@@ -669,6 +750,14 @@ var CellRun = class {
   begin(start) {
     this.#start = start;
     this.#output = start.output;
+    this.#credit = start.credit ?? {
+      words: new Int32Array(new SharedArrayBuffer(16)),
+      maxEvents: Infinity,
+      maxBytes: Infinity,
+      trimTextOver: Infinity,
+      keepTextBytes: 0,
+      dropMediaOver: Infinity
+    };
     this.#view = new Map(start.store);
     const tools = start.tools.map((tool) => ({
       name: String(tool.name),
@@ -727,60 +816,70 @@ var CellRun = class {
   }
   #bridges() {
     return {
-      phase: () => this.#phase,
+      phase: () => this.#livePhase(),
       emit: (kind, a, b) => {
-        if (this.#phase !== PHASE_RUNNING) return 1;
+        if (this.#livePhase() !== PHASE_RUNNING) return 1;
         const first = typeof a === "string" ? a : "";
         switch (kind) {
           case EMIT_TEXT:
-            this.#post({
-              t: "text",
-              text: first
-            });
+            this.#postText(first);
             break;
-          case EMIT_IMAGE:
-            this.#post({
+          case EMIT_IMAGE: {
+            const detail = typeof b === "string" ? b : "high";
+            const n = utf8Length(first);
+            this.#postCounted(n > this.#credit.dropMediaOver ? {
+              t: "droppedImage",
+              bytes: n,
+              n: 0
+            } : {
               t: "image",
               image: {
                 url: first,
-                detail: typeof b === "string" ? b : "high"
-              }
+                detail
+              },
+              n
             });
             break;
+          }
           case EMIT_YIELD:
-            this.#post({
-              t: "yield"
+            this.#postCounted({
+              t: "yield",
+              n: 0
             });
             break;
           case EMIT_NOTIFY:
-            this.#post({
+            this.#postCounted({
               t: "notify",
-              text: first
+              text: first,
+              n: utf8Length(first)
             });
             break;
           case EMIT_CONSUMED:
-            this.#post({
+            this.#postCounted({
               t: "toolResultConsumed",
-              id: first
+              id: first,
+              n: 0
             });
-            break;
+            return 0;
         }
-        return 0;
+        return this.#awaitCredit() ? 0 : 1;
       },
       callTool: (name, input) => {
-        if (this.#phase !== PHASE_RUNNING) return "";
+        if (this.#livePhase() !== PHASE_RUNNING) return "";
         const id = `tool-${++this.#nextToolId}`;
-        this.#post(typeof input === "string" ? {
+        this.#postCounted(typeof input === "string" ? {
           t: "toolCall",
           id,
           name: String(name),
-          input
+          input,
+          n: utf8Length(input)
         } : {
           t: "toolCall",
           id,
-          name: String(name)
+          name: String(name),
+          n: 0
         });
-        return id;
+        return this.#awaitCredit() ? id : "";
       },
       byteLength: (text) => typeof text === "string" ? utf8Length(text) : 0,
       load: (key) => typeof key === "string" ? this.#view.get(key) : void 0,
@@ -863,14 +962,76 @@ var CellRun = class {
     const writes = [
       ...this.#writes
     ];
-    this.#post(failed === 1 ? {
+    if (failed !== 1) return this.#post({
+      t: "result",
+      writes
+    });
+    const trimmed = this.#trim(errorText);
+    this.#post(trimmed === void 0 ? {
       t: "result",
       writes,
       error: errorText
     } : {
       t: "result",
-      writes
+      writes,
+      trimmedError: trimmed
     });
+  }
+  /** The phase as helpers see it: a stop word set by the runtime stops the cell at once. */
+  #livePhase() {
+    if (this.#phase === PHASE_RUNNING && this.#credit && Atomics.load(this.#credit.words, CREDIT_STOP) !== 0) {
+      this.#phase = PHASE_STOPPED;
+      this.#clearHostTimers();
+    }
+    return this.#phase;
+  }
+  /** The reduced form of a text over the trimming threshold, else undefined. */
+  #trim(text) {
+    const credit = this.#credit;
+    if (text.length * 3 <= credit.trimTextOver) return void 0;
+    const total = utf8Length(text);
+    if (total <= credit.trimTextOver) return void 0;
+    const head = text.slice(0, utf8Prefix(text, credit.keepTextBytes).units);
+    const tail = text.slice(text.length - utf8Suffix(text, credit.keepTextBytes).units);
+    return {
+      head,
+      tail,
+      total
+    };
+  }
+  #postText(text) {
+    const trimmed = this.#trim(text);
+    if (trimmed === void 0) return this.#postCounted({
+      t: "text",
+      text,
+      n: utf8Length(text)
+    });
+    this.#postCounted({
+      t: "trimmedText",
+      text: trimmed,
+      n: utf8Length(trimmed.head) + utf8Length(trimmed.tail)
+    });
+  }
+  #postCounted(message) {
+    const words = this.#credit.words;
+    Atomics.add(words, CREDIT_EVENTS, 1);
+    Atomics.add(words, CREDIT_BYTES, message.n);
+    this.#post(message);
+  }
+  /**
+   * Waits while the cell is over its output credit (the item is already posted).
+   *
+   * @returns false when the stop word was set: the helper call throws
+   */
+  #awaitCredit() {
+    const credit = this.#credit;
+    const words = credit.words;
+    for (; ; ) {
+      const generation = Atomics.load(words, CREDIT_GENERATION);
+      if (this.#livePhase() !== PHASE_RUNNING) return false;
+      if (Atomics.load(words, CREDIT_EVENTS) <= credit.maxEvents && Atomics.load(words, CREDIT_BYTES) <= credit.maxBytes) return true;
+      Atomics.wait(words, CREDIT_GENERATION, generation);
+    }
   }
   #post(message) {
     try {

@@ -6345,7 +6345,7 @@ async function* readFrames(stream, maxFrameBytes, options = {}) {
 
 // proto/worker_codec.ts
 var import_protobufjs = __toESM(require__10());
-var WORKER_PROTOCOL_VERSION = 1;
+var WORKER_PROTOCOL_VERSION = 2;
 var OPTIONS = {
   longs: Number,
   enums: Number,
@@ -6367,6 +6367,12 @@ function createWorkerCodec(protoText) {
   };
 }
 
+// worker/cell_protocol.ts
+var CREDIT_EVENTS = 0;
+var CREDIT_BYTES = 1;
+var CREDIT_GENERATION = 2;
+var CREDIT_STOP = 3;
+
 // worker/runtime.ts
 var MAX_FRAME_BYTES = 68157440;
 var codec = createWorkerCodec(Deno.readTextFileSync(new URL("./worker.proto", import.meta.url)));
@@ -6374,8 +6380,13 @@ var cellUrl = new URL("./cell.js", import.meta.url);
 var config = {
   heapMb: 1024,
   maxMessageBytes: 67108864,
-  maxStoredValueBytes: 67108864
+  maxStoredValueBytes: 67108864,
+  server: false,
+  creditEvents: 128,
+  creditBytes: 2097152
 };
+var MAX_TEXT_BYTES = 1048576;
+var MAX_MEDIA_BYTES = 16777216;
 var store = /* @__PURE__ */ new Map();
 var writeChain = Promise.resolve();
 async function writeAll(bytes) {
@@ -6438,6 +6449,7 @@ function refillSpare() {
 var cells = /* @__PURE__ */ new Map();
 function forward(running, output) {
   const cellId = running.id;
+  if ("n" in output) running.unacked.push(output.n);
   switch (output.t) {
     case "started":
       return sendCellEvent({
@@ -6451,6 +6463,17 @@ function forward(running, output) {
           text: output.text
         }
       });
+    case "trimmedText":
+      return sendCellEvent({
+        cellId,
+        contentItem: {
+          trimmedText: {
+            head: output.text.head,
+            tail: output.text.tail,
+            totalBytes: output.text.total
+          }
+        }
+      });
     case "image":
       return sendCellEvent({
         cellId,
@@ -6458,6 +6481,16 @@ function forward(running, output) {
           image: {
             imageUrl: output.image.url,
             detail: output.image.detail
+          }
+        }
+      });
+    case "droppedImage":
+      return sendCellEvent({
+        cellId,
+        contentItem: {
+          droppedMedia: {
+            kind: "image",
+            bytes: output.bytes
           }
         }
       });
@@ -6499,7 +6532,13 @@ function forward(running, output) {
       }
       sendCellEvent({
         cellId,
-        result: output.error === void 0 ? {} : {
+        result: output.trimmedError ? {
+          trimmedError: {
+            head: output.trimmedError.head,
+            tail: output.trimmedError.tail,
+            totalBytes: output.trimmedError.total
+          }
+        } : output.error === void 0 ? {} : {
           errorText: output.error
         }
       });
@@ -6514,6 +6553,30 @@ function forward(running, output) {
       void endCell(running);
       return;
   }
+}
+function credit(cellId, events) {
+  const running = cells.get(cellId);
+  if (!running) return;
+  let bytes = 0;
+  let n = 0;
+  while (n < events && running.unackedHead < running.unacked.length) {
+    bytes += running.unacked[running.unackedHead++];
+    n++;
+  }
+  if (running.unackedHead > 1024 && running.unackedHead * 2 > running.unacked.length) {
+    running.unacked = running.unacked.slice(running.unackedHead);
+    running.unackedHead = 0;
+  }
+  Atomics.sub(running.credit, CREDIT_EVENTS, n);
+  Atomics.sub(running.credit, CREDIT_BYTES, bytes);
+  wake(running);
+}
+function wake(running) {
+  Atomics.add(running.credit, CREDIT_GENERATION, 1);
+  Atomics.notify(running.credit, CREDIT_GENERATION);
+}
+function overCredit(running) {
+  return Atomics.load(running.credit, CREDIT_EVENTS) > config.creditEvents || Atomics.load(running.credit, CREDIT_BYTES) > config.creditBytes;
 }
 function drain(running) {
   for (; ; ) {
@@ -6559,7 +6622,10 @@ async function startCell(start) {
     started: false,
     stopRequested: false,
     lastSeen: performance.now(),
-    exitReason: "normal"
+    exitReason: "normal",
+    credit: new Int32Array(new SharedArrayBuffer(16)),
+    unacked: [],
+    unackedHead: 0
   };
   cells.set(start.cellId, running);
   channel.port1.on("message", (output) => {
@@ -6596,7 +6662,16 @@ async function startCell(start) {
     ],
     maxStoredValueBytes: config.maxStoredValueBytes,
     maxMessageBytes: config.maxMessageBytes,
-    output: channel.port2
+    output: channel.port2,
+    credit: {
+      words: running.credit,
+      maxEvents: config.creditEvents,
+      maxBytes: config.creditBytes,
+      // Server: what the collector could keep of a text or an image; Client: one message.
+      trimTextOver: config.server ? 2 * MAX_TEXT_BYTES : config.maxMessageBytes,
+      keepTextBytes: MAX_TEXT_BYTES,
+      dropMediaOver: config.server ? MAX_MEDIA_BYTES : config.maxMessageBytes
+    }
   };
   cell.worker.postMessage(message, [
     channel.port2
@@ -6625,6 +6700,11 @@ function checkParkedCells() {
   const overBudget = rssMb > active * config.heapMb * 2 + RSS_ALLOWANCE_MB;
   for (const running of cells.values()) {
     if (!running.started || running.finished) continue;
+    if (overCredit(running)) {
+      running.lastSeen = now;
+      running.ping = void 0;
+      continue;
+    }
     if (overBudget && running.ping && now - running.ping.at >= SILENCE_MS) {
       running.finished = true;
       running.exitReason = "heap_limit";
@@ -6671,6 +6751,8 @@ function stopCell(cellId) {
     running.stopRequested = true;
     return;
   }
+  Atomics.store(running.credit, CREDIT_STOP, 1);
+  wake(running);
   const stop = () => {
     if (running.finished) return;
     drain(running);
@@ -6727,7 +6809,10 @@ function dispatch(message) {
       config = {
         heapMb: c.cellHeapLimitMb || config.heapMb,
         maxMessageBytes: c.maxMessageBytes || config.maxMessageBytes,
-        maxStoredValueBytes: c.maxStoredValueBytes || config.maxStoredValueBytes
+        maxStoredValueBytes: c.maxStoredValueBytes || config.maxStoredValueBytes,
+        server: c.outputTruncation === 2,
+        creditEvents: c.outputEventCredit || config.creditEvents,
+        creditBytes: c.outputByteCredit || config.creditBytes
       };
       if (spare && spare.heapMb !== config.heapMb) {
         void spare.worker.terminate();
@@ -6767,6 +6852,8 @@ function dispatch(message) {
     }
     case "stopCell":
       return stopCell(message.stopCell.cellId);
+    case "credit":
+      return credit(message.credit.cellId, message.credit.events ?? 0);
     case "shutdown":
       void shutdown();
       return;
