@@ -18,7 +18,6 @@
  */
 import type { WireCellEvent, WireItem } from "../proto/worker_codec.ts";
 import {
-  contentItemEncodedBytes,
   createOutputCollector,
   diagnosticErrorText,
   type ErrorText,
