@@ -140,10 +140,10 @@ export class Session {
   /** @param options see {@link SessionOptions} */
   constructor(options: SessionOptions) {
     this.#options = options;
-    this.#cellHost = this.#makeCellHost(options.clock);
     this.id = options.id;
     this.ref = options.ref;
     this.outputMode = options.outputMode;
+    this.#cellHost = this.#makeCellHost(options.clock);
     this.maxYieldTimeMs = options.maxYieldTimeMs;
     this.cellHeapMb = options.cellHeapMb;
     this.activeCells = new Permits(options.limits.maxActiveCellsPerSession);

@@ -1,0 +1,281 @@
+/**
+ * SPEC §8 end to end: output modes against the real host, a real session runtime and a real gRPC
+ * client (scenarios 97–104a, the §8.8 worked example, credits under a flood).
+ */
+import assert from "node:assert/strict";
+import { Status } from "nice-grpc";
+import { execute, grpcError, notified, openSession, run, startHost, texts } from "./_harness.ts";
+
+const SERVER = { outputTruncation: 2 };
+const LIMIT_MESSAGE = "code-mode execution outcome exceeds the 67108864-byte gRPC message limit";
+const notice = (bytes: number, segments: number, images: number) =>
+  `[Code Mode session output limit reached: omitted ${bytes} text bytes; discarded ${segments} text segments, ${images} images, 0 audio items]`;
+
+function utf8(s: string): number {
+  return new TextEncoder().encode(s).length;
+}
+
+/** VmRSS of a process, in bytes. */
+function rss(pid: number): number {
+  const status = Deno.readTextFileSync(`/proc/${pid}/status`);
+  return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) * 1024;
+}
+
+Deno.test("97: a Server-mode 65 MiB thrown string with max_output_tokens 5 gives the three §8.8 items and a 65,536-byte error_text", async () => {
+  await using h = await startHost();
+  await using s = await openSession(h.client, SERVER);
+  const { started, outcome } = await execute(
+    h.client,
+    s.id,
+    "throw 'begin:' + 'X'.repeat(65 * 1024 * 1024) + ':end'",
+    { yieldTimeMs: 60_000, maxOutputTokens: 5 },
+  );
+  assert.equal(started.cellId, "1");
+  assert.equal(outcome.cellId, "1");
+  const errorText: string = outcome.completed.errorText;
+  assert.equal(utf8(errorText), 65_536);
+  assert.equal(errorText, "begin:" + "X".repeat(32_762) + "X".repeat(32_764) + ":end");
+  assert.deepEqual(texts(outcome), [
+    "Warning: truncated output (original token count: 262144)\nTotal output lines: 2\n\nScript err…262139 tokens truncated…",
+    notice(67_108_888, 0, 0),
+    "XXXXXX:end",
+  ]);
+});
+
+Deno.test("98: in Client mode a 2 MiB text survives max_output_tokens 5 untruncated", async () => {
+  await using h = await startHost();
+  await using s = await openSession(h.client);
+  const { outcome } = await execute(h.client, s.id, "text('x'.repeat(2 * 1024 * 1024))", {
+    yieldTimeMs: 60_000,
+    maxOutputTokens: 5,
+  });
+  assert.ok(outcome.completed);
+  assert.equal(outcome.completed.errorText, undefined);
+  assert.equal(outcome.contentItems.length, 1);
+  assert.equal(outcome.contentItems[0].text.text, "x".repeat(2 * 1024 * 1024));
+});
+
+Deno.test("99: a Server-mode 614,400-byte text comes back as that one item (head and tail merged, no notice)", async () => {
+  await using h = await startHost();
+  await using s = await openSession(h.client, SERVER);
+  const { outcome } = await execute(h.client, s.id, "text('é'.repeat(307200))", {
+    maxOutputTokens: 1_000_000,
+  });
+  assert.deepEqual(texts(outcome), ["é".repeat(307_200)]);
+});
+
+Deno.test("100: two 10 MiB images in Server mode keep the first, then the notice counting 1 image", async () => {
+  await using h = await startHost();
+  await using s = await openSession(h.client, SERVER);
+  const { outcome } = await execute(
+    h.client,
+    s.id,
+    "const url = 'data:image/png;base64,' + 'A'.repeat(10 * 1024 * 1024); image(url); image(url)",
+    { maxOutputTokens: 1_000_000 },
+  );
+  assert.equal(outcome.contentItems.length, 2);
+  assert.equal(utf8(outcome.contentItems[0].image.imageUrl), 22 + 10 * 1024 * 1024);
+  assert.equal(outcome.contentItems[1].text.text, notice(0, 0, 1));
+});
+
+Deno.test("101: three 600 KiB texts in Server mode keep the head of a, the notice, and the tail of c", async () => {
+  await using h = await startHost();
+  await using s = await openSession(h.client, SERVER);
+  const { outcome } = await execute(
+    h.client,
+    s.id,
+    'text("a".repeat(600*1024)); text("b".repeat(600*1024)); text("c".repeat(600*1024))',
+    { maxOutputTokens: 1_000_000 },
+  );
+  assert.deepEqual(texts(outcome), ["a".repeat(524_288), notice(794_624, 1, 0), "c".repeat(524_288)]);
+});
+
+Deno.test("102: a 100,000-byte thrown string is capped to 32,768 + 32,768 bytes in Server mode and whole in Client mode", async () => {
+  await using h = await startHost();
+  const source = "throw 'h'.repeat(50000) + 't'.repeat(50000)";
+  await using server = await openSession(h.client, SERVER);
+  const capped = await execute(h.client, server.id, source, { maxOutputTokens: 1_000_000 });
+  assert.equal(capped.outcome.completed.errorText, "h".repeat(32_768) + "t".repeat(32_768));
+  // §8.4 step 2: the Script error item carries the full text (within the collector's bounds).
+  assert.deepEqual(texts(capped.outcome), ["Script error:\n" + "h".repeat(50_000) + "t".repeat(50_000)]);
+  await using client = await openSession(h.client);
+  const whole = await execute(h.client, client.id, source);
+  assert.equal(whole.outcome.completed.errorText, "h".repeat(50_000) + "t".repeat(50_000));
+  assert.deepEqual(texts(whole.outcome), []);
+});
+
+Deno.test("103: an unobserved Server-mode flood keeps host and runtime memory bounded; Terminate returns bounded content with the notice", async () => {
+  await using h = await startHost();
+  await using s = await openSession(h.client, SERVER);
+  const pid = h.host.state.session(s.id)!.runtimePid!;
+  const first = await execute(h.client, s.id, 'for (;;) text("x".repeat(1024))', {
+    yieldTimeMs: 200,
+    maxOutputTokens: 1_000_000,
+  });
+  assert.ok(first.outcome.yielded);
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  const before = { host: Deno.memoryUsage().rss, runtime: rss(pid) };
+  await new Promise((resolve) => setTimeout(resolve, 4_000));
+  const after = { host: Deno.memoryUsage().rss, runtime: rss(pid) };
+  // Without credit the runtime and host would buffer the flood (hundreds of MiB per second).
+  assert.ok(
+    after.runtime - before.runtime < 128 * 1024 * 1024,
+    `runtime grew ${after.runtime - before.runtime}`,
+  );
+  assert.ok(after.host - before.host < 128 * 1024 * 1024, `host grew ${after.host - before.host}`);
+  const terminated = await h.client.terminate({ sessionId: s.id, cellId: first.started.cellId });
+  assert.ok(terminated.liveCell.terminated);
+  // Every text() is its own item: 512 whole ones in the head, the notice, 512 in the tail.
+  const items = texts(terminated.liveCell);
+  assert.equal(items.length, 1_025);
+  assert.ok(items.slice(0, 512).every((t) => t === "x".repeat(1024)));
+  assert.match(
+    items[512],
+    /^\[Code Mode session output limit reached: omitted \d+ text bytes; discarded \d+ text/,
+  );
+  assert.equal(items.slice(513).join(""), "x".repeat(524_288));
+  assert.deepEqual((await run(h.client, s.id, 'text("next")')).texts, ["next"]);
+});
+
+Deno.test("104: a Client-mode window of 70 MiB fails RESOURCE_EXHAUSTED and the next cell works", async () => {
+  await using h = await startHost();
+  await using s = await openSession(h.client);
+  const error = await grpcError(
+    execute(h.client, s.id, 'for (let i = 0; i < 70; i++) text("x".repeat(1024 * 1024))', {
+      yieldTimeMs: 60_000,
+    }),
+  );
+  assert.deepEqual(error, { code: Status.RESOURCE_EXHAUSTED, details: LIMIT_MESSAGE });
+  assert.deepEqual((await run(h.client, s.id, 'text("next")')).texts, ["next"]);
+});
+
+Deno.test("104a: the undeliverable completion is re-buffered as one dropped-output item for the next Wait, then the cell is missing", async () => {
+  await using h = await startHost();
+  await using s = await openSession(h.client);
+  const error = await grpcError(
+    execute(h.client, s.id, 'text("x".repeat(70 * 1024 * 1024)); text("after")', { yieldTimeMs: 60_000 }),
+  );
+  assert.deepEqual(error, { code: Status.RESOURCE_EXHAUSTED, details: LIMIT_MESSAGE });
+  const wait = await h.client.wait({ sessionId: s.id, cellId: "1", waitId: "w1", yieldTimeMs: 1_000 });
+  assert.ok(wait.liveCell?.completed, JSON.stringify(wait).slice(0, 200));
+  assert.equal(wait.liveCell.completed.errorText, undefined);
+  const items = texts(wait.liveCell);
+  assert.equal(items.length, 1);
+  assert.match(
+    items[0],
+    /^\[Code Mode output dropped: \d+ bytes exceeded the 67108864-byte gRPC message limit\]$/,
+  );
+  // {n} is the encoded size of the ExecuteEvent that could not be sent: just over 70 MiB + "after".
+  const n = Number(/dropped: (\d+) bytes/.exec(items[0])![1]);
+  assert.ok(n > 70 * 1024 * 1024 + 5 && n < 70 * 1024 * 1024 + 100, String(n));
+  const again = await h.client.wait({ sessionId: s.id, cellId: "1", waitId: "w2", yieldTimeMs: 1_000 });
+  assert.equal(again.missingCell.completed.errorText, "exec cell 1 not found");
+});
+
+Deno.test("Client mode: an oversized yield is replaced in front of later output and the cell keeps running", async () => {
+  await using h = await startHost();
+  await using s = await openSession(h.client);
+  const error = await grpcError(
+    execute(
+      h.client,
+      s.id,
+      'text("x".repeat(65 * 1024 * 1024)); text("y"); yield_control(); await new Promise((r) => setTimeout(r, 200)); text("later")',
+      { yieldTimeMs: 60_000 },
+    ),
+  );
+  assert.deepEqual(error, { code: Status.RESOURCE_EXHAUSTED, details: LIMIT_MESSAGE });
+  const wait = await h.client.wait({ sessionId: s.id, cellId: "1", waitId: "w1", yieldTimeMs: 10_000 });
+  assert.ok(wait.liveCell.completed);
+  const items = texts(wait.liveCell);
+  assert.equal(items.length, 2);
+  assert.match(items[0], /^\[Code Mode output dropped: \d+ bytes exceeded/);
+  assert.equal(items[1], "later");
+});
+
+Deno.test("Client mode: a completion whose error text alone is too large keeps its diagnostic form in the replacement", async () => {
+  await using h = await startHost();
+  await using s = await openSession(h.client);
+  const error = await grpcError(
+    execute(h.client, s.id, "throw 'b' + 'E'.repeat(65 * 1024 * 1024) + 'e'", { yieldTimeMs: 60_000 }),
+  );
+  assert.deepEqual(error, { code: Status.RESOURCE_EXHAUSTED, details: LIMIT_MESSAGE });
+  const terminated = await h.client.terminate({ sessionId: s.id, cellId: "1" });
+  assert.ok(terminated.liveCell.completed);
+  assert.equal(utf8(terminated.liveCell.completed.errorText), 65_536);
+  assert.ok(terminated.liveCell.completed.errorText.startsWith("bEEE"));
+  assert.ok(terminated.liveCell.completed.errorText.endsWith("EEEe"));
+  assert.match(texts(terminated.liveCell)[0], /^\[Code Mode output dropped: /);
+});
+
+Deno.test("a Server-mode missing cell carries the Script error item", async () => {
+  await using h = await startHost();
+  await using s = await openSession(h.client, SERVER);
+  const wait = await h.client.wait({ sessionId: s.id, cellId: "9", waitId: "w", yieldTimeMs: 0 });
+  assert.equal(wait.missingCell.completed.errorText, "exec cell 9 not found");
+  assert.deepEqual(texts(wait.missingCell), ["Script error:\nexec cell 9 not found"]);
+  await using c = await openSession(h.client);
+  const clientWait = await h.client.wait({ sessionId: c.id, cellId: "9", waitId: "w", yieldTimeMs: 0 });
+  assert.deepEqual(texts(clientWait.missingCell), []);
+});
+
+Deno.test("flood: a Server-mode cell printing 256 MiB in 64 KiB pieces completes with the notice and its last text", async () => {
+  await using h = await startHost();
+  await using s = await openSession(h.client, SERVER);
+  const { outcome } = await execute(
+    h.client,
+    s.id,
+    'const piece = "y".repeat(65536); for (let i = 0; i < 4096; i++) text(piece); text("last")',
+    { yieldTimeMs: 120_000, maxOutputTokens: 1_000_000 },
+  );
+  assert.ok(outcome.completed, JSON.stringify(outcome).slice(0, 200));
+  // 4,097 items of 268,435,460 bytes: 8 whole in the head; the notice; in the tail the last
+  // 65,532 bytes of one piece, 7 whole pieces and "last".
+  const items = texts(outcome);
+  const piece = "y".repeat(65_536);
+  assert.equal(items.length, 18);
+  assert.ok(items.slice(0, 8).every((t) => t === piece));
+  assert.equal(items[8], notice(268_435_460 - 1_048_576, 4_097 - 17, 0));
+  assert.equal(items[9], "y".repeat(65_532));
+  assert.ok(items.slice(10, 17).every((t) => t === piece));
+  assert.equal(items[17], "last");
+});
+
+Deno.test("Server mode: token truncation applies the Execute's budget to every later observation of the cell", async () => {
+  await using h = await startHost();
+  await using s = await openSession(h.client, SERVER);
+  const { outcome } = await execute(
+    h.client,
+    s.id,
+    'text("a".repeat(100)); yield_control(); text("b".repeat(100))',
+    { maxOutputTokens: 5 },
+  );
+  assert.deepEqual(texts(outcome), [
+    "Warning: truncated output (original token count: 25)\nTotal output lines: 1\n\naaaaaaaaaa…20 tokens truncated…aaaaaaaaaa",
+  ]);
+  const wait = await h.client.wait({ sessionId: s.id, cellId: "1", waitId: "w", yieldTimeMs: 5_000 });
+  assert.deepEqual(texts(wait.liveCell), [
+    "Warning: truncated output (original token count: 25)\nTotal output lines: 1\n\nbbbbbbbbbb…20 tokens truncated…bbbbbbbbbb",
+  ]);
+});
+
+Deno.test("Client mode: an oversized terminated outcome stays terminal; the next Terminate returns its replacement", async () => {
+  await using h = await startHost();
+  await using s = await openSession(h.client);
+  const first = await execute(
+    h.client,
+    s.id,
+    'await new Promise((r) => setTimeout(r, 300)); text("x".repeat(70 * 1024 * 1024)); notify("big"); ' +
+      "for (;;) await new Promise((r) => setTimeout(r, 10))",
+    { yieldTimeMs: 100 },
+  );
+  assert.ok(first.outcome.yielded);
+  s.pump();
+  assert.ok(await notified(s, "big"));
+  const error = await grpcError(h.client.terminate({ sessionId: s.id, cellId: "1" }));
+  assert.deepEqual(error, { code: Status.RESOURCE_EXHAUSTED, details: LIMIT_MESSAGE });
+  const again = await h.client.terminate({ sessionId: s.id, cellId: "1" });
+  assert.ok(again.liveCell.terminated);
+  assert.match(texts(again.liveCell)[0], /^\[Code Mode output dropped: \d+ bytes exceeded/);
+  const missing = await h.client.terminate({ sessionId: s.id, cellId: "1" });
+  assert.equal(missing.missingCell.completed.errorText, "exec cell 1 not found");
+});
