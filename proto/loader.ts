@@ -9,7 +9,7 @@
  *
  * @module
  */
-import protobuf from "protobufjs";
+import protobuf, { asBuffer } from "./protobuf_runtime.ts";
 import descriptor from "protobufjs/ext/descriptor/index.js";
 
 /** Conversion options for every decoded message (see the module doc). */
@@ -90,7 +90,7 @@ export function parseProtos(sources: string[]): protobuf.Root {
  */
 // deno-lint-ignore no-explicit-any
 export function plainDecoder(type: protobuf.Type): (bytes: Uint8Array) => any {
-  return (bytes) => type.toObject(type.decode(bytes), DECODE_OPTIONS);
+  return (bytes) => type.toObject(type.decode(asBuffer(bytes)), DECODE_OPTIONS);
 }
 
 /**

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import protobuf from "protobufjs";
+import protobuf, { asBuffer } from "./protobuf_runtime.ts";
 
 /** Bumped whenever worker.proto or its semantics change; checked at `Ready` (SPEC §9.3). */
 export const WORKER_PROTOCOL_VERSION = 2;
@@ -115,8 +115,10 @@ export function createWorkerCodec(protoText: string): WorkerCodec {
   const workerToHost = root.lookupType("codemode.worker.v1.WorkerToHost");
   return {
     encodeHostToWorker: (m) => hostToWorker.encode(m).finish(),
-    decodeHostToWorker: (b) => hostToWorker.toObject(hostToWorker.decode(b), OPTIONS) as HostToWorker,
+    decodeHostToWorker: (b) =>
+      hostToWorker.toObject(hostToWorker.decode(asBuffer(b)), OPTIONS) as HostToWorker,
     encodeWorkerToHost: (m) => workerToHost.encode(m).finish(),
-    decodeWorkerToHost: (b) => workerToHost.toObject(workerToHost.decode(b), OPTIONS) as WorkerToHost,
+    decodeWorkerToHost: (b) =>
+      workerToHost.toObject(workerToHost.decode(asBuffer(b)), OPTIONS) as WorkerToHost,
   };
 }

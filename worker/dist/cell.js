@@ -1,5 +1,5 @@
 // worker/cell_bootstrap.ts
-import { Buffer } from "node:buffer";
+import { Buffer as Buffer2 } from "node:buffer";
 import process from "node:process";
 import { clearTimeout as clearHostTimer, setImmediate as setHostImmediate, setTimeout as setHostTimer } from "node:timers";
 import vm from "node:vm";
@@ -15,6 +15,7 @@ function wrapCellSource(source) {
 }
 
 // proto/output_collector.ts
+import { Buffer } from "node:buffer";
 function isLow(c) {
   return c >= 56320 && c <= 57343;
 }
@@ -1041,7 +1042,7 @@ var CellRun = class {
   }
 };
 function utf8Length(text) {
-  return Buffer.byteLength(text, "utf8");
+  return Buffer2.byteLength(text, "utf8");
 }
 function describeCompileError(error) {
   if (error !== null && typeof error === "object") {

@@ -1503,8 +1503,8 @@ var require_minimal = __commonJS({
     };
     util.Buffer = function() {
       try {
-        var Buffer2 = util.global.Buffer;
-        return Buffer2.prototype.utf8Write ? Buffer2 : (
+        var Buffer3 = util.global.Buffer;
+        return Buffer3.prototype.utf8Write ? Buffer3 : (
           /* istanbul ignore next */
           null
         );
@@ -1628,18 +1628,18 @@ var require_minimal = __commonJS({
       json: true
     };
     util._configure = function() {
-      var Buffer2 = util.Buffer;
-      if (!Buffer2) {
+      var Buffer3 = util.Buffer;
+      if (!Buffer3) {
         util._Buffer_from = util._Buffer_allocUnsafe = null;
         return;
       }
-      util._Buffer_from = Buffer2.from !== Uint8Array.from && Buffer2.from || /* istanbul ignore next */
+      util._Buffer_from = Buffer3.from !== Uint8Array.from && Buffer3.from || /* istanbul ignore next */
       function Buffer_from(value, encoding) {
-        return new Buffer2(value, encoding);
+        return new Buffer3(value, encoding);
       };
-      util._Buffer_allocUnsafe = Buffer2.allocUnsafe || /* istanbul ignore next */
+      util._Buffer_allocUnsafe = Buffer3.allocUnsafe || /* istanbul ignore next */
       function Buffer_allocUnsafe(size) {
-        return new Buffer2(size);
+        return new Buffer3(size);
       };
     };
   }
@@ -6343,8 +6343,17 @@ async function* readFrames(stream, maxFrameBytes, options = {}) {
   }
 }
 
-// proto/worker_codec.ts
+// proto/protobuf_runtime.ts
 var import_protobufjs = __toESM(require__10());
+import { Buffer as Buffer2 } from "node:buffer";
+import_protobufjs.default.util.Buffer = Buffer2;
+import_protobufjs.default.configure();
+var protobuf_runtime_default = import_protobufjs.default;
+function asBuffer(bytes) {
+  return Buffer2.isBuffer(bytes) ? bytes : Buffer2.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+}
+
+// proto/worker_codec.ts
 var WORKER_PROTOCOL_VERSION = 2;
 var OPTIONS = {
   longs: Number,
@@ -6353,7 +6362,7 @@ var OPTIONS = {
   defaults: false
 };
 function createWorkerCodec(protoText) {
-  const root = import_protobufjs.default.parse(protoText, {
+  const root = protobuf_runtime_default.parse(protoText, {
     keepCase: false
   }).root;
   root.resolveAll();
@@ -6361,9 +6370,9 @@ function createWorkerCodec(protoText) {
   const workerToHost = root.lookupType("codemode.worker.v1.WorkerToHost");
   return {
     encodeHostToWorker: (m) => hostToWorker.encode(m).finish(),
-    decodeHostToWorker: (b) => hostToWorker.toObject(hostToWorker.decode(b), OPTIONS),
+    decodeHostToWorker: (b) => hostToWorker.toObject(hostToWorker.decode(asBuffer(b)), OPTIONS),
     encodeWorkerToHost: (m) => workerToHost.encode(m).finish(),
-    decodeWorkerToHost: (b) => workerToHost.toObject(workerToHost.decode(b), OPTIONS)
+    decodeWorkerToHost: (b) => workerToHost.toObject(workerToHost.decode(asBuffer(b)), OPTIONS)
   };
 }
 
