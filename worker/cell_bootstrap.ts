@@ -779,6 +779,7 @@ class CellRun {
   #importRefused = false;
   #controller: CellController | undefined;
   #credit: CellCredit | undefined;
+  #startedPending = false;
   #refuseImport!: (specifier: unknown) => Promise<never>;
 
   /**
@@ -849,9 +850,17 @@ class CellRun {
       description: String(tool.description),
     }));
     this.#controller!.configure(JSON.stringify(tools), start.maxMessageBytes, start.maxStoredValueBytes);
-    this.#post({ t: "started" });
+    // `started` leaves with the cell's first output (one message, one frame write): see #post.
+    this.#startedPending = true;
     const refuseImport = this.#refuseImport;
-    setHostImmediate(() => this.#evaluate(refuseImport));
+    setHostImmediate(() => {
+      this.#evaluate(refuseImport);
+      // A cell still running without output yet: report its start now.
+      if (this.#startedPending) {
+        this.#startedPending = false;
+        this.#post({ t: "started" });
+      }
+    });
   }
 
   /** Compiles the source and evaluates it once; runs inside a macrotask. */
@@ -1101,7 +1110,12 @@ class CellRun {
 
   #post(message: CellOutput): void {
     try {
-      this.#output?.postMessage(message);
+      if (this.#startedPending) {
+        this.#startedPending = false;
+        this.#output?.postMessage([{ t: "started" }, message]);
+      } else {
+        this.#output?.postMessage(message);
+      }
     } catch {
       // A closed port means the runtime has gone; nothing to report to.
     }
@@ -1132,7 +1146,10 @@ function boot(port: NonNullable<typeof parentPort>): void {
   let cell: CellRun | undefined;
   port.on("message", (message: CellControl) => {
     if (message === null || typeof message !== "object") return;
-    if (message.t === "start") {
+    if (message.t === "warm") {
+      message.port.postMessage({ t: "warmed" });
+      message.port.close();
+    } else if (message.t === "start") {
       if (cell !== undefined) return;
       cell = prepared;
       cell.begin(message);

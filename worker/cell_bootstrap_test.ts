@@ -103,21 +103,9 @@ class CellHarness implements AsyncDisposable {
   start(source: string, options: CellOptions = {}): void {
     const { port1, port2 } = new MessageChannel();
     this.#port = port1;
-    port1.on("message", (raw: CellOutput & { n?: number }) => {
-      if (raw.t === "pong") return;
-      let message: CellOutput = raw;
-      if (raw.n !== undefined) {
-        // Counted output: the byte count is the runtime's business; tests compare the item.
-        const { n, ...item } = raw;
-        message = item as CellOutput;
-        this.#unacked.push(n);
-        if (!options.manualCredit) this.ack(1);
-      }
-      if (message.t === "toolCall" && options.answer !== undefined) {
-        const answer = options.answer(message);
-        if (answer !== undefined) this.send({ t: "toolResult", id: message.id, ...answer });
-      }
-      this.#push(message);
+    // `started` travels together with the cell's first output (one message holding both).
+    port1.on("message", (batch: CellOutput | CellOutput[]) => {
+      for (const one of Array.isArray(batch) ? batch : [batch]) this.#receive(one, options);
     });
     this.#worker.postMessage({
       t: "start",
@@ -138,6 +126,25 @@ class CellHarness implements AsyncDisposable {
         ...options.credit,
       },
     }, [port2]);
+  }
+
+  #receive(raw: CellOutput & { n?: number }, options: CellOptions): void {
+    {
+      if (raw.t === "pong") return;
+      let message: CellOutput = raw;
+      if (raw.n !== undefined) {
+        // Counted output: the byte count is the runtime's business; tests compare the item.
+        const { n, ...item } = raw;
+        message = item as CellOutput;
+        this.#unacked.push(n);
+        if (!options.manualCredit) this.ack(1);
+      }
+      if (message.t === "toolCall" && options.answer !== undefined) {
+        const answer = options.answer(message);
+        if (answer !== undefined) this.send({ t: "toolResult", id: message.id, ...answer });
+      }
+      this.#push(message);
+    }
   }
 
   /** Outputs received and not yet read. */
@@ -372,8 +379,9 @@ const worker = new Worker(new URL(bootstrap), { resourceLimits: { maxOldGenerati
 await new Promise((resolve) => worker.once("message", resolve));
 const channel = new MessageChannel();
 let last = performance.now();
-channel.port1.on("message", (m) => {
+channel.port1.on("message", (batch) => {
   last = performance.now();
+  const m = Array.isArray(batch) ? batch[batch.length - 1] : batch;
   if (m.t === "toolCall") worker.postMessage({ t: "toolResult", id: m.id, json: "1" });
 });
 const report = (word) => { console.log(word); Deno.exit(0); };
@@ -1389,9 +1397,9 @@ await new Promise((resolve) => worker.once("message", resolve));
 const { port1, port2 } = new MessageChannel();
 const outputs = [];
 await new Promise((resolve) => {
-  port1.on("message", (m) => {
-    const { n: _n, ...item } = m;
-    outputs.push(item);
+  port1.on("message", (batch) => {
+    for (const { n: _n, ...item } of Array.isArray(batch) ? batch : [batch]) outputs.push(item);
+    const m = outputs[outputs.length - 1];
     if (m.t === "toolCall") worker.postMessage({ t: "toolResult", id: m.id, json: "{}" });
     if (m.t === "result") resolve();
   });

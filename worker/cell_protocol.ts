@@ -87,7 +87,9 @@ export type CellControl =
   /** Stop: answer `stopped`, dispatch nothing more into the context, make helpers throw. */
   | { t: "stop" }
   /** Liveness probe: answered with `pong` whenever the isolate is not running code. */
-  | { t: "ping" };
+  | { t: "ping" }
+  /** Sent to a booted spare before its `start`: answered with `{t: "warmed"}` on `port`, then closed. */
+  | { t: "warm"; port: MessagePort };
 
 /** An image item as produced by `image()`/`generatedImage()`. */
 export interface CellImage {

@@ -719,6 +719,7 @@ var CellRun = class {
   #importRefused = false;
   #controller;
   #credit;
+  #startedPending = false;
   #refuseImport;
   /**
    * Builds the context and the helpers ahead of the cell, while this Worker waits as the session's
@@ -765,11 +766,17 @@ var CellRun = class {
       description: String(tool.description)
     }));
     this.#controller.configure(JSON.stringify(tools), start.maxMessageBytes, start.maxStoredValueBytes);
-    this.#post({
-      t: "started"
-    });
+    this.#startedPending = true;
     const refuseImport = this.#refuseImport;
-    setHostImmediate(() => this.#evaluate(refuseImport));
+    setHostImmediate(() => {
+      this.#evaluate(refuseImport);
+      if (this.#startedPending) {
+        this.#startedPending = false;
+        this.#post({
+          t: "started"
+        });
+      }
+    });
   }
   /** Compiles the source and evaluates it once; runs inside a macrotask. */
   #evaluate(refuseImport) {
@@ -1036,7 +1043,17 @@ var CellRun = class {
   }
   #post(message) {
     try {
-      this.#output?.postMessage(message);
+      if (this.#startedPending) {
+        this.#startedPending = false;
+        this.#output?.postMessage([
+          {
+            t: "started"
+          },
+          message
+        ]);
+      } else {
+        this.#output?.postMessage(message);
+      }
     } catch {
     }
   }
@@ -1059,7 +1076,12 @@ function boot(port) {
   let cell;
   port.on("message", (message) => {
     if (message === null || typeof message !== "object") return;
-    if (message.t === "start") {
+    if (message.t === "warm") {
+      message.port.postMessage({
+        t: "warmed"
+      });
+      message.port.close();
+    } else if (message.t === "start") {
       if (cell !== void 0) return;
       cell = prepared;
       cell.begin(message);

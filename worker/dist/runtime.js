@@ -33,12 +33,12 @@ var require__ = __commonJS({
     "use strict";
     module.exports = asPromise;
     function asPromise(fn, ctx) {
-      var params = new Array(arguments.length - 1), offset = 0, index = 2, pending = true;
+      var params = new Array(arguments.length - 1), offset = 0, index = 2, pending2 = true;
       while (index < arguments.length) params[offset++] = arguments[index++];
       return new Promise(function executor(resolve, reject) {
         params[offset] = function callback(err) {
-          if (pending) {
-            pending = false;
+          if (pending2) {
+            pending2 = false;
             if (err) reject(err);
             else {
               var params2 = new Array(arguments.length - 1), offset2 = 0;
@@ -50,8 +50,8 @@ var require__ = __commonJS({
         try {
           fn.apply(ctx || null, params);
         } catch (err) {
-          if (pending) {
-            pending = false;
+          if (pending2) {
+            pending2 = false;
             reject(err);
           }
         }
@@ -6402,9 +6402,41 @@ async function writeAll(bytes) {
   let offset = 0;
   while (offset < bytes.length) offset += await Deno.stdout.write(bytes.subarray(offset));
 }
+var pending = [];
+var flushQueued = false;
+var JOIN_BYTES = 256 * 1024;
 function send(message) {
-  const frame = encodeFrame(codec.encodeWorkerToHost(message), MAX_FRAME_BYTES);
-  writeChain = writeChain.then(() => writeAll(frame)).catch(() => Deno.exit(1));
+  pending.push(encodeFrame(codec.encodeWorkerToHost(message), MAX_FRAME_BYTES));
+  if (flushQueued) return;
+  flushQueued = true;
+  queueMicrotask(flush);
+}
+function flush() {
+  flushQueued = false;
+  const frames = pending;
+  pending = [];
+  let group = [];
+  let groupBytes = 0;
+  const emit = () => {
+    if (group.length === 0) return;
+    const bytes = group.length === 1 ? group[0] : new Uint8Array(groupBytes);
+    if (group.length > 1) {
+      let offset = 0;
+      for (const frame of group) {
+        bytes.set(frame, offset);
+        offset += frame.length;
+      }
+    }
+    group = [];
+    groupBytes = 0;
+    writeChain = writeChain.then(() => writeAll(bytes)).catch(() => Deno.exit(1));
+  };
+  for (const frame of frames) {
+    if (groupBytes + frame.length > JOIN_BYTES) emit();
+    group.push(frame);
+    groupBytes += frame.length;
+  }
+  emit();
 }
 function sendCellEvent(event) {
   send({
@@ -6412,6 +6444,7 @@ function sendCellEvent(event) {
   });
 }
 async function exitAfterFlush(code) {
+  flush();
   await writeChain.catch(() => {
   });
   Deno.exit(code);
@@ -6432,7 +6465,17 @@ function createCellWorker(heapMb) {
     const onMessage = (message) => {
       if (message?.t !== "ready") return;
       worker.off("message", onMessage);
-      resolve();
+      const warm = new MessageChannel();
+      warm.port1.once("message", () => {
+        warm.port1.close();
+        resolve();
+      });
+      worker.postMessage({
+        t: "warm",
+        port: warm.port2
+      }, [
+        warm.port2
+      ]);
     };
     worker.on("message", onMessage);
     worker.once("exit", () => {
@@ -6457,6 +6500,10 @@ function refillSpare() {
 }
 var cells = /* @__PURE__ */ new Map();
 function forward(running, output) {
+  if (Array.isArray(output)) {
+    for (const one of output) forward(running, one);
+    return;
+  }
   const cellId = running.id;
   if ("n" in output) running.unacked.push(output.n);
   switch (output.t) {
@@ -6775,6 +6822,7 @@ function stopCell(cellId) {
 function testHook(hook) {
   switch (hook.action) {
     case "garbageFrame":
+      flush();
       writeChain = writeChain.then(() => writeAll(encodeFrame(new Uint8Array([
         255,
         255,
