@@ -9,6 +9,11 @@
  *   creating its Worker (~30 ms that block the runtime's main thread).
  * - OpenSession with the warm pool, and cold (pool disabled), against a bare `deno run` of an
  *   empty file (the cold floor).
+ * - Health/Check after the same idle gap as the warm Execute: an idle process pays for waking up
+ *   (~0.3 ms a round trip here), so this is the floor that matches the warm Execute.
+ * - Memory per idle session (20 sessions): each runtime's RSS and PSS (from `smaps_rollup`) plus the
+ *   host's growth divided by 20.
+ * - Cells per second, back-to-back `text("x")` cells, with 1 and with 8 concurrent sessions.
  *
  * @module
  */
@@ -77,6 +82,18 @@ const fmt = (ms: number) => ms.toFixed(2);
   for (let i = 0; i < ROUNDS; i++) floor.push(await time(() => health.check({ service: "" })));
   const floorP50 = percentile(floor, 50);
   rows.push(["Health/Check (floor)", fmt(floorP50), fmt(percentile(floor, 95)), "1.0×"]);
+  const gapped: number[] = [];
+  for (let i = 0; i < Math.min(ROUNDS, 100); i++) {
+    await pause(60);
+    gapped.push(await time(() => health.check({ service: "" })));
+  }
+  const gappedP50 = percentile(gapped, 50);
+  rows.push([
+    "Health/Check after a 60 ms idle gap (floor of the warm Execute)",
+    fmt(gappedP50),
+    fmt(percentile(gapped, 95)),
+    `${(gappedP50 / floorP50).toFixed(1)}×`,
+  ]);
 
   await executeText(client, session.id);
   const warm: number[] = [];
@@ -88,7 +105,9 @@ const fmt = (ms: number) => ms.toFixed(2);
     'Execute text("x"), warm (spare isolate ready)',
     fmt(percentile(warm, 50)),
     fmt(percentile(warm, 95)),
-    `${(percentile(warm, 50) / floorP50).toFixed(1)}×`,
+    `${(percentile(warm, 50) / floorP50).toFixed(1)}× (${
+      (percentile(warm, 50) / gappedP50).toFixed(1)
+    }× gapped)`,
   ]);
   const b2b: number[] = [];
   for (let i = 0; i < Math.min(ROUNDS, 100); i++) b2b.push(await time(() => executeText(client, session.id)));
@@ -181,6 +200,60 @@ const fmt = (ms: number) => ms.toFixed(2);
   await host.shutdown();
 }
 
+// Resident memory per idle session, and cells per second with 1 and 8 sessions.
+const extra: string[] = [];
+{
+  const { host, channel, client } = await measureHost(2);
+  const rollup = (pid: number, field: string) =>
+    Number(
+      new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(Deno.readTextFileSync(`/proc/${pid}/smaps_rollup`))![1],
+    ) /
+    1024;
+  await pause(1_000);
+  const hostBefore = rollup(Deno.pid, "Rss");
+  const sessions = [];
+  for (let i = 0; i < 20; i++) sessions.push(await openSession(client));
+  await pause(3_000); // spares booted, pool refilled, nothing running
+  const pids = sessions.map((s) => host.state.session(s.id)!.runtimePid!);
+  const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
+  const rss = mean(pids.map((pid) => rollup(pid, "Rss")));
+  const pss = mean(pids.map((pid) => rollup(pid, "Pss")));
+  const hostShare = (rollup(Deno.pid, "Rss") - hostBefore) / 20;
+  extra.push(
+    `memory per idle session (20 sessions, a runtime process with its spare cell Worker, plus the host's growth / 20): ` +
+      `RSS ${(rss + hostShare).toFixed(1)} MiB, PSS ${(pss + hostShare).toFixed(1)} MiB ` +
+      `(PSS divides the pages of the Deno binary that all runtimes share; host ${hostShare.toFixed(2)} MiB)`,
+  );
+  for (const s of sessions) s.close();
+
+  const cellsPerSecond = async (n: number) => {
+    const open = [];
+    for (let i = 0; i < n; i++) open.push(await openSession(client));
+    await pause(500);
+    let cells = 0;
+    const until = performance.now() + 5_000;
+    await Promise.all(open.map(async (s) => {
+      while (performance.now() < until) {
+        await executeText(client, s.id);
+        cells++;
+      }
+    }));
+    const rate = cells / 5;
+    for (const s of open) s.close();
+    await pause(1_000);
+    return rate;
+  };
+  const one = await cellsPerSecond(1);
+  const eight = await cellsPerSecond(8);
+  extra.push(
+    `cells per second, back-to-back text("x"): 1 session ${one.toFixed(1)}, 8 sessions ${eight.toFixed(1)} (${
+      (eight / one).toFixed(2)
+    }×)`,
+  );
+  channel.close();
+  await host.shutdown();
+}
+
 {
   const { host, channel, client } = await measureHost(0);
   const opens: number[] = [];
@@ -226,3 +299,5 @@ console.log(
 console.log("| measurement | p50 ms | p95 ms | ratio to floor |");
 console.log("| --- | ---: | ---: | ---: |");
 for (const row of rows) console.log(`| ${row.join(" | ")} |`);
+console.log("");
+for (const line of extra) console.log(`- ${line}`);

@@ -53,6 +53,8 @@ export interface HostState {
   readonly warmCount: number;
   /** Runtime processes spawned so far. */
   readonly spawnCount: number;
+  /** Runtimes spawned on a request's path (OpenSession or a restart) because the pool was empty. */
+  readonly requestPathSpawnCount: number;
   /** Test hook: injects a fault into a session's runtime (never reachable over gRPC). */
   testHook(sessionId: string, hook: RuntimeTestHook): Promise<void>;
 }
@@ -193,6 +195,9 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
     },
     get spawnCount() {
       return manager.spawnCount;
+    },
+    get requestPathSpawnCount() {
+      return manager.requestPathSpawnCount;
     },
     testHook(sessionId, hook) {
       const session = manager.sessions.get(sessionId);

@@ -56,6 +56,7 @@ export class SessionManager implements AsyncDisposable {
   #slots: Permits;
   #nextRef = 0;
   #warm: RuntimeTransport[] = [];
+  #requestPathSpawns = 0;
   #allRuntimes = new Set<RuntimeTransport>();
   #draining = false;
   #spawned = 0;
@@ -96,6 +97,11 @@ export class SessionManager implements AsyncDisposable {
   /** Runtime processes spawned so far (a test hook). */
   get spawnCount(): number {
     return this.#spawned;
+  }
+
+  /** Runtimes spawned on a request's path because no warm one was there (a test hook, SPEC §12 113). */
+  get requestPathSpawnCount(): number {
+    return this.#requestPathSpawns;
   }
 
   #spawn(): RuntimeTransport {
@@ -145,7 +151,11 @@ export class SessionManager implements AsyncDisposable {
    * @throws {CodeModeError} `INTERNAL` when it failed to start (e.g. version mismatch)
    */
   async takeRuntime(): Promise<RuntimeTransport> {
-    const runtime = this.#warm.shift() ?? this.#spawn();
+    let runtime = this.#warm.shift();
+    if (!runtime) {
+      this.#requestPathSpawns++;
+      runtime = this.#spawn();
+    }
     this.#refill();
     try {
       await runtime.ready;

@@ -135,3 +135,25 @@ Deno.test("A cell started after a commit sees it; a cell running before it keeps
   assert.deepEqual(texts((await early).outcome), ["1,1"]);
   assert.deepEqual((await run(h.client, s.id, 'text(load("k"))')).texts, ["2"]);
 });
+
+Deno.test("113: with a warm pool of 2, OpenSession spawns no process on its path, with or without max_heap_size_bytes", async () => {
+  await using h = await startHost({ warmSessions: 2 });
+  assert.ok(await eventually(() => h.host.state.warmCount === 2, 10_000));
+  await using plain = await openSession(h.client);
+  assert.ok(await eventually(() => h.host.state.warmCount === 2, 10_000));
+  await using limited = await openSession(h.client, {
+    cellExecutionLimits: { maxHeapSizeBytes: 32 * 1024 * 1024 },
+  });
+  assert.equal(h.host.state.requestPathSpawnCount, 0);
+  // Both sessions run cells, the limited one within its own heap limit.
+  assert.deepEqual((await run(h.client, plain.id, 'text("a")')).texts, ["a"]);
+  const big = await run(h.client, limited.id, "const a = []; for (;;) a.push(new Array(1e6).fill(1))");
+  assert.equal(big.error, "exec runtime ended unexpectedly: cell heap limit of 32 MiB reached");
+});
+
+Deno.test("113 (control): with the pool disabled, OpenSession spawns on its path and the hook counts it", async () => {
+  await using h = await startHost({ warmSessions: 0 });
+  await using s = await openSession(h.client);
+  assert.equal(h.host.state.requestPathSpawnCount, 1);
+  assert.deepEqual((await run(h.client, s.id, 'text("a")')).texts, ["a"]);
+});
