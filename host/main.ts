@@ -60,9 +60,30 @@ async function main(args: string[]): Promise<void> {
   if ((v["tls-cert"] === undefined) !== (v["tls-key"] === undefined)) {
     fail(log, "--tls-cert and --tls-key must be given together", 2);
   }
-  // Refuse access-control flags rather than silently serving without them.
-  if (v["tls-cert"] !== undefined) fail(log, "--tls-cert is not supported by this build", 2);
-  if (v["auth-token-file"] !== undefined) fail(log, "--auth-token-file is not supported by this build", 2);
+  let tls: { cert: string; key: string } | undefined;
+  if (v["tls-cert"] !== undefined) {
+    const read = (flag: string, path: string) => {
+      try {
+        return Deno.readTextFileSync(path);
+      } catch {
+        return fail(log, `failed to read ${flag} ${path}`, 2);
+      }
+    };
+    tls = {
+      cert: read("--tls-cert", v["tls-cert"] as string),
+      key: read("--tls-key", v["tls-key"] as string),
+    };
+  }
+  let authToken: string | undefined;
+  if (v["auth-token-file"] !== undefined) {
+    const path = v["auth-token-file"] as string;
+    try {
+      authToken = Deno.readTextFileSync(path).trim();
+    } catch {
+      authToken = "";
+    }
+    if (authToken === "") fail(log, `failed to read --auth-token-file ${path}`, 2);
+  }
   if (v.isolation !== "subprocess") {
     fail(log, `--isolation \`${v.isolation}\` is not supported by this build`, 2);
   }
@@ -107,13 +128,15 @@ async function main(args: string[]): Promise<void> {
       workerPrefix: prefix,
       warmSessions,
       routeToken: v["route-token"] as string | undefined,
+      authToken,
+      tls,
       log,
     });
   } catch (error) {
     if (error instanceof RangeError) fail(log, error.message, 2);
     fail(log, (error as Error).message, 1);
   }
-  const url = `http://${listen.bind.replace(/:\d+$/, "")}:${host.port}`;
+  const url = `${tls ? "https" : "http"}://${listen.bind.replace(/:\d+$/, "")}:${host.port}`;
   await Deno.stdout.write(new TextEncoder().encode(url + "\n"));
   log.info(`code-mode-host listening on ${url}`);
 

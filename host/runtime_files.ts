@@ -46,7 +46,7 @@ export function removeStaleDirectories(parent: string): string[] {
     return removed;
   }
   for (const entry of entries) {
-    const match = /^[wr]-(\d+)-/.exec(entry.name);
+    const match = /^(?:[wr]|tls)-(\d+)-/.exec(entry.name);
     if (!match) continue;
     const pid = Number(match[1]);
     if (pid === Deno.pid || processAlive(pid)) continue;

@@ -19,6 +19,8 @@ import { type Limits, resolveLimits } from "./limits.ts";
 import { Logger, type LogLevel } from "./log.ts";
 import { hostTempParent, prepareRuntimeDirectory, removeStaleDirectories } from "./runtime_files.ts";
 import { createCodeModeService } from "./service.ts";
+import { bearerTokenMiddleware } from "./access.ts";
+import { startTlsTerminator, type TlsTerminator } from "./tls_terminator.ts";
 import { SessionManager } from "./session_manager.ts";
 
 /** Options of {@link createHost}; every field has a default. */
@@ -35,6 +37,10 @@ export interface HostOptions {
   warmSessions?: number;
   /** `x-code-mode-route` token sent on OpenSession (default none). */
   routeToken?: string;
+  /** Require `authorization: Bearer {authToken}` on every RPC of every service (default none). */
+  authToken?: string;
+  /** Serve TLS with this PEM certificate chain and private key (default plaintext). */
+  tls?: { cert: string; key: string };
   /** Log threshold (default `info`) or a logger. */
   log?: LogLevel | Logger;
   /** Injected clock (default real time). */
@@ -77,7 +83,7 @@ export interface RuntimeTestHook {
 export interface Host extends AsyncDisposable {
   /** The bound port. */
   readonly port: number;
-  /** `http://IP:PORT`. */
+  /** `http://IP:PORT`, or `https://IP:PORT` with TLS. */
   readonly url: string;
   /** Read-only views of the sessions and runtimes. */
   readonly state: HostState;
@@ -116,13 +122,17 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
     },
   });
 
-  const server: Server = createServer({
+  const plain: Server = createServer({
     "grpc.max_receive_message_length": limits.maxMessageBytes,
     "grpc.max_send_message_length": limits.maxMessageBytes,
     "grpc.keepalive_time_ms": limits.serverKeepaliveTimeMs,
     "grpc.keepalive_timeout_ms": limits.serverKeepaliveTimeoutMs,
     "grpc.keepalive_permit_without_calls": 1,
   });
+  // The token check wraps every service added below (code mode, health, reflection).
+  const server: Server = options.authToken === undefined
+    ? plain
+    : plain.use(bearerTokenMiddleware(options.authToken));
   // The definition is built at run time from the .proto files, so its method types are not
   // known to the compiler: the service implementation is checked by its own tests instead.
   type AnyDefinition = Parameters<Server["add"]>[0];
@@ -140,22 +150,45 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
 
   const address = options.listen ?? "127.0.0.1:50051";
   let port: number;
+  // With TLS the gRPC server listens on a Unix socket in a private directory, behind Deno's own
+  // TLS (see tls_terminator.ts for why).
+  let terminator: TlsTerminator | undefined;
+  let socketDir: string | undefined;
   try {
-    port = await server.listen(address);
+    if (options.tls) {
+      socketDir = await Deno.makeTempDir({ dir: parent, prefix: `tls-${Deno.pid}-` });
+      const socket = `${socketDir}/grpc.sock`;
+      await server.listen(`unix:${socket}`);
+      const at = address.lastIndexOf(":");
+      terminator = startTlsTerminator({
+        hostname: address.slice(0, at).replace(/^\[|\]$/g, ""),
+        port: Number(address.slice(at + 1)),
+        cert: options.tls.cert,
+        key: options.tls.key,
+        upstream: socket,
+      });
+      port = terminator.port;
+    } else {
+      port = await server.listen(address);
+    }
   } catch (error) {
+    server.forceShutdown();
     await manager.killAll();
     await Deno.remove(runtimeDir, { recursive: true }).catch(() => {});
+    if (socketDir) await Deno.remove(socketDir, { recursive: true }).catch(() => {});
     throw new Error(`failed to bind code-mode gRPC host to ${address}`, { cause: error });
   }
   health.setStatus("healthy");
   health.setStatus("healthy", CODE_MODE_SERVICE);
   const host = address.startsWith("[") ? address.slice(0, address.indexOf("]") + 1) : address.split(":")[0];
-  const url = `http://${host}:${port}`;
+  const url = `${options.tls ? "https" : "http"}://${host}:${port}`;
 
   let stopping: Promise<void> | undefined;
   const finish = async () => {
     await server.shutdown().catch(() => server.forceShutdown());
+    await terminator?.close();
     await Deno.remove(runtimeDir, { recursive: true }).catch(() => {});
+    if (socketDir) await Deno.remove(socketDir, { recursive: true }).catch(() => {});
   };
   const shutdown = () => {
     stopping ??= (async () => {

@@ -1,0 +1,116 @@
+/**
+ * TLS for the gRPC server, terminated with Deno's own TLS (`Deno.listenTls`, rustls) in front of
+ * the plaintext server, which then listens only on a Unix socket in a private directory.
+ *
+ * Why: on Deno 2.9.6 the `node:http2` secure server that grpc-js uses breaks the handshake (clients
+ * fail with `excessive message size` after the server's Encrypted Extensions), so grpc-js cannot
+ * serve TLS itself.
+ *
+ * - Each accepted TLS connection (ALPN `h2`) is relayed byte for byte to the Unix socket; HTTP/2,
+ *   keep-alive PINGs and stream resets pass through unchanged.
+ * - When either side ends, both are closed.
+ * - `close()` stops accepting, closes every relayed connection and waits for the relays to end.
+ *
+ * @module
+ */
+
+/** A running terminator. */
+export interface TlsTerminator {
+  /** The bound TCP port. */
+  readonly port: number;
+  /** Stops accepting and closes every connection; idempotent. */
+  close(): Promise<void>;
+}
+
+/** Options of {@link startTlsTerminator}. */
+export interface TlsTerminatorOptions {
+  /** IP literal to bind (IPv6 without brackets). */
+  hostname: string;
+  /** TCP port (0 picks a free one). */
+  port: number;
+  /** PEM certificate chain. */
+  cert: string;
+  /** PEM private key. */
+  key: string;
+  /** The plaintext server's Unix socket path. */
+  upstream: string;
+}
+
+/**
+ * Binds the TLS listener and starts relaying.
+ *
+ * @param options address, PEM texts and the upstream socket
+ * @returns the terminator
+ * @throws {Error} when the address cannot be bound or the certificate or key is invalid
+ */
+export function startTlsTerminator(options: TlsTerminatorOptions): TlsTerminator {
+  const listener = Deno.listenTls({
+    hostname: options.hostname,
+    port: options.port,
+    cert: options.cert,
+    key: options.key,
+    alpnProtocols: ["h2"],
+  });
+  const open = new Set<Deno.Conn>();
+  const relays = new Set<Promise<void>>();
+  let closed = false;
+
+  const relay = async (tls: Deno.TlsConn) => {
+    open.add(tls);
+    let upstream: Deno.UnixConn | undefined;
+    try {
+      await tls.handshake();
+      upstream = await Deno.connect({ transport: "unix", path: options.upstream });
+      open.add(upstream);
+      const down = tls.readable.pipeTo(upstream.writable).catch(() => {});
+      const up = upstream.readable.pipeTo(tls.writable).catch(() => {});
+      await Promise.race([down, up]);
+    } catch {
+      // A failed handshake or an unreachable upstream just ends this connection.
+    } finally {
+      for (const conn of [tls, upstream]) {
+        if (!conn) continue;
+        open.delete(conn);
+        try {
+          conn.close();
+        } catch { /* already closed */ }
+      }
+    }
+  };
+
+  const accepting = (async () => {
+    for (;;) {
+      let conn: Deno.TlsConn;
+      try {
+        conn = await listener.accept();
+      } catch {
+        if (closed) return;
+        continue;
+      }
+      const task = relay(conn);
+      relays.add(task);
+      void task.finally(() => relays.delete(task));
+    }
+  })();
+
+  let closing: Promise<void> | undefined;
+  return {
+    port: (listener.addr as Deno.NetAddr).port,
+    close() {
+      closing ??= (async () => {
+        closed = true;
+        try {
+          listener.close();
+        } catch { /* already closed */ }
+        for (const conn of open) {
+          try {
+            conn.close();
+          } catch { /* already closed */ }
+        }
+        await accepting;
+        await Promise.allSettled([...relays]);
+      })();
+      return closing;
+    },
+  };
+}
