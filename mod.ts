@@ -8,19 +8,50 @@
  * console.log(host.url); // http://127.0.0.1:<port>
  * ```
  *
- * The TypeScript client library (`GrpcCodeModeSessionProvider`) will be exported from here too.
+ * The TypeScript client library (SPEC §10) opens sessions on a host with Codex's recovery rules:
+ *
+ * ```ts
+ * import { createHost, GrpcCodeModeSessionProvider, NoopCodeModeSessionDelegate } from "./mod.ts";
+ * await using host = await createHost({ listen: "127.0.0.1:0" });
+ * await using session = await new GrpcCodeModeSessionProvider(host.url).createSession();
+ * const cell = await session.execute(
+ *   { toolCallId: "call-1", enabledTools: [], source: 'text("hi")' },
+ *   new NoopCodeModeSessionDelegate(),
+ * );
+ * console.log(await cell.initialResponse()); // { type: "result", cellId: "1", contentItems: [...] }
+ * ```
  *
  * @module
  */
 export {
   createHost,
   type Host,
+  type HostMiddleware,
   type HostOptions,
   type HostState,
   type RuntimeTestHook,
 } from "./host/server.ts";
 export { DEFAULT_LIMITS, type Limits, resolveLimits } from "./host/limits.ts";
-export { CodeModeError, type CodeModeErrorCode } from "./host/errors.ts";
+export { CodeModeError, type CodeModeErrorCode } from "./proto/errors.ts";
 export { normalizeCodeModeIdentifier } from "./host/identifiers.ts";
 export { type LogFields, Logger, type LogLevel } from "./host/log.ts";
-export { type Clock, realClock } from "./host/clock.ts";
+export { type Clock as HostClock, realClock as hostRealClock } from "./host/clock.ts";
+export { GrpcCodeModeSessionProvider, type ProviderOptions } from "./client/provider.ts";
+export { GrpcCodeModeSession, NoopCodeModeSessionDelegate } from "./client/session.ts";
+export { realClock } from "./client/clock.ts";
+export { RESET_MESSAGE } from "./client/status_text.ts";
+export type {
+  Clock,
+  CodeModeOutputTruncation,
+  CodeModeSession,
+  CodeModeSessionDelegate,
+  CodeModeSessionOptions,
+  CodeModeToolCall,
+  ExecuteRequest,
+  FunctionCallOutputContentItem,
+  RuntimeResponse,
+  StartedCell,
+  ToolDefinition,
+  WaitOutcome,
+  WaitRequest,
+} from "./client/types.ts";

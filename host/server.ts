@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { createServer, type Server } from "nice-grpc";
+import { createServer, type Server, type ServerMiddleware } from "nice-grpc";
 import { HealthDefinition, HealthServiceImpl, HealthState } from "nice-grpc-server-health";
 import { ServerReflection, ServerReflectionService } from "nice-grpc-server-reflection";
 import {
@@ -22,6 +22,13 @@ import { createCodeModeService } from "./service.ts";
 import { bearerTokenMiddleware } from "./access.ts";
 import { startTlsTerminator, type TlsTerminator } from "./tls_terminator.ts";
 import { SessionManager } from "./session_manager.ts";
+
+/**
+ * A nice-grpc `ServerMiddleware` (an async generator over `(call, context)`), typed loosely here
+ * so that the host's public types stay self-contained.
+ */
+// deno-lint-ignore no-explicit-any
+export type HostMiddleware = (call: any, context: any) => AsyncGenerator<any, any, undefined>;
 
 /** Options of {@link createHost}; every field has a default. */
 export interface HostOptions {
@@ -41,6 +48,11 @@ export interface HostOptions {
   authToken?: string;
   /** Serve TLS with this PEM certificate chain and private key (default plaintext). */
   tls?: { cert: string; key: string };
+  /**
+   * A server middleware run on every call of every service, before the token check (default
+   * none). Tests use it to inject statuses; deployments can use it for metrics.
+   */
+  middleware?: HostMiddleware;
   /** Log threshold (default `info`) or a logger. */
   log?: LogLevel | Logger;
   /** Injected clock (default real time). */
@@ -130,9 +142,12 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
     "grpc.keepalive_permit_without_calls": 1,
   });
   // The token check wraps every service added below (code mode, health, reflection).
-  const server: Server = options.authToken === undefined
+  const outer: Server = options.middleware === undefined
     ? plain
-    : plain.use(bearerTokenMiddleware(options.authToken));
+    : plain.use(options.middleware as unknown as ServerMiddleware);
+  const server: Server = options.authToken === undefined
+    ? outer
+    : outer.use(bearerTokenMiddleware(options.authToken));
   // The definition is built at run time from the .proto files, so its method types are not
   // known to the compiler: the service implementation is checked by its own tests instead.
   type AnyDefinition = Parameters<Server["add"]>[0];

@@ -1,0 +1,442 @@
+/**
+ * One binding of a public session to a host session (SPEC §10.4–§10.6, §10.12): the lease and
+ * subscription readers, the cells it started, delegate calls and its failure.
+ *
+ * - A binding is *live* until it fails or is shut down; then it never becomes live again.
+ * - Failing (§10.5 rule 6): every known cell gets `cellClosed` once, pending observations fail with
+ *   the failure text, delegate calls see their signal abort, both streams are cancelled locally
+ *   (no RPC), and the connection hold is released.
+ * - IDs are mapped between host and public form by generation (§10.5 rules 1–2).
+ *
+ * @module
+ */
+import { ClientError, type Metadata, Status } from "nice-grpc";
+import { CodeModeError } from "../proto/errors.ts";
+import { rpcFailureText } from "./status_text.ts";
+import type { CodeModeSessionDelegate, CodeModeToolCall, ToolDefinition } from "./types.ts";
+
+// deno-lint-ignore no-explicit-any
+export type Msg = any;
+/** A loosely typed client of `codex.code_mode.v1.CodeModeHost`. */
+export type RawClient = Record<string, (request: Msg, options?: Msg) => Msg>;
+
+/** The stale-generation text (§10.5 rule 2). */
+export const STALE_MESSAGE = "cell belongs to a stale code-mode host generation";
+/** More outstanding delegate callbacks than this are refused (§10.12 step 5). */
+const MAX_PENDING_DELEGATE_CALLS = 1_024;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/i;
+
+/** What a binding needs from its provider. */
+export interface BindingHost {
+  /** Metadata for an RPC of this binding: the auth token, and the route token when given. */
+  metadata(route?: string): Metadata;
+  /** Deadline of provider operations (`transportTimeoutMs`). */
+  transportTimeoutMs: number;
+}
+
+/** A cell this binding started. */
+export interface CellRecord {
+  hostId: string;
+  publicId: string;
+  executionId: string;
+  toolCallId: string;
+  delegate: CodeModeSessionDelegate;
+  enabledTools: ToolDefinition[];
+  /** Notification deliveries in flight. */
+  notifications: Set<Promise<void>>;
+  /** Resolves once `CellClosed` was processed (its notifications settled) or the binding ended. */
+  closed: PromiseWithResolvers<void>;
+  closedReported: boolean;
+  /** Aborts the cell's notification deliveries. */
+  notificationAbort: AbortController;
+}
+
+/** Converts a gRPC failure to the client's error for an operation. */
+export function statusError(operation: string, error: unknown): CodeModeError {
+  if (error instanceof CodeModeError) return error;
+  if (error instanceof ClientError) {
+    return CodeModeError.fromStatus(error.code, rpcFailureText(operation, error.code, error.details), {
+      cause: error,
+    });
+  }
+  const message = (error as Error)?.message ?? String(error);
+  return CodeModeError.fromStatus(
+    Status.UNAVAILABLE,
+    rpcFailureText(operation, Status.UNAVAILABLE, message),
+    {
+      cause: error,
+    },
+  );
+}
+
+/** Whether the failure of an established call retires the binding (§10.6). */
+export function retiresBinding(error: unknown, routeLost: boolean, hasRoute: boolean): boolean {
+  if (!(error instanceof ClientError)) return false;
+  if (error.code === Status.NOT_FOUND) return true;
+  return error.code === Status.UNAVAILABLE && routeLost && hasRoute;
+}
+
+function sameNamespace(a: string | undefined, b: string | undefined): boolean {
+  const norm = (n: string | undefined) => (n === undefined || n === "" || n === "functions" ? "" : n);
+  return norm(a) === norm(b);
+}
+
+/** One binding (see the module doc). */
+export class Binding {
+  readonly sessionId: string;
+  readonly generation: number;
+  readonly route: string | undefined;
+  readonly client: RawClient;
+  /** Set once the binding failed or was shut down. */
+  failure: CodeModeError | undefined;
+  /** Rejects with the failure when the binding fails (never resolves). */
+  readonly failed: Promise<never>;
+
+  readonly #host: BindingHost;
+  readonly #release: () => void;
+  readonly #streams = new AbortController();
+  #rejectFailed!: (error: CodeModeError) => void;
+  readonly #cells = new Map<string, CellRecord>();
+  readonly #executions = new Map<string, CellRecord>();
+  readonly #invocations = new Map<string, AbortController>();
+  readonly #seenInvocations = new Set<string>();
+  readonly #cancelledInvocations = new Set<string>();
+  #pendingDelegateCalls = 0;
+
+  /**
+   * @param options the opened session and its transport
+   */
+  constructor(options: {
+    sessionId: string;
+    generation: number;
+    route: string | undefined;
+    client: RawClient;
+    host: BindingHost;
+    release: () => void;
+    lease: AsyncIterator<Msg>;
+    leaseAbort: AbortController;
+  }) {
+    this.sessionId = options.sessionId;
+    this.generation = options.generation;
+    this.route = options.route;
+    this.client = options.client;
+    this.#host = options.host;
+    this.#release = options.release;
+    this.failed = new Promise<never>((_, reject) => this.#rejectFailed = reject);
+    this.failed.catch(() => {});
+    this.#streams.signal.addEventListener("abort", () => options.leaseAbort.abort(), { once: true });
+    void this.#readLease(options.lease);
+  }
+
+  /** Whether the binding can still serve calls. */
+  get live(): boolean {
+    return this.failure === undefined;
+  }
+
+  /** Metadata of an RPC of this binding. */
+  metadata(): Metadata {
+    return this.#host.metadata(this.route);
+  }
+
+  /** The public form of a host cell ID. */
+  publicId(hostId: string): string {
+    return this.generation === 1 ? hostId : `g${this.generation}:${hostId}`;
+  }
+
+  /**
+   * The host form of a public cell ID.
+   *
+   * @throws {CodeModeError} the stale-generation message for an ID of another generation
+   */
+  hostId(publicId: string): string {
+    if (this.generation === 1) return publicId;
+    const prefix = `g${this.generation}:`;
+    if (!publicId.startsWith(prefix) || publicId.length === prefix.length) {
+      throw new CodeModeError(undefined, STALE_MESSAGE);
+    }
+    return publicId.slice(prefix.length);
+  }
+
+  /** Registers a started cell. */
+  addCell(
+    record: Omit<CellRecord, "notifications" | "closed" | "closedReported" | "notificationAbort">,
+  ): CellRecord {
+    const cell: CellRecord = {
+      ...record,
+      notifications: new Set(),
+      closed: Promise.withResolvers<void>(),
+      closedReported: false,
+      notificationAbort: new AbortController(),
+    };
+    this.#cells.set(cell.hostId, cell);
+    this.#executions.set(cell.executionId, cell);
+    return cell;
+  }
+
+  /** The record of a cell started by this binding, if any. */
+  cell(hostId: string): CellRecord | undefined {
+    return this.#cells.get(hostId);
+  }
+
+  /** Reports `cellClosed` once. */
+  reportClosed(cell: CellRecord): void {
+    if (cell.closedReported) return;
+    cell.closedReported = true;
+    cell.closed.resolve();
+    try {
+      cell.delegate.cellClosed(cell.publicId);
+    } catch { /* a delegate's failure is its own */ }
+  }
+
+  /**
+   * Starts the subscription and waits for its response headers (§10.4 step 6).
+   *
+   * @throws {CodeModeError} when the stream ends or fails before its headers
+   */
+  async subscribe(): Promise<void> {
+    const headers = Promise.withResolvers<void>();
+    const stream = this.client.subscribeToToolCalls({ sessionId: this.sessionId, toolNames: [] }, {
+      signal: this.#streams.signal,
+      metadata: this.metadata(),
+      onHeader: () => headers.resolve(),
+    }) as AsyncIterable<Msg>;
+    const iterator = stream[Symbol.asyncIterator]();
+    let first: Promise<IteratorResult<Msg>> | undefined = iterator.next();
+    const ended = first.then(
+      () => {
+        throw new CodeModeError(undefined, "gRPC code-mode tool subscription closed unexpectedly");
+      },
+      (error) => {
+        throw statusError("tool subscription", error);
+      },
+    );
+    try {
+      await Promise.race([headers.promise, ended]);
+    } catch (error) {
+      this.#streams.abort();
+      throw error;
+    }
+    void this.#readSubscription(iterator, first);
+    first = undefined;
+  }
+
+  async #readLease(lease: AsyncIterator<Msg>): Promise<void> {
+    try {
+      for (;;) {
+        const r = await lease.next();
+        if (r.done) {
+          return this.fail(new CodeModeError(undefined, "gRPC code-mode session lease closed unexpectedly"));
+        }
+        this.#onLeaseEvent(r.value);
+        if (!this.live) return;
+      }
+    } catch (error) {
+      if (!this.live) return;
+      this.fail(statusError("session lease", error));
+    }
+  }
+
+  #onLeaseEvent(event: Msg): void {
+    if (event.opened) {
+      return this.fail(
+        new CodeModeError(undefined, "gRPC code-mode host repeated the session opening event"),
+      );
+    }
+    if (event.toolCallCancelled) {
+      const id = event.toolCallCancelled.invocationId;
+      this.#cancelledInvocations.add(id);
+      this.#invocations.get(id)?.abort();
+      return;
+    }
+    if (event.notification) return this.#onNotification(event.notification);
+    if (event.cellClosed) {
+      const cell = this.#cells.get(event.cellClosed.cellId);
+      if (!cell) return;
+      void Promise.allSettled([...cell.notifications]).then(() => this.reportClosed(cell));
+      return;
+    }
+    if (event.notificationCancelled) return;
+    this.fail(new CodeModeError(undefined, "gRPC code-mode host sent an empty session event"));
+  }
+
+  #onNotification(n: Msg): void {
+    if (!UUID.test(n.notificationId ?? "")) {
+      return this.fail(new CodeModeError(undefined, "code-mode notification ID must be a UUID"));
+    }
+    const cell = this.#executions.get(n.executionId);
+    if (!cell) return;
+    if (n.callId !== cell.toolCallId) {
+      return this.fail(
+        new CodeModeError(undefined, "code-mode notification call ID does not match its execution"),
+      );
+    }
+    const delivery = (async () => {
+      try {
+        await cell.delegate.notify(n.callId, cell.publicId, n.text ?? "", cell.notificationAbort.signal);
+      } catch { /* the delegate's failures are logged by the delegate; never fatal */ }
+    })();
+    cell.notifications.add(delivery);
+    void delivery.finally(() => cell.notifications.delete(delivery));
+    void this.client.acknowledgeNotification(
+      { sessionId: this.sessionId, notificationId: n.notificationId },
+      { metadata: this.metadata() },
+    ).catch(() => {});
+  }
+
+  async #readSubscription(iterator: AsyncIterator<Msg>, first: Promise<IteratorResult<Msg>>): Promise<void> {
+    try {
+      let next = first;
+      for (;;) {
+        const r = await next;
+        if (r.done) {
+          return this.fail(
+            new CodeModeError(undefined, "gRPC code-mode tool subscription closed unexpectedly"),
+          );
+        }
+        this.#onToolCall(r.value);
+        if (!this.live) return;
+        next = iterator.next();
+      }
+    } catch (error) {
+      if (!this.live) return;
+      this.fail(statusError("tool subscription", error));
+    }
+  }
+
+  #onToolCall(call: Msg): void {
+    if (call.sessionId !== this.sessionId) {
+      return this.fail(
+        new CodeModeError(
+          undefined,
+          `gRPC code-mode tool invocation belongs to session ${call.sessionId} instead of ${this.sessionId}`,
+        ),
+      );
+    }
+    const id: string = call.invocationId ?? "";
+    if (!UUID.test(id)) {
+      return this.fail(new CodeModeError(undefined, "code-mode tool invocation ID must be a UUID"));
+    }
+    if (this.#seenInvocations.has(id)) {
+      return this.fail(new CodeModeError(undefined, "code-mode tool invocation ID was reused"));
+    }
+    this.#seenInvocations.add(id);
+    if (this.#cancelledInvocations.delete(id)) return;
+    const cell = this.#executions.get(call.executionId);
+    if (!cell || cell.closedReported) {
+      return this.#complete(id, {
+        failed: { message: `code-mode cell ${this.publicId(call.cellId)} is closed` },
+      });
+    }
+    const name = call.toolName?.name;
+    if (name === undefined) {
+      return this.#complete(id, { failed: { message: "code-mode tool invocation omitted its tool name" } });
+    }
+    const kind = call.toolKind === 2 ? "freeform" : "function";
+    const enabled = cell.enabledTools.some((t) =>
+      t.toolName.name === name && sameNamespace(t.toolName.namespace, call.toolName.namespace) &&
+      t.kind === kind
+    );
+    if (!enabled) {
+      return this.#complete(id, {
+        failed: { message: `code-mode tool ${name} is not enabled for this execution` },
+      });
+    }
+    if (this.#pendingDelegateCalls >= MAX_PENDING_DELEGATE_CALLS) {
+      return this.#complete(id, {
+        failed: { message: "code-mode host exceeded its pending delegate callback limit" },
+      });
+    }
+    let input: unknown;
+    if (call.inputJson !== undefined) {
+      try {
+        input = JSON.parse(new TextDecoder().decode(call.inputJson));
+      } catch (error) {
+        return this.#complete(id, {
+          failed: { message: `code-mode tool invocation contains invalid JSON: ${(error as Error).message}` },
+        });
+      }
+    }
+    const toolCall: CodeModeToolCall = {
+      cellId: cell.publicId,
+      runtimeToolCallId: call.runtimeToolCallId,
+      toolName: call.toolName.namespace === undefined
+        ? { name }
+        : { name, namespace: call.toolName.namespace },
+      toolKind: kind,
+      ...(call.inputJson === undefined ? {} : { input }),
+    };
+    const abort = new AbortController();
+    this.#invocations.set(id, abort);
+    this.#pendingDelegateCalls++;
+    void (async () => {
+      let outcome: Msg;
+      try {
+        const value = await cell.delegate.invokeTool(toolCall, abort.signal);
+        let json: string;
+        try {
+          json = JSON.stringify(value === undefined ? null : value);
+        } catch (error) {
+          throw new EncodeError(`failed to encode code-mode tool result: ${(error as Error).message}`);
+        }
+        outcome = { succeeded: { outputJson: new TextEncoder().encode(json) } };
+      } catch (reason) {
+        const message = reason instanceof EncodeError
+          ? reason.message
+          : typeof reason === "string"
+          ? reason
+          : reason instanceof Error
+          ? reason.message
+          : String(reason);
+        outcome = { failed: { message } };
+      } finally {
+        this.#pendingDelegateCalls--;
+        this.#invocations.delete(id);
+      }
+      if (abort.signal.aborted || !this.live) return;
+      this.#complete(id, outcome, abort.signal);
+    })();
+  }
+
+  #complete(invocationId: string, outcome: Msg, cancelled?: AbortSignal): void {
+    void (async () => {
+      try {
+        await this.client.completeToolCall(
+          { sessionId: this.sessionId, invocationId, ...outcome },
+          { metadata: this.metadata() },
+        );
+      } catch (error) {
+        if (cancelled?.aborted || this.#cancelledInvocations.has(invocationId) || !this.live) return;
+        this.fail(statusError("tool invocation completion", error));
+      }
+    })();
+  }
+
+  /**
+   * Fails the binding (idempotent; §10.5 rule 6).
+   *
+   * @param error the failure; every pending observation fails with it
+   */
+  fail(error: CodeModeError): void {
+    if (this.failure) return;
+    this.failure = error;
+    this.#rejectFailed(error);
+    this.#end();
+  }
+
+  /** Ends the binding without a failure of its own (shutdown): like `fail`, with the shutdown text. */
+  close(error: CodeModeError): void {
+    this.fail(error);
+  }
+
+  #end(): void {
+    for (const abort of this.#invocations.values()) abort.abort();
+    for (const cell of this.#cells.values()) {
+      cell.notificationAbort.abort();
+      this.reportClosed(cell);
+    }
+    this.#streams.abort();
+    this.#release();
+  }
+}
+
+class EncodeError extends Error {}

@@ -1,0 +1,514 @@
+/**
+ * A public session (SPEC §10.5, §10.6, §10.8, §10.10, §10.11): a sequence of bindings, one live at
+ * a time, with Codex's recovery rules.
+ *
+ * - `execute` and `wait` record the current generation synchronously; when they run they get the
+ *   live binding, opening a new one (serialised) if the current one failed. Only when a new binding
+ *   was obtained for them and its generation differs from the recorded one do they fail with the
+ *   reset message; a failed call is never replayed.
+ * - `terminate` never reopens.
+ * - A failed call sends no RPC before returning its error.
+ * - The output mode of the first binding is pinned for the whole session.
+ *
+ * @module
+ */
+import { ClientError, Status } from "nice-grpc";
+import { CodeModeError } from "../proto/errors.ts";
+import { type Binding, type CellRecord, type Msg, retiresBinding, statusError } from "./binding.ts";
+import type { GrpcCodeModeSessionProvider } from "./provider.ts";
+import { boundErrorText, RESET_MESSAGE, timeoutText } from "./status_text.ts";
+import type {
+  CodeModeOutputTruncation,
+  CodeModeSession,
+  CodeModeSessionDelegate,
+  CodeModeSessionOptions,
+  ExecuteRequest,
+  FunctionCallOutputContentItem,
+  RuntimeResponse,
+  StartedCell,
+  WaitOutcome,
+  WaitRequest,
+} from "./types.ts";
+
+const SHUTTING_DOWN = "code mode session is shutting down";
+const DETAILS = [undefined, "auto", "low", "high", "original"] as const;
+
+/** A delegate that has no tools (SPEC §10.1). */
+export class NoopCodeModeSessionDelegate implements CodeModeSessionDelegate {
+  /** Rejects: nested tools are unavailable. */
+  invokeTool(): Promise<unknown> {
+    return Promise.reject(new Error("code mode nested tools are unavailable"));
+  }
+  /** Accepts the notification. */
+  notify(): Promise<void> {
+    return Promise.resolve();
+  }
+  /** Ignores the closure. */
+  cellClosed(): void {}
+}
+
+function contentItems(items: Msg[] | undefined): FunctionCallOutputContentItem[] {
+  return (items ?? []).map((item) => {
+    if (item.text) return { type: "input_text", text: item.text.text ?? "" };
+    if (item.image) {
+      const out: FunctionCallOutputContentItem = {
+        type: "input_image",
+        image_url: item.image.imageUrl ?? "",
+      };
+      if (item.image.detail !== undefined && item.image.detail !== 0) {
+        const detail = DETAILS[item.image.detail];
+        if (!detail) {
+          throw new CodeModeError(undefined, `code-mode image has invalid detail value ${item.image.detail}`);
+        }
+        out.detail = detail;
+      }
+      return out;
+    }
+    if (item.audio) return { type: "input_audio", audio_url: item.audio.audioUrl ?? "" };
+    throw new CodeModeError(undefined, "code-mode execution returned an empty content item");
+  });
+}
+
+/** Maps a wire `ExecutionOutcome` to a response with the public cell ID. */
+function toResponse(outcome: Msg, publicId: string): RuntimeResponse {
+  const base = {
+    cellId: publicId,
+    contentItems: contentItems(outcome.contentItems),
+    codeModeHostDurationNs: Number(outcome.codeModeHostDurationNs ?? 0),
+  };
+  if (outcome.completed) {
+    return outcome.completed.errorText === undefined
+      ? { type: "result", ...base }
+      : { type: "result", ...base, errorText: outcome.completed.errorText };
+  }
+  if (outcome.terminated) return { type: "terminated", ...base };
+  return { type: "yielded", ...base };
+}
+
+/** The session implementation behind {@link CodeModeSession}. */
+export class GrpcCodeModeSession implements CodeModeSession {
+  readonly outputTruncation: CodeModeOutputTruncation;
+  readonly #provider: GrpcCodeModeSessionProvider;
+  readonly #options: CodeModeSessionOptions;
+  #binding: Binding;
+  #opening: Promise<unknown> = Promise.resolve();
+  #shutdown: Promise<void> | undefined;
+  readonly #openingAbort = new AbortController();
+  readonly #observers = new Set<string>();
+  readonly #waitLocks = new Map<string, Promise<void>>();
+
+  private constructor(
+    provider: GrpcCodeModeSessionProvider,
+    options: CodeModeSessionOptions,
+    binding: Binding,
+    mode: CodeModeOutputTruncation,
+  ) {
+    this.#provider = provider;
+    this.#options = options;
+    this.#binding = binding;
+    this.outputTruncation = mode;
+  }
+
+  /**
+   * Opens the first binding (SPEC §10.4 step 7).
+   *
+   * @param provider the provider
+   * @param options mode and limits
+   * @returns the session
+   */
+  static async open(
+    provider: GrpcCodeModeSessionProvider,
+    options: CodeModeSessionOptions,
+  ): Promise<GrpcCodeModeSession> {
+    const { binding, mode } = await provider.openBinding({
+      mode: options.outputTruncation ?? "client",
+      pinned: undefined,
+      limits: options.cellExecutionLimits,
+    });
+    return new GrpcCodeModeSession(provider, options, binding, mode);
+  }
+
+  /** Serialises openings; returns the live binding for a call that recorded `generation`. */
+  #obtain(generation: number): Promise<Binding> {
+    const next = this.#opening.then(async () => {
+      if (this.#shutdown) throw new CodeModeError(undefined, SHUTTING_DOWN);
+      if (!this.#binding.live) {
+        const { binding } = await this.#provider.openBinding({
+          mode: this.outputTruncation,
+          pinned: this.outputTruncation,
+          limits: this.#options.cellExecutionLimits,
+          signal: this.#openingAbort.signal,
+        });
+        if (this.#shutdown) {
+          binding.close(new CodeModeError(undefined, SHUTTING_DOWN));
+          throw new CodeModeError(undefined, SHUTTING_DOWN);
+        }
+        this.#binding = binding;
+      }
+      if (this.#binding.generation !== generation) throw new CodeModeError(undefined, RESET_MESSAGE);
+      return this.#binding;
+    });
+    this.#opening = next.catch(() => {});
+    return next;
+  }
+
+  /** Runs `promise` against a client-side deadline; on expiry the call is cancelled and the binding fails. */
+  async #deadline<T>(
+    binding: Binding,
+    promise: Promise<T>,
+    ms: number,
+    operation: string,
+    cancel: AbortController,
+  ): Promise<T> {
+    const timer = new AbortController();
+    const expired = this.#provider.clock.sleep(ms, timer.signal).then(() => true, () => false);
+    try {
+      const result = await Promise.race([promise.then((value) => ({ value })), expired]);
+      if (result === true) {
+        cancel.abort();
+        const error = new CodeModeError("DEADLINE_EXCEEDED", timeoutText(operation));
+        binding.fail(error);
+        throw error;
+      }
+      return (result as { value: T }).value;
+    } finally {
+      timer.abort();
+    }
+  }
+
+  /** The error of an established call; retires the binding per §10.6. */
+  #callFailed(binding: Binding, operation: string, error: unknown, routeLost: boolean): CodeModeError {
+    if (error instanceof CodeModeError) return error;
+    const failure = statusError(operation, error);
+    if (retiresBinding(error, routeLost, binding.route !== undefined)) binding.fail(failure);
+    return failure;
+  }
+
+  async execute(
+    request: ExecuteRequest,
+    delegate: CodeModeSessionDelegate,
+    options: { preempt?: AbortSignal; signal?: AbortSignal } = {},
+  ): Promise<StartedCell> {
+    if (this.#shutdown) throw new CodeModeError(undefined, SHUTTING_DOWN);
+    const generation = this.#binding.generation;
+    if (
+      request.maxOutputTokens !== undefined &&
+      (!Number.isSafeInteger(request.maxOutputTokens) || request.maxOutputTokens < 0)
+    ) {
+      throw new CodeModeError(undefined, `invalid code-mode output token limit: ${request.maxOutputTokens}`);
+    }
+    const binding = await this.#obtain(generation);
+    const executionId = crypto.randomUUID();
+    const cancel = new AbortController();
+    const onAbort = () => cancel.abort();
+    options.signal?.addEventListener("abort", onAbort, { once: true });
+    let routeLost = false;
+    const encode = (value: unknown) => new TextEncoder().encode(JSON.stringify(value));
+    const stream = binding.client.execute({
+      sessionId: binding.sessionId,
+      executionId,
+      toolCallId: request.toolCallId,
+      source: request.source,
+      enabledTools: request.enabledTools.map((t) => ({
+        name: t.name,
+        toolName: t.toolName,
+        description: t.description,
+        kind: t.kind === "freeform" ? 2 : 1,
+        ...(t.inputSchema === undefined ? {} : { inputSchemaJson: encode(t.inputSchema) }),
+        ...(t.outputSchema === undefined ? {} : { outputSchemaJson: encode(t.outputSchema) }),
+      })),
+      ...(request.yieldTimeMs === undefined ? {} : { yieldTimeMs: request.yieldTimeMs }),
+      ...(request.maxOutputTokens === undefined ? {} : { maxOutputTokens: request.maxOutputTokens }),
+    }, {
+      signal: cancel.signal,
+      metadata: binding.metadata(),
+      onTrailer: (trailer: { get(key: string): unknown }) => {
+        routeLost = trailer.get("x-code-mode-route-lost") === "true";
+      },
+    }) as AsyncIterable<Msg>;
+    const events = stream[Symbol.asyncIterator]();
+    let first: IteratorResult<Msg>;
+    try {
+      first = await this.#deadline(
+        binding,
+        Promise.race([events.next(), binding.failed]),
+        this.#provider.transportTimeoutMs,
+        "execution starting event",
+        cancel,
+      );
+    } catch (error) {
+      cancel.abort();
+      options.signal?.removeEventListener("abort", onAbort);
+      throw this.#callFailed(binding, "execution", error, routeLost);
+    }
+    if (first.done || !first.value.started) {
+      cancel.abort();
+      const error = new CodeModeError(
+        undefined,
+        first.done
+          ? "gRPC code-mode execution ended before its starting event"
+          : "gRPC code-mode execution omitted its starting event",
+      );
+      binding.fail(error);
+      throw error;
+    }
+    const started = first.value.started;
+    if (started.executionId !== executionId) {
+      cancel.abort();
+      const error = new CodeModeError(
+        undefined,
+        `gRPC code-mode execution returned ID ${started.executionId} instead of ${executionId}`,
+      );
+      binding.fail(error);
+      throw error;
+    }
+    const hostId: string = started.cellId;
+    const cell = binding.addCell({
+      hostId,
+      publicId: binding.publicId(hostId),
+      executionId,
+      toolCallId: request.toolCallId,
+      delegate,
+      enabledTools: request.enabledTools,
+    });
+    const onPreempt = () => {
+      void binding.client.yieldObservation({ sessionId: binding.sessionId, executionId }, {
+        metadata: binding.metadata(),
+      }).catch(() => {});
+    };
+    options.preempt?.addEventListener("abort", onPreempt, { once: true });
+    let abandoned = false;
+    const abandon = () => {
+      if (abandoned) return;
+      abandoned = true;
+      cancel.abort();
+      if (binding.live) {
+        void binding.client.terminate({ sessionId: binding.sessionId, cellId: hostId }, {
+          metadata: binding.metadata(),
+        }).catch(() => {});
+      }
+      binding.reportClosed(cell);
+    };
+    const outcomeDeadline = 60_000 + (request.yieldTimeMs ?? 10_000) + 1_000;
+    let initial: Promise<RuntimeResponse> | undefined;
+    const readOutcome = async (): Promise<RuntimeResponse> => {
+      try {
+        const next = await this.#deadline(
+          binding,
+          Promise.race([events.next(), binding.failed]),
+          outcomeDeadline,
+          "execution outcome",
+          cancel,
+        );
+        if (next.done || !next.value.outcome) {
+          const error = new CodeModeError(
+            undefined,
+            next.done
+              ? "gRPC code-mode execution omitted its initial outcome"
+              : "gRPC code-mode execution returned an unexpected event",
+          );
+          binding.fail(error);
+          throw error;
+        }
+        const outcome = next.value.outcome;
+        if (outcome.cellId !== hostId) {
+          const error = new CodeModeError(
+            undefined,
+            `gRPC code-mode execution returned cell ${outcome.cellId} instead of ${hostId}`,
+          );
+          binding.fail(error);
+          throw error;
+        }
+        const response = toResponse(outcome, cell.publicId);
+        await this.#settleNotifications(binding, cell, response);
+        return response;
+      } catch (error) {
+        if (abandoned) throw new CodeModeError("CANCELLED", "gRPC code-mode execution was abandoned");
+        throw this.#callFailed(binding, "execution outcome", error, routeLost);
+      } finally {
+        options.signal?.removeEventListener("abort", onAbort);
+        options.preempt?.removeEventListener("abort", onPreempt);
+      }
+    };
+    if (options.signal) {
+      options.signal.addEventListener("abort", abandon, { once: true });
+      if (options.signal.aborted) abandon();
+    }
+    return {
+      cellId: cell.publicId,
+      initialResponse: (o: { signal?: AbortSignal } = {}) => {
+        if (o.signal) {
+          if (o.signal.aborted) abandon();
+          else o.signal.addEventListener("abort", abandon, { once: true });
+        }
+        initial ??= readOutcome();
+        return initial;
+      },
+      abandon,
+    };
+  }
+
+  /** A `result` waits for its cell's `CellClosed` and notifications; `terminated` aborts them. */
+  async #settleNotifications(binding: Binding, cell: CellRecord, response: RuntimeResponse): Promise<void> {
+    if (response.type === "terminated") {
+      cell.notificationAbort.abort();
+      return;
+    }
+    if (response.type !== "result") return;
+    await Promise.race([cell.closed.promise, binding.failed.catch(() => {})]);
+  }
+
+  async wait(
+    request: WaitRequest,
+    options: { preempt?: AbortSignal; signal?: AbortSignal } = {},
+  ): Promise<WaitOutcome> {
+    if (this.#shutdown) throw new CodeModeError(undefined, SHUTTING_DOWN);
+    const generation = this.#binding.generation;
+    if (this.#observers.has(request.cellId)) {
+      throw new CodeModeError(undefined, `exec cell ${request.cellId} already has an active observer`);
+    }
+    this.#observers.add(request.cellId);
+    try {
+      // Waits on one cell are serialised: a cancelled wait keeps the lock until CancelWait returns.
+      await this.#waitLocks.get(request.cellId);
+      const binding = await this.#obtain(generation);
+      const hostId = binding.hostId(request.cellId);
+      const waitId = crypto.randomUUID();
+      const cancel = new AbortController();
+      let routeLost = false;
+      const lock = Promise.withResolvers<void>();
+      this.#waitLocks.set(request.cellId, lock.promise);
+      const onAbort = () => {
+        cancel.abort();
+        void binding.client.cancelWait({ sessionId: binding.sessionId, waitId }, {
+          metadata: binding.metadata(),
+        })
+          .catch((error: unknown) => {
+            binding.fail(
+              new CodeModeError(
+                undefined,
+                boundErrorText(
+                  `failed to retire canceled gRPC code-mode wait: ${
+                    statusError("wait cancellation", error).message
+                  }`,
+                ),
+              ),
+            );
+          })
+          .finally(() => lock.resolve());
+      };
+      const onPreempt = () => {
+        void binding.client.yieldObservation({ sessionId: binding.sessionId, waitId }, {
+          metadata: binding.metadata(),
+        })
+          .catch(() => {});
+      };
+      options.signal?.addEventListener("abort", onAbort, { once: true });
+      options.preempt?.addEventListener("abort", onPreempt, { once: true });
+      try {
+        const response = await this.#deadline(
+          binding,
+          Promise.race([
+            binding.client.wait(
+              { sessionId: binding.sessionId, cellId: hostId, waitId, yieldTimeMs: request.yieldTimeMs },
+              {
+                signal: cancel.signal,
+                metadata: binding.metadata(),
+                onTrailer: (t: { get(key: string): unknown }) => {
+                  routeLost = t.get("x-code-mode-route-lost") === "true";
+                },
+              },
+            ) as Promise<Msg>,
+            binding.failed,
+          ]),
+          60_000 + request.yieldTimeMs + 1_000,
+          "wait",
+          cancel,
+        );
+        return await this.#waitOutcome(binding, hostId, response);
+      } catch (error) {
+        throw this.#callFailed(binding, "wait", error, routeLost);
+      } finally {
+        options.signal?.removeEventListener("abort", onAbort);
+        options.preempt?.removeEventListener("abort", onPreempt);
+        if (!options.signal?.aborted) lock.resolve();
+      }
+    } finally {
+      this.#observers.delete(request.cellId);
+    }
+  }
+
+  async #waitOutcome(binding: Binding, hostId: string, response: Msg): Promise<WaitOutcome> {
+    const live = response.liveCell;
+    const outcome = live ?? response.missingCell;
+    if (!outcome) throw new CodeModeError(undefined, "gRPC code-mode execution returned an unexpected event");
+    if (outcome.cellId !== hostId) {
+      const error = new CodeModeError(
+        undefined,
+        `gRPC code-mode host returned cell ${outcome.cellId} instead of ${hostId}`,
+      );
+      binding.fail(error);
+      throw error;
+    }
+    const mapped = toResponse(outcome, binding.publicId(hostId));
+    const cell = binding.cell(hostId);
+    if (live && cell) await this.#settleNotifications(binding, cell, mapped);
+    return live ? { type: "liveCell", response: mapped } : { type: "missingCell", response: mapped };
+  }
+
+  async terminate(cellId: string): Promise<WaitOutcome> {
+    if (this.#shutdown) throw new CodeModeError(undefined, SHUTTING_DOWN);
+    const binding = this.#binding;
+    if (!binding.live) throw binding.failure!;
+    const hostId = binding.hostId(cellId);
+    const cancel = new AbortController();
+    let routeLost = false;
+    try {
+      const response = await this.#deadline(
+        binding,
+        Promise.race([
+          binding.client.terminate({ sessionId: binding.sessionId, cellId: hostId }, {
+            signal: cancel.signal,
+            metadata: binding.metadata(),
+            onTrailer: (t: { get(key: string): unknown }) => {
+              routeLost = t.get("x-code-mode-route-lost") === "true";
+            },
+          }) as Promise<Msg>,
+          binding.failed,
+        ]),
+        this.#provider.transportTimeoutMs,
+        "termination",
+        cancel,
+      );
+      return await this.#waitOutcome(binding, hostId, response);
+    } catch (error) {
+      throw this.#callFailed(binding, "termination", error, routeLost);
+    }
+  }
+
+  shutdown(): Promise<void> {
+    this.#shutdown ??= (async () => {
+      this.#openingAbort.abort();
+      await this.#opening;
+      const binding = this.#binding;
+      if (binding.live) {
+        try {
+          await binding.client.closeSession({ sessionId: binding.sessionId }, {
+            metadata: binding.metadata(),
+          });
+        } catch (error) {
+          if (!(error instanceof ClientError && error.code === Status.NOT_FOUND)) {
+            // Errors are logged by callers that care; shutdown never throws.
+          }
+        }
+        binding.close(new CodeModeError(undefined, SHUTTING_DOWN));
+      }
+    })();
+    return this.#shutdown;
+  }
+
+  /** Same as {@link shutdown}. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.shutdown();
+  }
+}
