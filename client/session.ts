@@ -199,9 +199,9 @@ export class GrpcCodeModeSession implements CodeModeSession {
     }
     const binding = await this.#obtain(generation);
     const executionId = crypto.randomUUID();
+    // Aborting before `started` does not cancel at once: the cell ID must be known so that the cell
+    // can be terminated and reported closed (abandonment, §10.11).
     const cancel = new AbortController();
-    const onAbort = () => cancel.abort();
-    options.signal?.addEventListener("abort", onAbort, { once: true });
     let routeLost = false;
     const encode = (value: unknown) => new TextEncoder().encode(JSON.stringify(value));
     const stream = binding.client.execute({
@@ -238,7 +238,6 @@ export class GrpcCodeModeSession implements CodeModeSession {
       );
     } catch (error) {
       cancel.abort();
-      options.signal?.removeEventListener("abort", onAbort);
       throw this.#callFailed(binding, "execution", error, routeLost);
     }
     if (first.done || !first.value.started) {
@@ -326,13 +325,16 @@ export class GrpcCodeModeSession implements CodeModeSession {
         if (abandoned) throw new CodeModeError("CANCELLED", "gRPC code-mode execution was abandoned");
         throw this.#callFailed(binding, "execution outcome", error, routeLost);
       } finally {
-        options.signal?.removeEventListener("abort", onAbort);
+        options.signal?.removeEventListener("abort", abandon);
         options.preempt?.removeEventListener("abort", onPreempt);
       }
     };
     if (options.signal) {
+      if (options.signal.aborted) {
+        abandon();
+        throw options.signal.reason;
+      }
       options.signal.addEventListener("abort", abandon, { once: true });
-      if (options.signal.aborted) abandon();
     }
     return {
       cellId: cell.publicId,

@@ -496,7 +496,11 @@ function stopCell(cellId: string): void {
   const running = cells.get(cellId);
   if (!running || running.finished) return;
   if (!running.started) {
+    // Its Worker may still be booting: confirm the stop now (the host would otherwise restart the
+    // whole runtime after cooperativeStopMs); startCell then disposes of the Worker unused.
     running.stopRequested = true;
+    running.finished = true;
+    reportExit(running);
     return;
   }
   Atomics.store(running.credit, CREDIT_STOP, 1);

@@ -6805,6 +6805,8 @@ function stopCell(cellId) {
   if (!running || running.finished) return;
   if (!running.started) {
     running.stopRequested = true;
+    running.finished = true;
+    reportExit(running);
     return;
   }
   Atomics.store(running.credit, CREDIT_STOP, 1);

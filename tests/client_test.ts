@@ -1,0 +1,397 @@
+/**
+ * SPEC §12.10 scenarios of the client library against the real host (the seed scenarios 115–125
+ * are in client_recovery_test.ts).
+ */
+import assert from "node:assert/strict";
+import { type CallContext, ServerError, type ServerMiddleware, Status } from "nice-grpc";
+import { GrpcCodeModeSessionProvider } from "../client/provider.ts";
+import { NoopCodeModeSessionDelegate } from "../client/session.ts";
+import { RESET_MESSAGE } from "../client/status_text.ts";
+import { createHost } from "../host/server.ts";
+import { Logger } from "../host/log.ts";
+import { eventually, startHost } from "./_harness.ts";
+import { FakeClock, RecordingDelegate, rejection, relay, run, textResponse } from "./_client_harness.ts";
+
+type Call = {
+  method: { path: string };
+  request: unknown;
+  next(request: unknown, context: CallContext): AsyncGenerator<unknown, unknown, undefined>;
+};
+
+/** A middleware from a per-call function that may throw, wait or rewrite the request. */
+function around(
+  fn: (method: string, context: CallContext) => Promise<void> | void,
+): ServerMiddleware {
+  return async function* (call: Call, context: CallContext) {
+    await fn(call.method.path.replace(/^.*\//, ""), context);
+    return yield* call.next(call.request, context);
+  } as unknown as ServerMiddleware;
+}
+
+const endpoint = (port: number) => `http://127.0.0.1:${port}`;
+
+Deno.test("126: OpenSession admission retries only UNAVAILABLE and RESOURCE_EXHAUSTED, at most 5 attempts", async (t) => {
+  for (
+    const [label, failures, attempts, ok] of [
+      ["UNAVAILABLE once", [Status.UNAVAILABLE], 2, true],
+      ["RESOURCE_EXHAUSTED once", [Status.RESOURCE_EXHAUSTED], 2, true],
+      ["UNAVAILABLE always", Array(10).fill(Status.UNAVAILABLE), 5, false],
+      ["INVALID_ARGUMENT once", [Status.INVALID_ARGUMENT], 1, false],
+      ["UNKNOWN once", [Status.UNKNOWN], 1, false],
+    ] as const
+  ) {
+    await t.step(label, async () => {
+      const queue: Status[] = [...failures];
+      let opens = 0;
+      await using h = await startHost({
+        middleware: around((method) => {
+          if (method !== "OpenSession") return;
+          opens++;
+          const code = queue.shift();
+          if (code !== undefined) throw new ServerError(code, "injected");
+        }),
+      });
+      const provider = new GrpcCodeModeSessionProvider(endpoint(h.host.port));
+      if (ok) {
+        const session = await provider.createSession();
+        const result = await run(session, "text(42)");
+        assert.deepEqual(result, textResponse("1", "42", result.codeModeHostDurationNs));
+        await session.shutdown();
+      } else {
+        const error = await rejection(provider.createSession());
+        assert.match(error.message, /^gRPC code-mode session opening failed: code: '/);
+      }
+      assert.equal(opens, attempts);
+    });
+  }
+});
+
+Deno.test("130: an endpoint with credentials is refused without repeating them", async () => {
+  for (
+    const url of [
+      "http://alice:secret@127.0.0.1:1",
+      "https://alice@127.0.0.1:1",
+      "https://:secret@127.0.0.1:1",
+    ]
+  ) {
+    const error = await rejection(new GrpcCodeModeSessionProvider(url).createSession());
+    assert.ok(error.message.includes("must not include credentials"), error.message);
+    assert.ok(!error.message.includes("alice") && !error.message.includes("secret"));
+  }
+});
+
+Deno.test("131: once shutdown has started, execute, wait and terminate fail with the shutdown text", async () => {
+  await using h = await startHost();
+  const session = await new GrpcCodeModeSessionProvider(endpoint(h.host.port)).createSession();
+  const closing = session.shutdown();
+  const delegate = new NoopCodeModeSessionDelegate();
+  for (
+    const call of [
+      () => session.execute({ toolCallId: "c", enabledTools: [], source: "1" }, delegate),
+      () => session.wait({ cellId: "1", yieldTimeMs: 0 }),
+      () => session.terminate("1"),
+    ]
+  ) {
+    assert.equal((await rejection(call())).message, "code mode session is shutting down");
+  }
+  await closing;
+});
+
+Deno.test("132: a generation-2 binding refuses other generations' IDs without an RPC; generation 1 passes IDs through", async () => {
+  let rpcs = 0;
+  await using h = await startHost({ middleware: around(() => void rpcs++) });
+  const provider = new GrpcCodeModeSessionProvider(endpoint(h.host.port));
+  const first = await provider.createSession();
+  const second = await provider.createSession();
+  const before = rpcs;
+  for (const id of ["42", "g1:42", "g3:42", "x".repeat(10_000), "g2:"]) {
+    assert.match(
+      (await rejection(second.wait({ cellId: id, yieldTimeMs: 0 }))).message,
+      /stale code-mode host generation/,
+    );
+    assert.match((await rejection(second.terminate(id))).message, /stale code-mode host generation/);
+  }
+  assert.equal(rpcs, before);
+  for (const id of ["g2:42", "graphics:1"]) {
+    const outcome = await first.wait({ cellId: id, yieldTimeMs: 0 });
+    assert.equal(outcome.type, "missingCell");
+    assert.equal(outcome.response.cellId, id);
+  }
+  const missing = await second.wait({ cellId: "g2:7", yieldTimeMs: 0 });
+  assert.equal(missing.response.cellId, "g2:7");
+  await first.shutdown();
+  await second.shutdown();
+});
+
+Deno.test("134: deadlines run on the provider clock: Terminate times out after 60 s, an Execute with yield 120 s not before 181 s", async () => {
+  const clock = new FakeClock();
+  await using h = await startHost({
+    middleware: around(async (method, context) => {
+      if (method !== "Terminate") return;
+      await new Promise<void>((resolve) =>
+        context.signal.addEventListener("abort", () => resolve(), { once: true })
+      );
+      throw new ServerError(Status.CANCELLED, "client went away");
+    }),
+  });
+  const session = await new GrpcCodeModeSessionProvider(endpoint(h.host.port), { clock }).createSession();
+  const started = await session.execute(
+    { toolCallId: "c", enabledTools: [], source: "await new Promise(() => {})", yieldTimeMs: 120_000 },
+    new NoopCodeModeSessionDelegate(),
+  );
+  let settled = false;
+  const outcome = started.initialResponse().finally(() => settled = true);
+  outcome.catch(() => {});
+  await new Promise((r) => setTimeout(r, 50));
+  clock.advance(179_000);
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal(settled, false, "the execution outcome deadline is 60 s + 120 s + 1 s");
+  clock.advance(2_500);
+  assert.equal(
+    (await rejection(outcome)).message,
+    "gRPC code-mode host timed out waiting for execution outcome response",
+  );
+  // The binding failed with the deadline; a new session shows Terminate's own deadline.
+  const other = await new GrpcCodeModeSessionProvider(endpoint(h.host.port), { clock }).createSession();
+  const cell = await other.execute(
+    { toolCallId: "c", enabledTools: [], source: "await new Promise(() => {})", yieldTimeMs: 0 },
+    new NoopCodeModeSessionDelegate(),
+  );
+  await cell.initialResponse();
+  const terminating = other.terminate(cell.cellId);
+  terminating.catch(() => {});
+  await new Promise((r) => setTimeout(r, 50));
+  clock.advance(60_001);
+  assert.equal(
+    (await rejection(terminating)).message,
+    "gRPC code-mode host timed out waiting for termination response",
+  );
+  await session.shutdown();
+  await other.shutdown();
+});
+
+Deno.test("135: a 2,000-byte opening failure is bounded to 512 bytes of valid UTF-8 ending in ...", async () => {
+  const message = "é€🦀".repeat(222);
+  await using h = await startHost({
+    middleware: around((method) => {
+      if (method === "OpenSession") throw new ServerError(Status.INVALID_ARGUMENT, message);
+    }),
+  });
+  const error = await rejection(new GrpcCodeModeSessionProvider(endpoint(h.host.port)).createSession());
+  const bytes = new TextEncoder().encode(error.message);
+  assert.ok(bytes.length <= 512, String(bytes.length));
+  assert.ok(error.message.startsWith("gRPC code-mode session opening failed:"));
+  assert.ok(error.message.endsWith("..."));
+  assert.equal(new TextDecoder("utf-8", { fatal: true }).decode(bytes), error.message);
+});
+
+Deno.test("136: an execute aborted before `started` abandons its cell; the session stays usable", async () => {
+  await using h = await startHost();
+  const session = await new GrpcCodeModeSessionProvider(endpoint(h.host.port)).createSession();
+  const delegate = new RecordingDelegate();
+  const abort = new AbortController();
+  const pending = session.execute(
+    { toolCallId: "c", enabledTools: [], source: "await new Promise(() => {})" },
+    delegate,
+    { signal: abort.signal },
+  );
+  abort.abort(new Error("caller went away"));
+  await rejection(pending);
+  assert.ok(await eventually(() => delegate.closed.includes("1"), 5_000));
+  assert.ok(
+    await eventually(async () => {
+      try {
+        return (await session.wait({ cellId: "1", yieldTimeMs: 0 })).type === "missingCell";
+      } catch (error) {
+        if ((error as Error).message.includes("already has an active observer")) return false;
+        throw error;
+      }
+    }, 5_000),
+  );
+  const next = await run(session, 'text("still alive")');
+  assert.deepEqual(next, textResponse("2", "still alive", next.codeModeHostDurationNs));
+  await session.shutdown();
+});
+
+Deno.test("137: aborting initialResponse, or abandon(), closes a never-ending cell; the next cell is 2", async (t) => {
+  for (const how of ["signal", "abandon"] as const) {
+    await t.step(how, async () => {
+      await using h = await startHost();
+      const session = await new GrpcCodeModeSessionProvider(endpoint(h.host.port)).createSession();
+      const delegate = new RecordingDelegate();
+      const cell = await session.execute(
+        { toolCallId: "c", enabledTools: [], source: "await new Promise(() => {})", yieldTimeMs: 60_000 },
+        delegate,
+      );
+      const abort = new AbortController();
+      const outcome = cell.initialResponse({ signal: abort.signal });
+      if (how === "signal") abort.abort();
+      else cell.abandon();
+      await rejection(outcome);
+      assert.deepEqual(delegate.closed, ["1"]);
+      const next = await run(session, 'text("next")');
+      assert.equal(next.cellId, "2");
+      await session.shutdown();
+    });
+  }
+});
+
+Deno.test("138: a second wait on a cell fails at once; the first is preempted to yielded; terminate then terminates", async () => {
+  await using h = await startHost();
+  const session = await new GrpcCodeModeSessionProvider(endpoint(h.host.port)).createSession();
+  const cell = await session.execute(
+    { toolCallId: "c", enabledTools: [], source: "await new Promise(() => {})", yieldTimeMs: 0 },
+    new NoopCodeModeSessionDelegate(),
+  );
+  assert.equal((await cell.initialResponse()).type, "yielded");
+  const preempt = new AbortController();
+  const first = session.wait({ cellId: "1", yieldTimeMs: 60_000 }, { preempt: preempt.signal });
+  const started = performance.now();
+  const second = await rejection(session.wait({ cellId: "1", yieldTimeMs: 60_000 }));
+  assert.equal(second.message, "exec cell 1 already has an active observer");
+  assert.ok(performance.now() - started < 1_000);
+  await new Promise((r) => setTimeout(r, 100));
+  preempt.abort();
+  const outcome = await first;
+  assert.equal(outcome.type, "liveCell");
+  assert.equal(outcome.response.type, "yielded");
+  const terminated = await session.terminate("1");
+  assert.equal(terminated.type, "liveCell");
+  assert.equal(terminated.response.type, "terminated");
+  await session.shutdown();
+});
+
+Deno.test("139: shutting down a session reports its yielded cell closed", async () => {
+  await using h = await startHost();
+  const session = await new GrpcCodeModeSessionProvider(endpoint(h.host.port)).createSession();
+  const delegate = new RecordingDelegate();
+  const cell = await session.execute(
+    { toolCallId: "c", enabledTools: [], source: "await new Promise(() => {})", yieldTimeMs: 0 },
+    delegate,
+  );
+  assert.equal((await cell.initialResponse()).type, "yielded");
+  await session.shutdown();
+  assert.deepEqual(delegate.closed, ["1"]);
+});
+
+Deno.test("141c: two providers for one endpoint use two connections; one shutting down closes only its own", async () => {
+  await using h = await startHost();
+  const proxy = relay(h.host.port);
+  try {
+    const a = await new GrpcCodeModeSessionProvider(endpoint(proxy.port)).createSession();
+    const b = await new GrpcCodeModeSessionProvider(endpoint(proxy.port)).createSession();
+    assert.equal(proxy.connections, 2);
+    await a.shutdown();
+    assert.ok(await eventually(() => proxy.ended[0] === true, 5_000));
+    assert.equal(proxy.ended[1], false);
+    assert.deepEqual((await run(b, 'text("b")')).contentItems, [{ type: "input_text", text: "b" }]);
+    await b.shutdown();
+  } finally {
+    await proxy.close();
+  }
+});
+
+Deno.test("141d: a status before `started` is an `execution` failure; after it, an `execution outcome` failure", async () => {
+  let rejectNext = false;
+  let failAfterStart = false;
+  const middleware = async function* (call: Call, context: CallContext) {
+    const method = call.method.path.replace(/^.*\//, "");
+    if (method === "Execute" && rejectNext) {
+      rejectNext = false;
+      throw new ServerError(Status.FAILED_PRECONDITION, "rejected");
+    }
+    if (method === "Execute" && failAfterStart) {
+      failAfterStart = false;
+      for await (
+        const response of call.next(call.request, context) as AsyncGenerator<{ started?: unknown }>
+      ) {
+        yield response;
+        if (response.started) throw new ServerError(Status.INTERNAL, "broke after start");
+      }
+      return;
+    }
+    return yield* call.next(call.request, context);
+  } as unknown as ServerMiddleware;
+  await using h = await startHost({ middleware });
+  const session = await new GrpcCodeModeSessionProvider(endpoint(h.host.port)).createSession();
+  rejectNext = true;
+  assert.match((await rejection(run(session, "1"))).message, /^gRPC code-mode execution failed: /);
+  failAfterStart = true;
+  assert.match((await rejection(run(session, "1"))).message, /^gRPC code-mode execution outcome failed: /);
+  // INTERNAL keeps the binding: the session still works on generation 1 (the rejected Execute
+  // never reached the host, so the cells so far are 1 and now 2).
+  assert.equal((await run(session, 'text("ok")')).cellId, "2");
+  await session.shutdown();
+});
+
+Deno.test("141e: a provider with the host's token works; without it the opening fails UNAUTHENTICATED", async () => {
+  await using h = await startHost({ authToken: "s3cret" });
+  const session = await new GrpcCodeModeSessionProvider(endpoint(h.host.port), { authToken: "s3cret" })
+    .createSession();
+  assert.equal((await run(session, 'text("in")')).cellId, "1");
+  await session.shutdown();
+  const error = await rejection(new GrpcCodeModeSessionProvider(endpoint(h.host.port)).createSession());
+  assert.ok(
+    error.message.includes("code: 'The request does not have valid authentication credentials'"),
+    error.message,
+  );
+});
+
+Deno.test("133: a host killed and restarted on the same port: old work fails, calls made before the reopen get the reset message, later calls run as g2", async () => {
+  const log = new Logger("error");
+  let host = await createHost({ listen: "127.0.0.1:0", warmSessions: 1, log });
+  const port = host.port;
+  try {
+    const session = await new GrpcCodeModeSessionProvider(endpoint(port)).createSession();
+    const delegate = new RecordingDelegate();
+    const forever = "await new Promise(() => {})";
+    for (let i = 0; i < 2; i++) {
+      const cell = await session.execute({
+        toolCallId: "c",
+        enabledTools: [],
+        source: forever,
+        yieldTimeMs: 0,
+      }, delegate);
+      await cell.initialResponse();
+    }
+    const pendingWait = session.wait({ cellId: "1", yieldTimeMs: 60_000 });
+    pendingWait.catch(() => {});
+    await new Promise((r) => setTimeout(r, 100));
+    await host.kill();
+    await rejection(pendingWait);
+    assert.ok(await eventually(() => delegate.closed.length === 2, 5_000));
+    assert.deepEqual([...delegate.closed].sort(), ["1", "2"]);
+    await rejection(session.terminate("1"));
+    host = await createHost({ listen: `127.0.0.1:${port}`, warmSessions: 1, log });
+    // Created before the reopen: two concurrent executes, a queued one and a queued wait.
+    const early = [
+      run(session, 'text("a")'),
+      run(session, 'text("b")'),
+      run(session, 'text("c")'),
+      session.wait({ cellId: "2", yieldTimeMs: 0 }),
+    ];
+    for (const call of early) assert.equal((await rejection(call)).message, RESET_MESSAGE);
+    const tools = new RecordingDelegate((input: unknown) => ({ echoed: input }));
+    const echo = { name: "echo", toolName: { name: "echo" }, description: "", kind: "function" as const };
+    const started = await session.execute({
+      toolCallId: "call-9",
+      enabledTools: [echo],
+      source: 'notify("hi"); text(JSON.stringify(await tools.echo(7)))',
+    }, tools);
+    const first = await started.initialResponse();
+    assert.deepEqual(first, textResponse("g2:1", '{"echoed":7}', first.codeModeHostDurationNs));
+    assert.deepEqual(tools.calls, [{ cellId: "g2:1", name: "echo", input: 7 }]);
+    assert.deepEqual(tools.notifications, [{ callId: "call-9", cellId: "g2:1", text: "hi" }]);
+    assert.equal((await run(session, 'text("two")')).cellId, "g2:2");
+    for (const id of ["1", "2"]) {
+      assert.match(
+        (await rejection(session.wait({ cellId: id, yieldTimeMs: 0 }))).message,
+        /stale code-mode host generation/,
+      );
+      assert.match((await rejection(session.terminate(id))).message, /stale code-mode host generation/);
+    }
+    await session.shutdown();
+  } finally {
+    await host.shutdown();
+  }
+});
