@@ -12,6 +12,7 @@
  */
 import { ClientError, type Metadata, Status } from "nice-grpc";
 import { CodeModeError } from "../proto/errors.ts";
+import { deferred } from "./deferred.ts";
 import { rpcFailureText } from "./status_text.ts";
 import type { CodeModeSessionDelegate, CodeModeToolCall, ToolDefinition } from "./types.ts";
 
@@ -164,7 +165,7 @@ export class Binding {
     const cell: CellRecord = {
       ...record,
       notifications: new Set(),
-      closed: Promise.withResolvers<void>(),
+      closed: deferred<void>(),
       closedReported: false,
       notificationAbort: new AbortController(),
     };
@@ -194,7 +195,7 @@ export class Binding {
    * @throws {CodeModeError} when the stream ends or fails before its headers
    */
   async subscribe(): Promise<void> {
-    const headers = Promise.withResolvers<void>();
+    const headers = deferred<void>();
     const stream = this.client.subscribeToToolCalls({ sessionId: this.sessionId, toolNames: [] }, {
       signal: this.#streams.signal,
       metadata: this.metadata(),

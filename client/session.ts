@@ -14,6 +14,7 @@
  */
 import { ClientError, Status } from "nice-grpc";
 import { CodeModeError } from "../proto/errors.ts";
+import { deferred } from "./deferred.ts";
 import { type Binding, type CellRecord, type Msg, retiresBinding, statusError } from "./binding.ts";
 import type { GrpcCodeModeSessionProvider } from "./provider.ts";
 import { boundErrorText, RESET_MESSAGE, timeoutText } from "./status_text.ts";
@@ -378,7 +379,7 @@ export class GrpcCodeModeSession implements CodeModeSession {
       const waitId = crypto.randomUUID();
       const cancel = new AbortController();
       let routeLost = false;
-      const lock = Promise.withResolvers<void>();
+      const lock = deferred<void>();
       this.#waitLocks.set(request.cellId, lock.promise);
       const onAbort = () => {
         cancel.abort();

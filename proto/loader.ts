@@ -9,6 +9,7 @@
  *
  * @module
  */
+import { readFileSync } from "node:fs";
 import protobuf, { asBuffer } from "./protobuf_runtime.ts";
 import descriptor from "protobufjs/ext/descriptor/index.js";
 
@@ -47,12 +48,12 @@ export const PROTO_FILES = {
 } as const;
 
 /**
- * Reads one of the repository's proto files (works from source and from a compiled executable
- * that includes `proto/`).
+ * Reads one of the repository's proto files (works from source, from a compiled executable that
+ * includes `proto/`, and on Node: it uses `node:fs`).
  *
  * @param relative a path below `proto/`, e.g. {@link PROTO_FILES}.codeModeHost
  * @returns the file's text
- * @throws {Deno.errors.NotFound} when the file is missing
+ * @throws {Error} `ENOENT` when the file is missing
  * @example
  * ```ts
  * import assert from "node:assert/strict";
@@ -60,7 +61,7 @@ export const PROTO_FILES = {
  * ```
  */
 export function readProtoText(relative: string): string {
-  return Deno.readTextFileSync(new URL(relative, import.meta.url));
+  return readFileSync(new URL(relative, import.meta.url), "utf8");
 }
 
 /**

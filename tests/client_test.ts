@@ -395,3 +395,223 @@ Deno.test("133: a host killed and restarted on the same port: old work fails, ca
     await host.shutdown();
   }
 });
+
+Deno.test("127: a first connection reset after one byte is followed by a fresh connection within the admission retries", async () => {
+  await using h = await startHost();
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  let accepted = 0;
+  const conns: Deno.Conn[] = [];
+  const serving = (async () => {
+    for (;;) {
+      let client: Deno.Conn;
+      try {
+        client = await listener.accept();
+      } catch {
+        return;
+      }
+      conns.push(client);
+      if (++accepted === 1) {
+        await client.read(new Uint8Array(1)).catch(() => null);
+        client.close();
+        continue;
+      }
+      const upstream = await Deno.connect({ hostname: "127.0.0.1", port: h.host.port });
+      conns.push(upstream);
+      void Promise.race([
+        client.readable.pipeTo(upstream.writable).catch(() => {}),
+        upstream.readable.pipeTo(client.writable).catch(() => {}),
+      ]).finally(() => {
+        for (const c of [client, upstream]) {
+          try {
+            c.close();
+          } catch { /* closed */ }
+        }
+      });
+    }
+  })();
+  try {
+    const port = (listener.addr as Deno.NetAddr).port;
+    const session = await new GrpcCodeModeSessionProvider(endpoint(port)).createSession();
+    const result = await run(session, "text(42)");
+    assert.deepEqual(result, textResponse("1", "42", result.codeModeHostDurationNs));
+    assert.ok(accepted >= 2);
+    await session.shutdown();
+  } finally {
+    listener.close();
+    for (const c of conns) {
+      try {
+        c.close();
+      } catch { /* closed */ }
+    }
+    await serving;
+  }
+});
+
+/** A host whose OpenSession answers carry per-session route tokens, recording every call's route. */
+function routingHost(options: { failExecute?: () => { message: string; routeLost: boolean } | undefined }) {
+  const tokens = ["rejected", "a", "b", "c"];
+  let opens = 0;
+  const routes = new Map<string, string>();
+  const seen: { method: string; sessionId?: string; route?: string }[] = [];
+  const middleware = async function* (call: Call, context: CallContext) {
+    const method = call.method.path.replace(/^.*\//, "");
+    const route = context.metadata.get("x-code-mode-route");
+    const request = call.request as { sessionId?: string };
+    seen.push({ method, sessionId: request.sessionId, route: typeof route === "string" ? route : undefined });
+    if (method === "OpenSession") {
+      const token = tokens[opens++];
+      context.header.set("x-code-mode-route", token);
+      if (token === "rejected") throw new ServerError(Status.RESOURCE_EXHAUSTED, "full");
+      for await (
+        const event of call.next(call.request, context) as AsyncGenerator<{ opened?: { sessionId: string } }>
+      ) {
+        if (event.opened) routes.set(event.opened.sessionId, token);
+        yield event;
+      }
+      return;
+    }
+    if (method === "Execute") {
+      const failure = options.failExecute?.();
+      if (failure) {
+        if (failure.routeLost) context.trailer.set("x-code-mode-route-lost", "true");
+        throw new ServerError(Status.UNAVAILABLE, failure.message);
+      }
+    }
+    return yield* call.next(call.request, context);
+  } as unknown as ServerMiddleware;
+  return {
+    middleware,
+    routes,
+    seen,
+    get opens() {
+      return opens;
+    },
+  };
+}
+
+Deno.test("128: route tokens: none on OpenSession, each session's own on every other RPC, a rejected admission's never", async () => {
+  const routing = routingHost({});
+  await using h = await startHost({ middleware: routing.middleware });
+  const provider = new GrpcCodeModeSessionProvider(endpoint(h.host.port));
+  const parent = await provider.createSession();
+  const child = await provider.createSession();
+  const echo = { name: "echo", toolName: { name: "echo" }, description: "", kind: "function" as const };
+  for (const session of [parent, child]) {
+    const delegate = new RecordingDelegate();
+    const cell = await session.execute({
+      toolCallId: "c",
+      enabledTools: [echo],
+      source: 'notify("n"); await tools.echo(1); yield_control(); await new Promise(() => {})',
+      yieldTimeMs: 5_000,
+    }, delegate);
+    assert.equal((await cell.initialResponse()).type, "yielded");
+    assert.equal((await session.wait({ cellId: cell.cellId, yieldTimeMs: 0 })).response.type, "yielded");
+    assert.equal((await session.terminate(cell.cellId)).response.type, "terminated");
+  }
+  await parent.shutdown();
+  await child.shutdown();
+  const opens = routing.seen.filter((s) => s.method === "OpenSession");
+  assert.equal(opens.length, 3);
+  assert.ok(opens.every((s) => s.route === undefined));
+  const others = routing.seen.filter((s) => s.method !== "OpenSession");
+  assert.ok(others.length > 10);
+  for (const s of others) {
+    assert.equal(s.route, routing.routes.get(s.sessionId!), `${s.method} carried ${s.route}`);
+  }
+  assert.ok(!routing.seen.some((s) => s.route === "rejected"));
+  assert.deepEqual(new Set(others.map((s) => s.route)), new Set(["a", "b"]));
+});
+
+Deno.test("129: UNAVAILABLE keeps a routed binding; with x-code-mode-route-lost it retires only that session's binding", async () => {
+  let next: { message: string; routeLost: boolean } | undefined;
+  const routing = routingHost({
+    failExecute: () => {
+      const failure = next;
+      next = undefined;
+      return failure;
+    },
+  });
+  await using h = await startHost({ middleware: routing.middleware });
+  const provider = new GrpcCodeModeSessionProvider(endpoint(h.host.port));
+  const parent = await provider.createSession();
+  const child = await provider.createSession();
+  for (const s of [parent, child]) await run(s, 'store("preserved", "original")');
+  const load = async (s: typeof parent) => (await run(s, 'text(String(load("preserved")))')).contentItems;
+  next = { message: "no healthy upstream", routeLost: false };
+  const opensBefore = routing.opens;
+  assert.match((await rejection(run(parent, "1"))).message, /no healthy upstream/);
+  assert.equal(routing.opens, opensBefore);
+  assert.deepEqual(await load(parent), [{ type: "input_text", text: "original" }]);
+  next = { message: "no healthy upstream", routeLost: true };
+  assert.match((await rejection(run(parent, "1"))).message, /no healthy upstream/);
+  assert.equal((await rejection(run(parent, "1"))).message, RESET_MESSAGE);
+  assert.deepEqual(await load(parent), [{ type: "input_text", text: "undefined" }]);
+  assert.deepEqual(await load(child), [{ type: "input_text", text: "original" }]);
+  assert.equal(routing.opens, opensBefore + 1);
+  await parent.shutdown();
+  await child.shutdown();
+});
+
+Deno.test("141: a CompleteToolCall failing NOT_FOUND after the invocation was cancelled leaves the binding live", async () => {
+  let completions = 0;
+  await using h = await startHost({
+    middleware: around(async (method) => {
+      if (method !== "CompleteToolCall") return;
+      completions++;
+      // Answer only once the cell has finished and its unawaited call was cancelled.
+      await new Promise((r) => setTimeout(r, 600));
+      throw new ServerError(Status.NOT_FOUND, "unknown code-mode tool invocation");
+    }),
+  });
+  const session = await new GrpcCodeModeSessionProvider(endpoint(h.host.port)).createSession();
+  const echo = { name: "echo", toolName: { name: "echo" }, description: "", kind: "function" as const };
+  const cell = await session.execute({
+    toolCallId: "c",
+    enabledTools: [echo],
+    source: 'tools.echo(1).catch(() => {}); await new Promise((r) => setTimeout(r, 200)); text("done")',
+  }, new RecordingDelegate());
+  assert.equal((await cell.initialResponse()).type, "result");
+  assert.ok(await eventually(() => completions === 1, 5_000));
+  await new Promise((r) => setTimeout(r, 800));
+  assert.equal((await run(session, 'text("live")')).cellId, "2");
+  await session.shutdown();
+});
+
+Deno.test("141a: a subscription registered 200 ms late still receives the first cell's tool call", async () => {
+  await using h = await startHost({
+    middleware: around(async (method) => {
+      if (method === "SubscribeToToolCalls") await new Promise((r) => setTimeout(r, 200));
+    }),
+  });
+  const session = await new GrpcCodeModeSessionProvider(endpoint(h.host.port)).createSession();
+  const delegate = new RecordingDelegate((input: unknown) => (input as number) + 1);
+  const echo = { name: "echo", toolName: { name: "echo" }, description: "", kind: "function" as const };
+  const cell = await session.execute(
+    { toolCallId: "c", enabledTools: [echo], source: "text(String(await tools.echo(41)))" },
+    delegate,
+  );
+  const result = await cell.initialResponse();
+  assert.deepEqual(result.contentItems, [{ type: "input_text", text: "42" }]);
+  assert.deepEqual(delegate.calls, [{ cellId: "1", name: "echo", input: 41 }]);
+  await session.shutdown();
+});
+
+Deno.test("140: providers reach a host on a Unix socket through unix://PATH and unix:PATH", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "cmh-unix-" });
+  const host = await createHost({
+    listen: `unix:${dir}/host.sock`,
+    warmSessions: 1,
+    log: new Logger("error"),
+  });
+  try {
+    for (const url of [`unix://${dir}/host.sock`, `unix:${dir}/host.sock`]) {
+      const session = await new GrpcCodeModeSessionProvider(url).createSession();
+      const result = await run(session, 'text("unix socket")');
+      assert.deepEqual(result, textResponse("1", "unix socket", result.codeModeHostDurationNs));
+      await session.shutdown();
+    }
+  } finally {
+    await host.shutdown();
+    await Deno.remove(dir, { recursive: true });
+  }
+});
