@@ -38,6 +38,12 @@ export interface ProviderOptions {
   clock?: Clock;
   /** PEM roots to trust for `https` (default: the system's). */
   rootCertificates?: string;
+  /**
+   * The name to verify the host's certificate against, instead of the endpoint's host (default:
+   * the host). Deno's `node:tls` refuses an IP address as the TLS server name, so a Deno client of
+   * `https://127.0.0.1:…` sets a name the certificate carries, e.g. `localhost`.
+   */
+  tlsServerName?: string;
 }
 
 const MAX_ROUTE_BYTES = 256;
@@ -70,7 +76,9 @@ export interface OpeningRequest {
  */
 export class GrpcCodeModeSessionProvider {
   readonly #endpoint: string;
-  readonly #options: Required<Omit<ProviderOptions, "authToken" | "rootCertificates">> & ProviderOptions;
+  readonly #options:
+    & Required<Omit<ProviderOptions, "authToken" | "rootCertificates" | "tlsServerName">>
+    & ProviderOptions;
   #parsed: ParsedEndpoint | undefined;
   #generation = 0;
   #channel: Channel | undefined;
@@ -162,6 +170,9 @@ export class GrpcCodeModeSessionProvider {
         "grpc.max_reconnect_backoff_ms": 50,
         "grpc.max_receive_message_length": 67_108_864,
         "grpc.max_send_message_length": 67_108_864,
+        ...(this.#options.tlsServerName === undefined
+          ? {}
+          : { "grpc.ssl_target_name_override": this.#options.tlsServerName }),
       });
       // deno-lint-ignore no-explicit-any
       this.#client = createClient(codeModeHostDefinition() as any, this.#channel) as unknown as RawClient;

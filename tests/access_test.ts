@@ -8,6 +8,8 @@ import { ChannelCredentials } from "@grpc/grpc-js";
 import { createChannel, createClient, Metadata, Status } from "nice-grpc";
 import { HealthDefinition } from "nice-grpc-server-health";
 import { codeModeHostDefinition } from "../proto/loader.ts";
+import { GrpcCodeModeSessionProvider } from "../client/provider.ts";
+import { NoopCodeModeSessionDelegate } from "../client/session.ts";
 import {
   CHANNEL_OPTIONS,
   grpcError,
@@ -192,6 +194,28 @@ Deno.test("TLS and a token together: the in-process host serves https and still 
     } finally {
       channel.close();
     }
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("the client library opens a session over TLS with rootCertificates and tlsServerName, and a token", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "cmh-tls-" });
+  try {
+    const paths = await selfSigned(dir);
+    const tls = { cert: await Deno.readTextFile(paths.cert), key: await Deno.readTextFile(paths.key) };
+    await using h = await startHost({ tls, authToken: "t0k" });
+    const session = await new GrpcCodeModeSessionProvider(h.host.url, {
+      rootCertificates: tls.cert,
+      tlsServerName: "localhost",
+      authToken: "t0k",
+    }).createSession();
+    const cell = await session.execute(
+      { toolCallId: "c", enabledTools: [], source: 'text("secure")' },
+      new NoopCodeModeSessionDelegate(),
+    );
+    assert.deepEqual((await cell.initialResponse()).contentItems, [{ type: "input_text", text: "secure" }]);
+    await session.shutdown();
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
