@@ -3,6 +3,7 @@
  * are in client_recovery_test.ts).
  */
 import assert from "node:assert/strict";
+import http2 from "node:http2";
 import { type CallContext, ServerError, type ServerMiddleware, Status } from "nice-grpc";
 import { GrpcCodeModeSessionProvider } from "../client/provider.ts";
 import { NoopCodeModeSessionDelegate } from "../client/session.ts";
@@ -614,4 +615,41 @@ Deno.test("140: providers reach a host on a Unix socket through unix://PATH and 
     await host.shutdown();
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("141b: no request of execute, wait or terminate carries grpc-timeout (headers handed to HTTP/2)", async () => {
+  await using h = await startHost();
+  // Record the header block of every request the client's HTTP/2 sessions send.
+  const probe = http2.connect(`http://127.0.0.1:${h.host.port}`);
+  probe.on("error", () => {});
+  const proto = Object.getPrototypeOf(probe) as {
+    request(headers: Record<string, unknown>, ...rest: unknown[]): unknown;
+  };
+  probe.close();
+  const original = proto.request;
+  const requests: Record<string, unknown>[] = [];
+  proto.request = function (this: unknown, headers: Record<string, unknown>, ...rest: unknown[]) {
+    requests.push({ ...headers });
+    return original.call(this, headers, ...rest);
+  };
+  try {
+    const session = await new GrpcCodeModeSessionProvider(endpoint(h.host.port)).createSession();
+    const cell = await session.execute(
+      { toolCallId: "c", enabledTools: [], source: "await new Promise(() => {})", yieldTimeMs: 0 },
+      new NoopCodeModeSessionDelegate(),
+    );
+    assert.equal((await cell.initialResponse()).type, "yielded");
+    assert.equal((await session.wait({ cellId: cell.cellId, yieldTimeMs: 0 })).response.type, "yielded");
+    assert.equal((await session.terminate(cell.cellId)).response.type, "terminated");
+    await session.shutdown();
+  } finally {
+    proto.request = original;
+  }
+  const paths = requests.map((r) => String(r[":path"]).replace(/^.*\//, ""));
+  for (
+    const method of ["OpenSession", "SubscribeToToolCalls", "Execute", "Wait", "Terminate", "CloseSession"]
+  ) {
+    assert.ok(paths.includes(method), `${method} was recorded: ${paths}`);
+  }
+  assert.ok(requests.every((r) => !("grpc-timeout" in r)), JSON.stringify(requests));
 });
