@@ -10,7 +10,7 @@ import { NoopCodeModeSessionDelegate } from "../client/session.ts";
 import { RESET_MESSAGE } from "../client/status_text.ts";
 import { createHost } from "../host/server.ts";
 import { Logger } from "../host/log.ts";
-import { eventually, startHost } from "./_harness.ts";
+import { eventually, serve, startHost } from "./_harness.ts";
 import { FakeClock, RecordingDelegate, rejection, relay, run, textResponse } from "./_client_harness.ts";
 
 type Call = {
@@ -338,12 +338,11 @@ Deno.test("141e: a provider with the host's token works; without it the opening 
   );
 });
 
-Deno.test("133: a host killed and restarted on the same port: old work fails, calls made before the reopen get the reset message, later calls run as g2", async () => {
-  const log = new Logger("error");
-  let host = await createHost({ listen: "127.0.0.1:0", warmSessions: 1, log });
-  const port = host.port;
+Deno.test("133: a host process killed and restarted on the same port: old work fails, calls made before the reopen get the reset message, later calls run as g2", async () => {
+  let host = await serve(["--listen", "grpc://127.0.0.1:0", "--warm-sessions", "1"]);
+  const port = Number(host.url.replace(/^.*:/, ""));
   try {
-    const session = await new GrpcCodeModeSessionProvider(endpoint(port)).createSession();
+    const session = await new GrpcCodeModeSessionProvider(host.url).createSession();
     const delegate = new RecordingDelegate();
     const forever = "await new Promise(() => {})";
     for (let i = 0; i < 2; i++) {
@@ -358,12 +357,15 @@ Deno.test("133: a host killed and restarted on the same port: old work fails, ca
     const pendingWait = session.wait({ cellId: "1", yieldTimeMs: 60_000 });
     pendingWait.catch(() => {});
     await new Promise((r) => setTimeout(r, 100));
-    await host.kill();
+    // `deno task` runs the host as its child: kill the host process itself, as a crash would.
+    const children = Deno.readTextFileSync(`/proc/${host.child.pid}/task/${host.child.pid}/children`).trim();
+    for (const pid of children.split(/\s+/).filter(Boolean)) Deno.kill(Number(pid), "SIGKILL");
+    await host.exited();
     await rejection(pendingWait);
     assert.ok(await eventually(() => delegate.closed.length === 2, 5_000));
     assert.deepEqual([...delegate.closed].sort(), ["1", "2"]);
     await rejection(session.terminate("1"));
-    host = await createHost({ listen: `127.0.0.1:${port}`, warmSessions: 1, log });
+    host = await serve(["--listen", `grpc://127.0.0.1:${port}`, "--warm-sessions", "1"]);
     // Created before the reopen: two concurrent executes, a queued one and a queued wait.
     const early = [
       run(session, 'text("a")'),
@@ -393,7 +395,7 @@ Deno.test("133: a host killed and restarted on the same port: old work fails, ca
     }
     await session.shutdown();
   } finally {
-    await host.shutdown();
+    await host[Symbol.asyncDispose]();
   }
 });
 

@@ -282,6 +282,8 @@ Deno.test("Parallel calls, yield, and cancellation of an unawaited call at compl
   assert.ok(
     await eventually(() => s.events.some((e) => e.toolCallCancelled?.invocationId === slow.invocationId)),
   );
+  // CellClosed follows once the isolate has exited, possibly after the test saw the cancellation.
+  assert.ok(await eventually(() => s.events.some((e) => e.cellClosed)));
   const cancelledAt = s.events.findIndex((e) => e.toolCallCancelled);
   assert.ok(cancelledAt < s.events.findIndex((e) => e.cellClosed), "cancellation before CellClosed");
   // A late completion of the cancelled call is accepted and ignored.
