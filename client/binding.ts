@@ -35,9 +35,15 @@ export interface BindingHost {
   transportTimeoutMs: number;
 }
 
-/** A cell this binding started. */
+/**
+ * An execution this binding sent, and its cell. It is registered before `Execute` is sent: its
+ * tool calls, notifications and `CellClosed` travel on other streams and may arrive before the
+ * Execute's `started`; the cell IDs are filled in by whichever names them first.
+ */
 export interface CellRecord {
+  /** The host cell ID ("" until known). */
   hostId: string;
+  /** The public cell ID ("" until known). */
   publicId: string;
   executionId: string;
   toolCallId: string;
@@ -158,20 +164,37 @@ export class Binding {
     return publicId.slice(prefix.length);
   }
 
-  /** Registers a started cell. */
-  addCell(
-    record: Omit<CellRecord, "notifications" | "closed" | "closedReported" | "notificationAbort">,
+  /** Registers an execution about to be sent (its cell ID comes later). */
+  addExecution(
+    record: Omit<
+      CellRecord,
+      "hostId" | "publicId" | "notifications" | "closed" | "closedReported" | "notificationAbort"
+    >,
   ): CellRecord {
     const cell: CellRecord = {
       ...record,
+      hostId: "",
+      publicId: "",
       notifications: new Set(),
       closed: deferred<void>(),
       closedReported: false,
       notificationAbort: new AbortController(),
     };
-    this.#cells.set(cell.hostId, cell);
     this.#executions.set(cell.executionId, cell);
     return cell;
+  }
+
+  /** Names the execution's cell (from `started`, or an earlier event of another stream). */
+  bindCell(cell: CellRecord, hostId: string): void {
+    if (cell.hostId !== "") return;
+    cell.hostId = hostId;
+    cell.publicId = this.publicId(hostId);
+    this.#cells.set(hostId, cell);
+  }
+
+  /** Forgets an execution that never started (its Execute failed before `started`). */
+  removeExecution(cell: CellRecord): void {
+    if (cell.hostId === "") this.#executions.delete(cell.executionId);
   }
 
   /** The record of a cell started by this binding, if any. */
@@ -179,9 +202,9 @@ export class Binding {
     return this.#cells.get(hostId);
   }
 
-  /** Reports `cellClosed` once. */
+  /** Reports `cellClosed` once (never for an execution whose cell was never named). */
   reportClosed(cell: CellRecord): void {
-    if (cell.closedReported) return;
+    if (cell.closedReported || cell.hostId === "") return;
     cell.closedReported = true;
     cell.closed.resolve();
     try {
@@ -251,8 +274,10 @@ export class Binding {
     }
     if (event.notification) return this.#onNotification(event.notification);
     if (event.cellClosed) {
-      const cell = this.#cells.get(event.cellClosed.cellId);
+      const cell = this.#executions.get(event.cellClosed.executionId) ??
+        this.#cells.get(event.cellClosed.cellId);
       if (!cell) return;
+      this.bindCell(cell, event.cellClosed.cellId);
       void Promise.allSettled([...cell.notifications]).then(() => this.reportClosed(cell));
       return;
     }
@@ -266,6 +291,7 @@ export class Binding {
     }
     const cell = this.#executions.get(n.executionId);
     if (!cell) return;
+    this.bindCell(cell, n.cellId);
     if (n.callId !== cell.toolCallId) {
       return this.fail(
         new CodeModeError(undefined, "code-mode notification call ID does not match its execution"),
@@ -431,9 +457,10 @@ export class Binding {
 
   #end(): void {
     for (const abort of this.#invocations.values()) abort.abort();
-    for (const cell of this.#cells.values()) {
+    for (const cell of this.#executions.values()) {
       cell.notificationAbort.abort();
       this.reportClosed(cell);
+      cell.closed.resolve();
     }
     this.#streams.abort();
     this.#release();

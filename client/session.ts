@@ -200,6 +200,13 @@ export class GrpcCodeModeSession implements CodeModeSession {
     }
     const binding = await this.#obtain(generation);
     const executionId = crypto.randomUUID();
+    // Registered before sending: its tool calls, notifications and CellClosed may beat `started`.
+    const cell = binding.addExecution({
+      executionId,
+      toolCallId: request.toolCallId,
+      delegate,
+      enabledTools: request.enabledTools,
+    });
     // Aborting before `started` does not cancel at once: the cell ID must be known so that the cell
     // can be terminated and reported closed (abandonment, §10.11).
     const cancel = new AbortController();
@@ -239,10 +246,12 @@ export class GrpcCodeModeSession implements CodeModeSession {
       );
     } catch (error) {
       cancel.abort();
+      binding.removeExecution(cell);
       throw this.#callFailed(binding, "execution", error, routeLost);
     }
     if (first.done || !first.value.started) {
       cancel.abort();
+      binding.removeExecution(cell);
       const error = new CodeModeError(
         undefined,
         first.done
@@ -255,6 +264,7 @@ export class GrpcCodeModeSession implements CodeModeSession {
     const started = first.value.started;
     if (started.executionId !== executionId) {
       cancel.abort();
+      binding.removeExecution(cell);
       const error = new CodeModeError(
         undefined,
         `gRPC code-mode execution returned ID ${started.executionId} instead of ${executionId}`,
@@ -263,14 +273,7 @@ export class GrpcCodeModeSession implements CodeModeSession {
       throw error;
     }
     const hostId: string = started.cellId;
-    const cell = binding.addCell({
-      hostId,
-      publicId: binding.publicId(hostId),
-      executionId,
-      toolCallId: request.toolCallId,
-      delegate,
-      enabledTools: request.enabledTools,
-    });
+    binding.bindCell(cell, hostId);
     const onPreempt = () => {
       void binding.client.yieldObservation({ sessionId: binding.sessionId, executionId }, {
         metadata: binding.metadata(),

@@ -655,3 +655,35 @@ Deno.test("141b: no request of execute, wait or terminate carries grpc-timeout (
   }
   assert.ok(requests.every((r) => !("grpc-timeout" in r)), JSON.stringify(requests));
 });
+
+Deno.test("tool calls, notifications and CellClosed that arrive before the Execute's `started` still reach their cell", async () => {
+  // Hold back the Execute stream's `started` so the other streams' events of the cell come first.
+  const middleware = async function* (call: Call, context: CallContext) {
+    if (!call.method.path.endsWith("/Execute")) return yield* call.next(call.request, context);
+    for await (const event of call.next(call.request, context) as AsyncGenerator<{ started?: unknown }>) {
+      if (event.started) await new Promise((r) => setTimeout(r, 500));
+      yield event;
+    }
+  } as unknown as ServerMiddleware;
+  await using h = await startHost({ middleware });
+  const provider = new GrpcCodeModeSessionProvider(endpoint(h.host.port));
+  const first = await provider.createSession();
+  const session = await provider.createSession(); // generation 2: public IDs must be mapped
+  const delegate = new RecordingDelegate((input: unknown) => (input as number) + 1);
+  const echo = { name: "echo", toolName: { name: "echo" }, description: "", kind: "function" as const };
+  const cell = await session.execute(
+    {
+      toolCallId: "call-7",
+      enabledTools: [echo],
+      source: 'notify("early"); text(String(await tools.echo(1)))',
+    },
+    delegate,
+  );
+  const result = await cell.initialResponse();
+  assert.deepEqual(result, textResponse("g2:1", "2", result.codeModeHostDurationNs));
+  assert.deepEqual(delegate.calls, [{ cellId: "g2:1", name: "echo", input: 1 }]);
+  assert.deepEqual(delegate.notifications, [{ callId: "call-7", cellId: "g2:1", text: "early" }]);
+  assert.deepEqual(delegate.closed, ["g2:1"]);
+  await session.shutdown();
+  await first.shutdown();
+});

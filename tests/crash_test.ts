@@ -7,7 +7,6 @@ import assert from "node:assert/strict";
 import { Status } from "nice-grpc";
 import {
   CapturedLog,
-  collect,
   eventually,
   execute,
   grpcError,
@@ -288,15 +287,30 @@ Deno.test("Concurrent commits over maxStoredValueBytes: the second fails with th
 });
 
 Deno.test("OpenSession while draining is UNAVAILABLE", async () => {
-  const h = await startHost();
-  const shutdown = h.host.shutdown();
-  const refused = await grpcError(collect(h.client.openSession({}))).catch((e) => ({
-    code: -1,
-    details: String(e),
-  }));
-  await shutdown;
-  assert.ok([Status.UNAVAILABLE, -1].includes(refused.code as number), JSON.stringify(refused));
-  await h[Symbol.asyncDispose]();
+  // The race runs in a child process. On Deno 2.9.6 a grpc-js *client* whose new stream meets the
+  // server's GOAWAY often crashes the whole process (SIGSEGV, or an nghttp2 assertion in
+  // `find_stream_on_goaway_func`); a client-only process crashes the same way against a host in
+  // another process, so the fault is Deno's HTTP/2 client, not the host. Such a crash says nothing
+  // about the host and is retried; any other failure fails the test.
+  for (let attempt = 1;; attempt++) {
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "--allow-all", "tests/_drain_open.ts"],
+      cwd: new URL("..", import.meta.url).pathname,
+      env: { NO_COLOR: "1" },
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    const stderr = new TextDecoder().decode(out.stderr);
+    const clientCrash = out.signal === "SIGSEGV" || out.signal === "SIGABRT" || stderr.includes("nghttp2");
+    if (!out.success && clientCrash && attempt < 10) continue;
+    assert.ok(
+      out.success,
+      `exit ${out.code} ${out.signal ?? ""}: ${stderr} ${new TextDecoder().decode(out.stdout)}`,
+    );
+    const code = Number(/^refused (-?\d+)$/m.exec(new TextDecoder().decode(out.stdout))?.[1]);
+    assert.ok([Status.UNAVAILABLE, -1].includes(code), `refused with ${code}`);
+    return;
+  }
 });
 
 Deno.test("A client that stops acknowledging keep-alive PINGs loses its session (scenario 21f)", async () => {
