@@ -31,8 +31,6 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{1
 export interface BindingHost {
   /** Metadata for an RPC of this binding: the auth token, and the route token when given. */
   metadata(route?: string): Metadata;
-  /** Deadline of provider operations (`transportTimeoutMs`). */
-  transportTimeoutMs: number;
 }
 
 /**
@@ -225,7 +223,7 @@ export class Binding {
       onHeader: () => headers.resolve(),
     }) as AsyncIterable<Msg>;
     const iterator = stream[Symbol.asyncIterator]();
-    let first: Promise<IteratorResult<Msg>> | undefined = iterator.next();
+    const first = iterator.next();
     const ended = first.then(
       () => {
         throw new CodeModeError(undefined, "gRPC code-mode tool subscription closed unexpectedly");
@@ -241,7 +239,6 @@ export class Binding {
       throw error;
     }
     void this.#readSubscription(iterator, first);
-    first = undefined;
   }
 
   async #readLease(lease: AsyncIterator<Msg>): Promise<void> {
@@ -439,7 +436,7 @@ export class Binding {
   }
 
   /**
-   * Fails the binding (idempotent; §10.5 rule 6).
+   * Fails the binding, or ends it at shutdown (idempotent; §10.5 rule 6).
    *
    * @param error the failure; every pending observation fails with it
    */
@@ -448,11 +445,6 @@ export class Binding {
     this.failure = error;
     this.#rejectFailed(error);
     this.#end();
-  }
-
-  /** Ends the binding without a failure of its own (shutdown): like `fail`, with the shutdown text. */
-  close(error: CodeModeError): void {
-    this.fail(error);
   }
 
   #end(): void {

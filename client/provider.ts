@@ -343,5 +343,3 @@ export class GrpcCodeModeSessionProvider {
     }
   }
 }
-
-export { MODE_CHANGED };

@@ -12,7 +12,6 @@
  *
  * @module
  */
-import { ClientError, Status } from "nice-grpc";
 import { CodeModeError } from "../proto/errors.ts";
 import { deferred } from "./deferred.ts";
 import { type Binding, type CellRecord, type Msg, retiresBinding, statusError } from "./binding.ts";
@@ -141,7 +140,7 @@ export class GrpcCodeModeSession implements CodeModeSession {
           signal: this.#openingAbort.signal,
         });
         if (this.#shutdown) {
-          binding.close(new CodeModeError(undefined, SHUTTING_DOWN));
+          binding.fail(new CodeModeError(undefined, SHUTTING_DOWN));
           throw new CodeModeError(undefined, SHUTTING_DOWN);
         }
         this.#binding = binding;
@@ -502,12 +501,10 @@ export class GrpcCodeModeSession implements CodeModeSession {
           await binding.client.closeSession({ sessionId: binding.sessionId }, {
             metadata: binding.metadata(),
           });
-        } catch (error) {
-          if (!(error instanceof ClientError && error.code === Status.NOT_FOUND)) {
-            // Errors are logged by callers that care; shutdown never throws.
-          }
+        } catch {
+          // Shutdown never throws; a session the host already lost is gone either way.
         }
-        binding.close(new CodeModeError(undefined, SHUTTING_DOWN));
+        binding.fail(new CodeModeError(undefined, SHUTTING_DOWN));
       }
     })();
     return this.#shutdown;

@@ -147,9 +147,12 @@ export const DEFAULT_MAX_OUTPUT_TOKENS = 10_000;
 /** The `Script error:` item of a Server-mode completion with an error (SPEC §8.4 step 2). */
 function scriptErrorItem(error: ErrorText): PushedItem {
   const prefix = "Script error:\n";
-  return typeof error === "string"
-    ? { type: "text", text: prefix + error }
-    : { type: "trimmedText", head: prefix + error.head, tail: error.tail, totalBytes: 14 + error.totalBytes };
+  return typeof error === "string" ? { type: "text", text: prefix + error } : {
+    type: "trimmedText",
+    head: prefix + error.head,
+    tail: error.tail,
+    totalBytes: utf8ByteLength(prefix) + error.totalBytes,
+  };
 }
 
 /**

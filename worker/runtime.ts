@@ -19,6 +19,7 @@
 import process from "node:process";
 import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from "node:worker_threads";
 import { encodeFrame, readFrames } from "../proto/frame_codec.ts";
+import { MAX_MEDIA_BYTES, MAX_TEXT_BYTES } from "../proto/output_collector.ts";
 import {
   createWorkerCodec,
   type HostToWorker,
@@ -57,9 +58,7 @@ let config: Config = {
   creditEvents: 128,
   creditBytes: 2_097_152,
 };
-/** `MAX_TEXT` and `MAX_MEDIA` of SPEC §8.6, which fix the Server-mode reduced forms (§8.10). */
-const MAX_TEXT_BYTES = 1_048_576;
-const MAX_MEDIA_BYTES = 16_777_216;
+
 const store = new Map<string, string>();
 
 // ---- stdout: frames written strictly in order -------------------------------------------------

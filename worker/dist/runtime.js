@@ -1503,8 +1503,8 @@ var require_minimal = __commonJS({
     };
     util.Buffer = function() {
       try {
-        var Buffer3 = util.global.Buffer;
-        return Buffer3.prototype.utf8Write ? Buffer3 : (
+        var Buffer4 = util.global.Buffer;
+        return Buffer4.prototype.utf8Write ? Buffer4 : (
           /* istanbul ignore next */
           null
         );
@@ -1628,18 +1628,18 @@ var require_minimal = __commonJS({
       json: true
     };
     util._configure = function() {
-      var Buffer3 = util.Buffer;
-      if (!Buffer3) {
+      var Buffer4 = util.Buffer;
+      if (!Buffer4) {
         util._Buffer_from = util._Buffer_allocUnsafe = null;
         return;
       }
-      util._Buffer_from = Buffer3.from !== Uint8Array.from && Buffer3.from || /* istanbul ignore next */
+      util._Buffer_from = Buffer4.from !== Uint8Array.from && Buffer4.from || /* istanbul ignore next */
       function Buffer_from(value, encoding) {
-        return new Buffer3(value, encoding);
+        return new Buffer4(value, encoding);
       };
-      util._Buffer_allocUnsafe = Buffer3.allocUnsafe || /* istanbul ignore next */
+      util._Buffer_allocUnsafe = Buffer4.allocUnsafe || /* istanbul ignore next */
       function Buffer_allocUnsafe(size) {
-        return new Buffer3(size);
+        return new Buffer4(size);
       };
     };
   }
@@ -6343,14 +6343,19 @@ async function* readFrames(stream, maxFrameBytes, options = {}) {
   }
 }
 
+// proto/output_collector.ts
+import { Buffer as Buffer2 } from "node:buffer";
+var MAX_TEXT_BYTES = 1048576;
+var MAX_MEDIA_BYTES = 16777216;
+
 // proto/protobuf_runtime.ts
 var import_protobufjs = __toESM(require__10());
-import { Buffer as Buffer2 } from "node:buffer";
-import_protobufjs.default.util.Buffer = Buffer2;
+import { Buffer as Buffer3 } from "node:buffer";
+import_protobufjs.default.util.Buffer = Buffer3;
 import_protobufjs.default.configure();
 var protobuf_runtime_default = import_protobufjs.default;
 function asBuffer(bytes) {
-  return Buffer2.isBuffer(bytes) ? bytes : Buffer2.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  return Buffer3.isBuffer(bytes) ? bytes : Buffer3.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 }
 
 // proto/worker_codec.ts
@@ -6394,8 +6399,6 @@ var config = {
   creditEvents: 128,
   creditBytes: 2097152
 };
-var MAX_TEXT_BYTES = 1048576;
-var MAX_MEDIA_BYTES = 16777216;
 var store = /* @__PURE__ */ new Map();
 var writeChain = Promise.resolve();
 async function writeAll(bytes) {
