@@ -1,17 +1,15 @@
 /**
- * The runtime directory (SPEC §9.3, §9.9): the bundled runtime entry, the cell bootstrap and the
- * worker protocol, copied to a host-private directory that is the runtimes' only readable path.
+ * The runtime directory (SPEC §9.3, §9.9): the bundled runtime entry and the cell bootstrap,
+ * copied to a host-private directory that is the runtimes' only readable path (the worker protocol
+ * is compiled into the runtime: `proto/worker_codec.ts`).
  * Works the same from source and from a compiled executable (which embeds these files).
  *
  * @module
  */
-import { PROTO_FILES, readProtoText } from "../proto/loader.ts";
-
 /** Files of the runtime directory and where they come from (relative to this module). */
 const SOURCES: [name: string, read: () => Uint8Array][] = [
   ["runtime.js", () => Deno.readFileSync(new URL("../worker/dist/runtime.js", import.meta.url))],
   ["cell.js", () => Deno.readFileSync(new URL("../worker/dist/cell.js", import.meta.url))],
-  ["worker.proto", () => new TextEncoder().encode(readProtoText(PROTO_FILES.worker))],
 ];
 
 /** The host-private parent of runtime and work directories: `<TMPDIR>/code-mode-host`. */

@@ -3,7 +3,6 @@
  *
  * @module
  */
-import { PROTO_FILES, readProtoText } from "../proto/loader.ts";
 import { createWorkerCodec, type WorkerCodec } from "../proto/worker_codec.ts";
 import type { Clock } from "./clock.ts";
 import { CodeModeError } from "./errors.ts";
@@ -70,7 +69,7 @@ export class SessionManager implements AsyncDisposable {
     this.controls = new Permits(options.limits.maxInFlightControlRequests);
     this.activeCells = new Permits(options.limits.maxActiveCells);
     this.delegates = new Permits(options.limits.maxPendingDelegateCalls);
-    this.#codec = createWorkerCodec(readProtoText(PROTO_FILES.worker));
+    this.#codec = createWorkerCodec();
     this.#refill();
   }
 

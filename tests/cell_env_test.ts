@@ -26,6 +26,20 @@ Deno.test("A cell's global scope has no console and no platform APIs (scenarios 
   });
 });
 
+Deno.test("V8's gc, used by the runtime on its warmed spares, is never visible to a cell", async () => {
+  await withSession(async (h, id) => {
+    // Several cells: each runs in a spare that collected its garbage (worker/collect_garbage.ts).
+    for (let i = 0; i < 3; i++) {
+      const r = await run(
+        h.client,
+        id,
+        'text(`${typeof gc} ${typeof globalThis.gc} ${Object.hasOwn(globalThis, "gc")}`)',
+      );
+      assert.deepEqual(r.texts, ["undefined undefined false"]);
+    }
+  });
+});
+
 Deno.test("Helpers return undefined and text() converts values (scenarios 56, 57, 58)", async () => {
   await withSession(async (h, id) => {
     const r = await run(

@@ -44,10 +44,13 @@ import {
   setTimeout as setHostTimer,
 } from "node:timers";
 import vm from "node:vm";
-import { parentPort } from "node:worker_threads";
+import { type MessagePort as NodePort, parentPort, receiveMessageOnPort } from "node:worker_threads";
 import { CELL_FILE_NAME, CELL_LINE_OFFSET, wrapCellSource } from "../proto/cell_source.ts";
+import { collectGarbage } from "./collect_garbage.ts";
 import { utf8Prefix, utf8Suffix } from "../proto/output_collector.ts";
 import {
+  CELL_DOORBELL,
+  CELL_WORDS,
   type CellControl,
   type CellCredit,
   type CellOutput,
@@ -59,6 +62,7 @@ import {
   CREDIT_EVENTS,
   CREDIT_GENERATION,
   CREDIT_STOP,
+  PARK_MS,
 } from "./cell_protocol.ts";
 
 /** The string `exit()` throws; a cell it ends completes successfully (SPEC §5.3). */
@@ -843,18 +847,21 @@ class CellRun {
   }
 
   /**
-   * Starts the prepared cell: installs its tools and limits, posts `started`, and schedules the
-   * compilation and the one evaluation of the source in a macrotask of its own (module doc: heap
-   * limit).
+   * Starts the prepared cell: installs its tools and limits, posts `started`, and compiles and
+   * evaluates the source once, inside a macrotask (module doc: heap limit): the current one when
+   * `inMacrotask` (the park of a warmed spare), else a new one.
    *
    * @param start the runtime's `start` message
+   * @param warm the output port and words handed over by `warm`, if any
+   * @param inMacrotask the caller runs in a macrotask and nothing follows the call in it
    */
-  begin(start: CellStart): void {
+  begin(start: CellStart, warm: Warmed | undefined, inMacrotask: boolean): void {
     this.#start = start;
-    this.#output = start.output;
+    this.#output = start.output ?? warm?.port;
     // A start without credit (a hand-driven isolate) gets unlimited credit and no reduced forms.
-    this.#credit = start.credit ?? {
-      words: new Int32Array(new SharedArrayBuffer(16)),
+    const words = start.credit?.words ?? warm?.words;
+    this.#credit = start.credit && words ? { ...start.credit, words } : {
+      words: new Int32Array(new SharedArrayBuffer(4 * CELL_WORDS)),
       maxEvents: Infinity,
       maxBytes: Infinity,
       trimTextOver: Infinity,
@@ -870,14 +877,16 @@ class CellRun {
     // `started` leaves with the cell's first output (one message, one frame write): see #post.
     this.#startedPending = true;
     const refuseImport = this.#refuseImport;
-    setHostImmediate(() => {
+    const run = () => {
       this.#evaluate(refuseImport);
       // A cell still running without output yet: report its start now.
       if (this.#startedPending) {
         this.#startedPending = false;
         this.#post({ t: "started" });
       }
-    });
+    };
+    if (inMacrotask) run();
+    else setHostImmediate(run);
   }
 
   /** Compiles the source and evaluates it once; runs inside a macrotask. */
@@ -1153,6 +1162,13 @@ function describeCompileError(error: unknown): string {
   return String(error);
 }
 
+/** What a `warm` message with a control port handed over (see `cell_protocol.ts`, step 1). */
+interface Warmed {
+  port: MessagePort;
+  control: NodePort;
+  words: Int32Array;
+}
+
 /** Boots the cell isolate on `port`: posts `ready`, then serves one cell. */
 function boot(port: NonNullable<typeof parentPort>): void {
   // Unhandled rejections in the context never fail the cell (SPEC §5.2).
@@ -1161,19 +1177,39 @@ function boot(port: NonNullable<typeof parentPort>): void {
   const prepared = new CellRun();
   prepared.prepare();
   let cell: CellRun | undefined;
+  let warmed: Warmed | undefined;
+  const start = (message: CellStart, inMacrotask: boolean) => {
+    if (cell !== undefined) return;
+    cell = prepared;
+    cell.begin(message, warmed, inMacrotask);
+  };
+  // Parked inside a macrotask until the doorbell rings (module doc of cell_protocol.ts, step 2).
+  const park = () => {
+    const { control, words } = warmed!;
+    if (cell !== undefined) return;
+    Atomics.wait(words, CELL_DOORBELL, 0, PARK_MS);
+    const received = receiveMessageOnPort(control);
+    const message = received?.message as CellControl | undefined;
+    if (message?.t === "start") return start(message, true);
+    if (Atomics.load(words, CELL_DOORBELL) !== 2) setHostImmediate(park);
+  };
   port.on("message", (message: CellControl) => {
     if (message === null || typeof message !== "object") return;
     if (message.t === "warm") {
       // From a macrotask, like a cell's own evaluation.
       setHostImmediate(() => {
         prepared.warmUp();
+        const { control, words } = message;
+        const parks = control !== undefined && words !== undefined;
+        // Before `warmed`: the runtime collects its own garbage once its first spare is warmed.
+        if (parks) collectGarbage();
         message.port.postMessage({ t: "warmed" });
-        message.port.close();
+        if (!parks) return message.port.close();
+        warmed = { port: message.port, control: control as unknown as NodePort, words };
+        setHostImmediate(park);
       });
     } else if (message.t === "start") {
-      if (cell !== undefined) return;
-      cell = prepared;
-      cell.begin(message);
+      start(message, false);
     } else {
       cell?.control(message);
     }

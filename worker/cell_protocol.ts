@@ -6,18 +6,26 @@
  * 1. The runtime creates the Worker (with `resourceLimits.maxOldGenerationSizeMb`) ahead of time,
  *    as a spare. The bootstrap boots (imports, nothing user-visible) and posts `{t: "ready"}` on
  *    `parentPort`.
- * 2. The runtime posts a {@link CellStart} on the Worker (`worker.postMessage(start, [start.output])`).
+ *    The runtime then sends `warm` (see {@link CellControl}): it hands the spare its output port,
+ *    a control port and its shared words, and the spare pays its lazy first-use costs, answers
+ *    `warmed` on the output port and *parks*: inside a macrotask it sleeps in `Atomics.wait` on
+ *    `CELL_DOORBELL`, waking every `PARK_MS` to let its event loop turn.
+ * 2. The runtime posts a {@link CellStart} on the control port and rings the doorbell
+ *    (`Atomics.store` + `Atomics.notify`). The parked spare takes it with `receiveMessageOnPort`
+ *    and evaluates the cell right there, in the parking macrotask: no event-loop turn and no
+ *    thread wake-up through the message queue (~1 ms less on an idle 2-core machine). A spare that
+ *    was never warmed can still be started by `worker.postMessage(start, [start.output])`.
  *    The bootstrap builds a fresh `node:vm` context, creates the helpers inside it, posts
- *    `{t: "started"}` on `start.output`, and evaluates the source once.
- * 3. Everything the cell produces travels as {@link CellOutput} on `start.output`, a dedicated
+ *    `{t: "started"}` on its output port, and evaluates the source once.
+ * 3. Everything the cell produces travels as {@link CellOutput} on the output port, a dedicated
  *    `MessagePort`, in production order, so the runtime can drain it with `receiveMessageOnPort`
  *    before terminating the Worker. `result` is always the last message of a cell that finished.
  * 4. Output is credit-based (SPEC §8.10): every {@link CountedOutput} adds one event and its
- *    `n` payload bytes to the counters in `start.credit.words`; a helper call whose item leaves
+ *    `n` payload bytes to the counters in the shared words; a helper call whose item leaves
  *    the cell over either credit waits (`Atomics.wait`) until the runtime relays the host's
  *    `Credit` or sets the stop word. Oversized items are posted in their reduced forms.
  * 5. The runtime posts {@link CellControl} messages on the Worker (`worker.postMessage`).
- *    `stop` is answered with `{t: "stopped"}` on `start.output` as soon as the bootstrap is not
+ *    `stop` is answered with `{t: "stopped"}` on the output port as soon as the bootstrap is not
  *    running user code (the liveness handshake); after that it dispatches nothing more into the
  *    context (no timers, no tool results) and every helper call throws.
  *
@@ -47,10 +55,13 @@ export interface CellStart {
   maxStoredValueBytes: number;
   /** Cap on a notification's UTF-8 bytes and on a tool input's JSON bytes (SPEC §5.3, §7.1). */
   maxMessageBytes: number;
-  /** The port every {@link CellOutput} is posted on. */
-  output: MessagePort;
-  /** Output credit and pre-trimming (SPEC §8.10). */
-  credit: CellCredit;
+  /** The port every {@link CellOutput} is posted on; absent when the `warm` message handed it over. */
+  output?: MessagePort;
+  /**
+   * Output credit and pre-trimming (SPEC §8.10). Without `words`, the words of `warm` are used;
+   * without `credit`, the cell has unlimited credit (a hand-driven isolate).
+   */
+  credit?: Omit<CellCredit, "words"> & { words?: Int32Array };
 }
 
 /** Indices of the `Int32Array` words shared by a cell and its runtime. */
@@ -61,6 +72,12 @@ export const CREDIT_BYTES = 1;
 export const CREDIT_GENERATION = 2;
 /** Set to 1 by a stop request; every helper call throws from then on. */
 export const CREDIT_STOP = 3;
+/** 1 = a `start` waits on the control port; 2 = a parked spare is discarded (it exits its park). */
+export const CELL_DOORBELL = 4;
+/** Int32 words of the shared buffer of a cell (`CREDIT_*` and `CELL_DOORBELL`). */
+export const CELL_WORDS = 8;
+/** A parked spare wakes this often, so its event loop still turns now and then. */
+export const PARK_MS = 1_000;
 
 /** Credit and reduced-form settings of one cell. */
 export interface CellCredit {
@@ -88,8 +105,12 @@ export type CellControl =
   | { t: "stop" }
   /** Liveness probe: answered with `pong` whenever the isolate is not running code. */
   | { t: "ping" }
-  /** Sent to a booted spare before its `start`: answered with `{t: "warmed"}` on `port`, then closed. */
-  | { t: "warm"; port: MessagePort };
+  /**
+   * Sent to a booted spare before its `start`: answered with `{t: "warmed"}` on `port`. With
+   * `control` and `words`, `port` becomes the cell's output port and the spare parks (step 1);
+   * without them, `port` is closed after the answer.
+   */
+  | { t: "warm"; port: MessagePort; control?: MessagePort; words?: Int32Array };
 
 /** An image item as produced by `image()`/`generatedImage()`. */
 export interface CellImage {
@@ -120,7 +141,7 @@ export type CountedOutput =
   | { t: "toolResultConsumed"; id: string; n: number }
   | { t: "notify"; text: string; n: number };
 
-/** Cell → runtime messages, posted on `start.output` in production order. */
+/** Cell → runtime messages, posted on the output port in production order. */
 export type CellOutput =
   | { t: "started" }
   | CountedOutput

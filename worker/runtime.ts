@@ -19,6 +19,7 @@
 import process from "node:process";
 import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from "node:worker_threads";
 import { encodeFrame, readFrames } from "../proto/frame_codec.ts";
+import { collectGarbage } from "./collect_garbage.ts";
 import { MAX_MEDIA_BYTES, MAX_TEXT_BYTES } from "../proto/output_collector.ts";
 import {
   createWorkerCodec,
@@ -28,6 +29,8 @@ import {
   type WorkerToHost,
 } from "../proto/worker_codec.ts";
 import {
+  CELL_DOORBELL,
+  CELL_WORDS,
   type CellControl,
   type CellOutput,
   type CellStart,
@@ -38,8 +41,10 @@ import {
 } from "./cell_protocol.ts";
 
 const MAX_FRAME_BYTES = 68_157_440;
-const codec = createWorkerCodec(Deno.readTextFileSync(new URL("./worker.proto", import.meta.url)));
+const codec = createWorkerCodec();
 const cellUrl = new URL("./cell.js", import.meta.url);
+/** The port type of the cell protocol (the web one); ours are `node:worker_threads` ports. */
+type WebPort = globalThis.MessagePort;
 
 interface Config {
   heapMb: number;
@@ -131,28 +136,55 @@ async function exitAfterFlush(code: number): Promise<never> {
 interface CellWorker {
   worker: Worker;
   heapMb: number;
+  /** Settles once the spare is warmed and parked, or dead. */
   ready: Promise<void>;
   /** Set once the Worker failed or exited before it was used. */
   dead: boolean;
+  /** Set once its ports are closed (discarded, or its cell ended): it is never warmed. */
+  closed: boolean;
+  /** The cell's output port (ours), handed to the Worker with `warm`. */
+  output: MessagePort;
+  /** Where its `start` is posted (ours), before the doorbell rings. */
+  control: MessagePort;
+  /** `CREDIT_*` and `CELL_DOORBELL`, shared with the Worker. */
+  words: Int32Array;
+  /** Receives the cell's output; until the cell starts, it waits for `warmed`. */
+  onOutput: (output: CellOutput | CellOutput[]) => void;
 }
 
 function createCellWorker(heapMb: number): CellWorker {
   const worker = new Worker(cellUrl, { resourceLimits: { maxOldGenerationSizeMb: heapMb } });
-  const cell: CellWorker = { worker, heapMb, ready: Promise.resolve(), dead: false };
+  const output = new MessageChannel();
+  const control = new MessageChannel();
+  const cell: CellWorker = {
+    worker,
+    heapMb,
+    ready: Promise.resolve(),
+    dead: false,
+    closed: false,
+    output: output.port1,
+    control: control.port1,
+    words: new Int32Array(new SharedArrayBuffer(4 * CELL_WORDS)),
+    onOutput: () => {},
+  };
+  output.port1.on("message", (message: CellOutput | CellOutput[]) => cell.onOutput(message));
   cell.ready = new Promise<void>((resolve) => {
+    cell.onOutput = () => resolve(); // `warmed`
     const onMessage = (message: { t?: string }) => {
       if (message?.t !== "ready") return;
       worker.off("message", onMessage);
+      if (cell.closed) return; // ended before it booted; its ports can no longer be handed over
       // The first message a Worker receives, and the first port it is handed, cost ~1 ms more
-      // than later ones on Deno 2.9.6 (lazy set-up): pay for both here, before a cell waits.
-      const warm = new MessageChannel();
-      warm.port1.once("message", () => {
-        warm.port1.close();
-        resolve();
-      });
+      // than later ones on Deno 2.9.6 (lazy set-up): pay for both here, before a cell waits, and
+      // let the spare park on its doorbell (cell_protocol.ts).
       worker.postMessage(
-        { t: "warm", port: warm.port2 as unknown as CellStart["output"] } satisfies CellControl,
-        [warm.port2],
+        {
+          t: "warm",
+          port: output.port2 as unknown as WebPort,
+          control: control.port2 as unknown as WebPort,
+          words: cell.words,
+        } satisfies CellControl,
+        [output.port2, control.port2],
       );
     };
     worker.on("message", onMessage);
@@ -169,9 +201,19 @@ function createCellWorker(heapMb: number): CellWorker {
 
 let spare: CellWorker | undefined;
 
+/** Ends a spare that will never run a cell: it leaves its park first (a parked thread ignores `terminate()`). */
+function discard(cell: CellWorker): void {
+  Atomics.store(cell.words, CELL_DOORBELL, 2);
+  Atomics.notify(cell.words, CELL_DOORBELL);
+  cell.closed = true;
+  cell.output.close();
+  cell.control.close();
+  void cell.worker.terminate();
+}
+
 function takeCellWorker(): CellWorker {
   const taken = spare && !spare.dead && spare.heapMb === config.heapMb ? spare : undefined;
-  if (spare && spare !== taken) void spare.worker.terminate();
+  if (spare && spare !== taken) discard(spare);
   spare = undefined;
   return taken ?? createCellWorker(config.heapMb);
 }
@@ -320,6 +362,7 @@ function reportExit(running: RunningCell): void {
   drain(running);
   running.exited = true;
   cells.delete(running.id);
+  running.cell.closed = true;
   running.port.close();
   sendCellEvent({
     cellId: running.id,
@@ -330,6 +373,13 @@ function reportExit(running: RunningCell): void {
 }
 
 async function endCell(running: RunningCell): Promise<void> {
+  if (!running.started) {
+    // Still parked: leave the park, or terminate() would not end the thread.
+    Atomics.store(running.cell.words, CELL_DOORBELL, 2);
+    Atomics.notify(running.cell.words, CELL_DOORBELL);
+  }
+  running.cell.closed = true;
+  running.cell.control.close();
   await running.cell.worker.terminate().catch(() => {});
   reportExit(running);
   scheduleSpare();
@@ -347,27 +397,21 @@ function scheduleSpare(): void {
 
 async function startCell(start: NonNullable<HostToWorker["startCell"]>): Promise<void> {
   const cell = takeCellWorker();
-  const channel = new MessageChannel();
   const running: RunningCell = {
     id: start.cellId,
     cell,
-    port: channel.port1,
+    port: cell.output,
     finished: false,
     exited: false,
     started: false,
     stopRequested: false,
     lastSeen: performance.now(),
     exitReason: "normal",
-    credit: new Int32Array(new SharedArrayBuffer(16)),
+    credit: cell.words,
     unacked: [],
     unackedHead: 0,
   };
   cells.set(start.cellId, running);
-  channel.port1.on("message", (output: CellOutput | CellOutput[]) => {
-    running.lastSeen = performance.now();
-    running.ping = undefined;
-    forward(running, output);
-  });
   cell.worker.on("error", (error: Error & { code?: string }) => {
     if (error?.code === "ERR_WORKER_OUT_OF_MEMORY") running.exitReason = "heap_limit";
     else {
@@ -381,6 +425,11 @@ async function startCell(start: NonNullable<HostToWorker["startCell"]>): Promise
   });
   await cell.ready;
   if (cell.dead) return;
+  cell.onOutput = (output) => {
+    running.lastSeen = performance.now();
+    running.ping = undefined;
+    forward(running, output);
+  };
   if (running.stopRequested) {
     running.finished = true;
     return void endCell(running);
@@ -393,9 +442,7 @@ async function startCell(start: NonNullable<HostToWorker["startCell"]>): Promise
     store: [...store],
     maxStoredValueBytes: config.maxStoredValueBytes,
     maxMessageBytes: config.maxMessageBytes,
-    output: channel.port2 as unknown as CellStart["output"],
     credit: {
-      words: running.credit,
       maxEvents: config.creditEvents,
       maxBytes: config.creditBytes,
       // Server: what the collector could keep of a text or an image; Client: one message.
@@ -404,7 +451,10 @@ async function startCell(start: NonNullable<HostToWorker["startCell"]>): Promise
       dropMediaOver: config.server ? MAX_MEDIA_BYTES : config.maxMessageBytes,
     },
   };
-  cell.worker.postMessage(message, [channel.port2]);
+  // The parked spare takes the start from its control port as soon as the doorbell rings.
+  cell.control.postMessage(message);
+  Atomics.store(cell.words, CELL_DOORBELL, 1);
+  Atomics.notify(cell.words, CELL_DOORBELL);
   running.started = true;
   running.lastSeen = performance.now();
   armWatchdog();
@@ -496,10 +546,12 @@ function stopCell(cellId: string): void {
   if (!running || running.finished) return;
   if (!running.started) {
     // Its Worker may still be booting: confirm the stop now (the host would otherwise restart the
-    // whole runtime after cooperativeStopMs); startCell then disposes of the Worker unused.
+    // whole runtime after cooperativeStopMs) and dispose of the Worker unused.
     running.stopRequested = true;
     running.finished = true;
     reportExit(running);
+    discard(running.cell);
+    scheduleSpare();
     return;
   }
   Atomics.store(running.credit, CREDIT_STOP, 1);
@@ -565,10 +617,12 @@ function dispatch(message: HostToWorker): void {
         creditBytes: c.outputByteCredit || config.creditBytes,
       };
       if (spare && spare.heapMb !== config.heapMb) {
-        void spare.worker.terminate();
+        discard(spare);
         spare = undefined;
       }
       refillSpare();
+      // The runtime's own start-up garbage, once the first spare is ready (see collect_garbage.ts).
+      void spare!.ready.then(collectGarbage);
       return;
     }
     case "storeUpdate": {

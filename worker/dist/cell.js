@@ -2,8 +2,8 @@
 import { Buffer as Buffer2 } from "node:buffer";
 import process from "node:process";
 import { clearTimeout as clearHostTimer, setImmediate as setHostImmediate, setTimeout as setHostTimer } from "node:timers";
-import vm from "node:vm";
-import { parentPort } from "node:worker_threads";
+import vm2 from "node:vm";
+import { parentPort, receiveMessageOnPort } from "node:worker_threads";
 
 // proto/cell_source.ts
 var CELL_FILE_NAME = "exec_main.mjs";
@@ -12,6 +12,19 @@ var CELL_SOURCE_SUFFIX = "\n})";
 var CELL_LINE_OFFSET = -1;
 function wrapCellSource(source) {
   return CELL_SOURCE_PREFIX + source + CELL_SOURCE_SUFFIX;
+}
+
+// worker/collect_garbage.ts
+import v8 from "node:v8";
+import vm from "node:vm";
+function collectGarbage() {
+  try {
+    v8.setFlagsFromString("--expose-gc");
+    const gc = vm.runInNewContext("gc");
+    v8.setFlagsFromString("--no-expose-gc");
+    gc();
+  } catch {
+  }
 }
 
 // proto/output_collector.ts
@@ -94,6 +107,9 @@ var CREDIT_EVENTS = 0;
 var CREDIT_BYTES = 1;
 var CREDIT_GENERATION = 2;
 var CREDIT_STOP = 3;
+var CELL_DOORBELL = 4;
+var CELL_WORDS = 8;
+var PARK_MS = 1e3;
 
 // worker/cell_bootstrap.ts
 var CELL_EXIT_SENTINEL = "__codex_code_mode_exit__";
@@ -180,7 +196,7 @@ var STORE_OVER_LIMIT = 1;
 var TIMER_SET = 0;
 var TIMER_CLEAR = 1;
 var MAX_HOST_TIMER_MS = 2147483647;
-var DRAIN_CONTEXT = new vm.Script("0", {
+var DRAIN_CONTEXT = new vm2.Script("0", {
   filename: CELL_HELPERS_FILE_NAME
 });
 function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLength, bridgeLoad, bridgeStore, bridgeTimer, bridgeFinish, allowlistJson, cellFileName, helpersFileName) {
@@ -730,13 +746,13 @@ var CellRun = class {
       this.#importRefused = true;
       return Promise.reject(`Unsupported import in exec: ${String(specifier)}`);
     };
-    const context = vm.createContext(vm.constants.DONT_CONTEXTIFY, {
+    const context = vm2.createContext(vm2.constants.DONT_CONTEXTIFY, {
       microtaskMode: "afterEvaluate",
       importModuleDynamically: refuseImport
     });
     this.#context = context;
     this.#refuseImport = refuseImport;
-    const factory = vm.runInContext(`"use strict";(${createCellHelpers.toString()})`, context, {
+    const factory = vm2.runInContext(`"use strict";(${createCellHelpers.toString()})`, context, {
       filename: CELL_HELPERS_FILE_NAME
     });
     const b = this.#bridges();
@@ -753,24 +769,30 @@ var CellRun = class {
     if (context === void 0) return;
     clearHostTimer(setHostTimer(() => {
     }, 1e3));
-    new vm.Script("0", {
+    new vm2.Script("0", {
       filename: CELL_FILE_NAME,
       lineOffset: CELL_LINE_OFFSET,
       importModuleDynamically: this.#refuseImport
     }).runInContext(context);
   }
   /**
-   * Starts the prepared cell: installs its tools and limits, posts `started`, and schedules the
-   * compilation and the one evaluation of the source in a macrotask of its own (module doc: heap
-   * limit).
+   * Starts the prepared cell: installs its tools and limits, posts `started`, and compiles and
+   * evaluates the source once, inside a macrotask (module doc: heap limit): the current one when
+   * `inMacrotask` (the park of a warmed spare), else a new one.
    *
    * @param start the runtime's `start` message
+   * @param warm the output port and words handed over by `warm`, if any
+   * @param inMacrotask the caller runs in a macrotask and nothing follows the call in it
    */
-  begin(start) {
+  begin(start, warm, inMacrotask) {
     this.#start = start;
-    this.#output = start.output;
-    this.#credit = start.credit ?? {
-      words: new Int32Array(new SharedArrayBuffer(16)),
+    this.#output = start.output ?? warm?.port;
+    const words = start.credit?.words ?? warm?.words;
+    this.#credit = start.credit && words ? {
+      ...start.credit,
+      words
+    } : {
+      words: new Int32Array(new SharedArrayBuffer(4 * CELL_WORDS)),
       maxEvents: Infinity,
       maxBytes: Infinity,
       trimTextOver: Infinity,
@@ -785,7 +807,7 @@ var CellRun = class {
     this.#controller.configure(JSON.stringify(tools), start.maxMessageBytes, start.maxStoredValueBytes);
     this.#startedPending = true;
     const refuseImport = this.#refuseImport;
-    setHostImmediate(() => {
+    const run = () => {
       this.#evaluate(refuseImport);
       if (this.#startedPending) {
         this.#startedPending = false;
@@ -793,7 +815,9 @@ var CellRun = class {
           t: "started"
         });
       }
-    });
+    };
+    if (inMacrotask) run();
+    else setHostImmediate(run);
   }
   /** Compiles the source and evaluates it once; runs inside a macrotask. */
   #evaluate(refuseImport) {
@@ -801,7 +825,7 @@ var CellRun = class {
     if (context === void 0 || this.#phase !== PHASE_RUNNING) return;
     let script;
     try {
-      script = new vm.Script(wrapCellSource(this.#start.source), {
+      script = new vm2.Script(wrapCellSource(this.#start.source), {
         filename: CELL_FILE_NAME,
         lineOffset: CELL_LINE_OFFSET,
         importModuleDynamically: refuseImport
@@ -1091,20 +1115,42 @@ function boot(port) {
   const prepared = new CellRun();
   prepared.prepare();
   let cell;
+  let warmed;
+  const start = (message, inMacrotask) => {
+    if (cell !== void 0) return;
+    cell = prepared;
+    cell.begin(message, warmed, inMacrotask);
+  };
+  const park = () => {
+    const { control, words } = warmed;
+    if (cell !== void 0) return;
+    Atomics.wait(words, CELL_DOORBELL, 0, PARK_MS);
+    const received = receiveMessageOnPort(control);
+    const message = received?.message;
+    if (message?.t === "start") return start(message, true);
+    if (Atomics.load(words, CELL_DOORBELL) !== 2) setHostImmediate(park);
+  };
   port.on("message", (message) => {
     if (message === null || typeof message !== "object") return;
     if (message.t === "warm") {
       setHostImmediate(() => {
         prepared.warmUp();
+        const { control, words } = message;
+        const parks = control !== void 0 && words !== void 0;
+        if (parks) collectGarbage();
         message.port.postMessage({
           t: "warmed"
         });
-        message.port.close();
+        if (!parks) return message.port.close();
+        warmed = {
+          port: message.port,
+          control,
+          words
+        };
+        setHostImmediate(park);
       });
     } else if (message.t === "start") {
-      if (cell !== void 0) return;
-      cell = prepared;
-      cell.begin(message);
+      start(message, false);
     } else {
       cell?.control(message);
     }
