@@ -1162,6 +1162,9 @@ function describeCompileError(error: unknown): string {
   return String(error);
 }
 
+/** How long a warmed spare waits for a cell before it collects its garbage (see `park`). */
+const COLLECT_AFTER_MS = 25;
+
 /** What a `warm` message with a control port handed over (see `cell_protocol.ts`, step 1). */
 interface Warmed {
   port: MessagePort;
@@ -1184,14 +1187,22 @@ function boot(port: NonNullable<typeof parentPort>): void {
     cell.begin(message, warmed, inMacrotask);
   };
   // Parked inside a macrotask until the doorbell rings (module doc of cell_protocol.ts, step 2).
+  // The first park is short: a spare that is not taken at once collects its start-up garbage
+  // (~12 ms, ~4 MiB less resident while it waits), which a cell waiting for it should not pay.
+  let collected = false;
   const park = () => {
     const { control, words } = warmed!;
     if (cell !== undefined) return;
-    Atomics.wait(words, CELL_DOORBELL, 0, PARK_MS);
+    Atomics.wait(words, CELL_DOORBELL, 0, collected ? PARK_MS : COLLECT_AFTER_MS);
     const received = receiveMessageOnPort(control);
     const message = received?.message as CellControl | undefined;
     if (message?.t === "start") return start(message, true);
-    if (Atomics.load(words, CELL_DOORBELL) !== 2) setHostImmediate(park);
+    if (Atomics.load(words, CELL_DOORBELL) === 2) return;
+    if (!collected) {
+      collected = true;
+      collectGarbage();
+    }
+    setHostImmediate(park);
   };
   port.on("message", (message: CellControl) => {
     if (message === null || typeof message !== "object") return;
@@ -1200,11 +1211,8 @@ function boot(port: NonNullable<typeof parentPort>): void {
       setHostImmediate(() => {
         prepared.warmUp();
         const { control, words } = message;
-        const parks = control !== undefined && words !== undefined;
-        // Before `warmed`: the runtime collects its own garbage once its first spare is warmed.
-        if (parks) collectGarbage();
         message.port.postMessage({ t: "warmed" });
-        if (!parks) return message.port.close();
+        if (control === undefined || words === undefined) return message.port.close();
         warmed = { port: message.port, control: control as unknown as NodePort, words };
         setHostImmediate(park);
       });

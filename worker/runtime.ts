@@ -620,9 +620,10 @@ function dispatch(message: HostToWorker): void {
         discard(spare);
         spare = undefined;
       }
+      // The runtime's own start-up garbage, before its first spare exists: no other isolate of
+      // the process creates a context meanwhile (see collect_garbage.ts).
+      if (!spare) collectGarbage();
       refillSpare();
-      // The runtime's own start-up garbage, once the first spare is ready (see collect_garbage.ts).
-      void spare!.ready.then(collectGarbage);
       return;
     }
     case "storeUpdate": {

@@ -1109,6 +1109,7 @@ function describeCompileError(error) {
   }
   return String(error);
 }
+var COLLECT_AFTER_MS = 25;
 function boot(port) {
   process.on("unhandledRejection", () => {
   });
@@ -1121,14 +1122,20 @@ function boot(port) {
     cell = prepared;
     cell.begin(message, warmed, inMacrotask);
   };
+  let collected = false;
   const park = () => {
     const { control, words } = warmed;
     if (cell !== void 0) return;
-    Atomics.wait(words, CELL_DOORBELL, 0, PARK_MS);
+    Atomics.wait(words, CELL_DOORBELL, 0, collected ? PARK_MS : COLLECT_AFTER_MS);
     const received = receiveMessageOnPort(control);
     const message = received?.message;
     if (message?.t === "start") return start(message, true);
-    if (Atomics.load(words, CELL_DOORBELL) !== 2) setHostImmediate(park);
+    if (Atomics.load(words, CELL_DOORBELL) === 2) return;
+    if (!collected) {
+      collected = true;
+      collectGarbage();
+    }
+    setHostImmediate(park);
   };
   port.on("message", (message) => {
     if (message === null || typeof message !== "object") return;
@@ -1136,12 +1143,10 @@ function boot(port) {
       setHostImmediate(() => {
         prepared.warmUp();
         const { control, words } = message;
-        const parks = control !== void 0 && words !== void 0;
-        if (parks) collectGarbage();
         message.port.postMessage({
           t: "warmed"
         });
-        if (!parks) return message.port.close();
+        if (control === void 0 || words === void 0) return message.port.close();
         warmed = {
           port: message.port,
           control,

@@ -1208,8 +1208,8 @@ function dispatch(message2) {
         discard(spare);
         spare = void 0;
       }
+      if (!spare) collectGarbage();
       refillSpare();
-      void spare.ready.then(collectGarbage);
       return;
     }
     case "storeUpdate": {
