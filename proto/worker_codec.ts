@@ -15,6 +15,7 @@
  *
  * @module
  */
+import { varintBytes } from "./output_collector.ts";
 
 /** Bumped whenever worker.proto or its semantics change; checked at `Ready` (SPEC §9.3). */
 export const WORKER_PROTOCOL_VERSION = 2;
@@ -310,15 +311,6 @@ export const WORKER_TO_HOST: MessageSchema = message(P + "WorkerToHost", [
 const utf8 = new TextEncoder();
 const MAX_UINT32 = 0xffff_ffff;
 
-function varintSize(value: number): number {
-  let size = 1;
-  while (value >= 128) {
-    value = Math.floor(value / 128);
-    size++;
-  }
-  return size;
-}
-
 /** The unsigned varint value of an integer field (negative int32: 64-bit two's complement). */
 function integer(value: unknown, type: ScalarType, field: string): number | bigint {
   const n = typeof value === "bigint" ? Number(value) : Number(value);
@@ -379,14 +371,14 @@ function planMessage(value: Record<string, unknown>, schema: MessageSchema, plan
 }
 
 function planField(value: unknown, field: FieldSchema, plan: Plan): number {
-  const tag = varintSize(field.no * 8);
+  const tag = varintBytes(field.no * 8);
   const type = field.type;
   if (typeof type === "object") {
     const slot = plan.lengths.length;
     plan.lengths.push(0);
     const length = planMessage(value as Record<string, unknown>, type, plan);
     plan.lengths[slot] = length;
-    return tag + varintSize(length) + length;
+    return tag + varintBytes(length) + length;
   }
   switch (type) {
     case "string": {
@@ -395,18 +387,18 @@ function planField(value: unknown, field: FieldSchema, plan: Plan): number {
         const length = shortUtf8Length(text);
         plan.strings.push(text);
         plan.lengths.push(length);
-        return tag + varintSize(length) + length;
+        return tag + varintBytes(length) + length;
       }
       const bytes = utf8.encode(text);
       plan.strings.push(bytes);
       plan.lengths.push(bytes.length);
-      return tag + varintSize(bytes.length) + bytes.length;
+      return tag + varintBytes(bytes.length) + bytes.length;
     }
     case "bool":
       return tag + 1;
     default: {
       const v = integer(value, type, field.name);
-      return tag + (typeof v === "bigint" ? 10 : varintSize(v));
+      return tag + (typeof v === "bigint" ? 10 : varintBytes(v));
     }
   }
 }

@@ -201,10 +201,15 @@ function createCellWorker(heapMb: number): CellWorker {
 
 let spare: CellWorker | undefined;
 
-/** Ends a spare that will never run a cell: it leaves its park first (a parked thread ignores `terminate()`). */
-function discard(cell: CellWorker): void {
+/** Wakes a parked Worker for good: a thread asleep in `Atomics.wait` ignores `terminate()`. */
+function unpark(cell: CellWorker): void {
   Atomics.store(cell.words, CELL_DOORBELL, 2);
   Atomics.notify(cell.words, CELL_DOORBELL);
+}
+
+/** Ends a spare that will never run a cell. */
+function discard(cell: CellWorker): void {
+  unpark(cell);
   cell.closed = true;
   cell.output.close();
   cell.control.close();
@@ -373,11 +378,7 @@ function reportExit(running: RunningCell): void {
 }
 
 async function endCell(running: RunningCell): Promise<void> {
-  if (!running.started) {
-    // Still parked: leave the park, or terminate() would not end the thread.
-    Atomics.store(running.cell.words, CELL_DOORBELL, 2);
-    Atomics.notify(running.cell.words, CELL_DOORBELL);
-  }
+  if (!running.started) unpark(running.cell);
   running.cell.closed = true;
   running.cell.control.close();
   await running.cell.worker.terminate().catch(() => {});

@@ -205,6 +205,14 @@ function collectGarbage() {
 import { Buffer } from "node:buffer";
 var MAX_TEXT_BYTES = 1048576;
 var MAX_MEDIA_BYTES = 16777216;
+function varintBytes(n) {
+  let bytes = 1;
+  while (n >= 128) {
+    n = Math.floor(n / 128);
+    bytes++;
+  }
+  return bytes;
+}
 
 // proto/worker_codec.ts
 var WORKER_PROTOCOL_VERSION = 2;
@@ -351,14 +359,6 @@ var WORKER_TO_HOST = message(P + "WorkerToHost", [
 ]);
 var utf8 = new TextEncoder();
 var MAX_UINT32 = 4294967295;
-function varintSize(value) {
-  let size = 1;
-  while (value >= 128) {
-    value = Math.floor(value / 128);
-    size++;
-  }
-  return size;
-}
 function integer(value, type, field) {
   const n = typeof value === "bigint" ? Number(value) : Number(value);
   if (!Number.isFinite(n)) throw new TypeError(`${field}: not a number`);
@@ -404,14 +404,14 @@ function planMessage(value, schema, plan) {
   return size;
 }
 function planField(value, field, plan) {
-  const tag = varintSize(field.no * 8);
+  const tag = varintBytes(field.no * 8);
   const type = field.type;
   if (typeof type === "object") {
     const slot = plan.lengths.length;
     plan.lengths.push(0);
     const length = planMessage(value, type, plan);
     plan.lengths[slot] = length;
-    return tag + varintSize(length) + length;
+    return tag + varintBytes(length) + length;
   }
   switch (type) {
     case "string": {
@@ -420,18 +420,18 @@ function planField(value, field, plan) {
         const length = shortUtf8Length(text);
         plan.strings.push(text);
         plan.lengths.push(length);
-        return tag + varintSize(length) + length;
+        return tag + varintBytes(length) + length;
       }
       const bytes = utf8.encode(text);
       plan.strings.push(bytes);
       plan.lengths.push(bytes.length);
-      return tag + varintSize(bytes.length) + bytes.length;
+      return tag + varintBytes(bytes.length) + bytes.length;
     }
     case "bool":
       return tag + 1;
     default: {
       const v = integer(value, type, field.name);
-      return tag + (typeof v === "bigint" ? 10 : varintSize(v));
+      return tag + (typeof v === "bigint" ? 10 : varintBytes(v));
     }
   }
 }
@@ -806,9 +806,12 @@ function createCellWorker(heapMb) {
   return cell;
 }
 var spare;
-function discard(cell) {
+function unpark(cell) {
   Atomics.store(cell.words, CELL_DOORBELL, 2);
   Atomics.notify(cell.words, CELL_DOORBELL);
+}
+function discard(cell) {
+  unpark(cell);
   cell.closed = true;
   cell.output.close();
   cell.control.close();
@@ -984,10 +987,7 @@ function reportExit(running) {
   });
 }
 async function endCell(running) {
-  if (!running.started) {
-    Atomics.store(running.cell.words, CELL_DOORBELL, 2);
-    Atomics.notify(running.cell.words, CELL_DOORBELL);
-  }
+  if (!running.started) unpark(running.cell);
   running.cell.closed = true;
   running.cell.control.close();
   await running.cell.worker.terminate().catch(() => {
