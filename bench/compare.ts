@@ -1,8 +1,11 @@
 /**
  * Side-by-side latency figures measured in one run against a real host on 127.0.0.1:0 with real
- * runtimes (`deno task bench:compare`). Prints a Markdown table.
+ * runtimes (`deno task bench:compare`). Prints a Markdown table. The host runs as `deno task serve`
+ * runs it, in its own process; the client is this script.
  *
  * - Floor: `grpc.health.v1.Health/Check` p50/p95 on the same server.
+ * - Execute of an unknown session (refused with NOT_FOUND before any host work): what a
+ *   server-streaming call costs the gRPC stack itself, after the same idle gap as the warm Execute.
  * - Warm Execute: `text("x")` in an open session after a short idle gap, so the session's spare
  *   cell isolate is ready (the common case: a model thinks between cells).
  * - Back-to-back Execute: the same with no gap; on Deno 2.9.6 the next cell then pays for
@@ -11,16 +14,14 @@
  *   empty file (the cold floor).
  * - Health/Check after the same idle gap as the warm Execute: an idle process pays for waking up
  *   (~0.3 ms a round trip here), so this is the floor that matches the warm Execute.
- * - Memory per idle session (20 sessions): each runtime's RSS and PSS (from `smaps_rollup`) plus the
- *   host's growth divided by 20.
+ * - Memory per idle session (20 sessions): the mean RSS and PSS (from `smaps_rollup`) of the host's
+ *   runtime processes (the sessions' and the refilled warm pool's) plus the host's growth / 20.
  * - Cells per second, back-to-back `text("x")` cells, with 1 and with 8 concurrent sessions.
  *
  * @module
  */
 import { createChannel, createClient } from "nice-grpc";
 import { HealthDefinition } from "nice-grpc-server-health";
-import { createHost } from "../host/server.ts";
-import { Logger } from "../host/log.ts";
 import { codeModeHostDefinition } from "../proto/loader.ts";
 
 const ROUNDS = Number(Deno.env.get("BENCH_ROUNDS") ?? 200);
@@ -39,13 +40,68 @@ async function time(fn: () => Promise<unknown>): Promise<number> {
 const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const options = { "grpc.max_receive_message_length": 67_108_864, "grpc.use_local_subchannel_pool": 1 };
 
+/**
+ * Starts the host as `deno task serve` runs it (`deno run --allow-all host/main.ts`), in a process
+ * of its own, as a harness meets it: client and host then do not share one JS thread, where the
+ * client's work on the `started` event would stall the host's.
+ */
 async function measureHost(warmSessions: number) {
-  const host = await createHost({ listen: "127.0.0.1:0", warmSessions, log: new Logger("error") });
-  const channel = createChannel(`127.0.0.1:${host.port}`, undefined, options);
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--allow-all",
+      new URL("../host/main.ts", import.meta.url).pathname,
+      "--listen",
+      "grpc://127.0.0.1:0",
+      "--warm-sessions",
+      String(warmSessions),
+      "--log-level",
+      "error",
+    ],
+    stdin: "null",
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  const lines = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let printed = "";
+  while (!printed.includes("\n")) {
+    const { done, value } = await lines.read();
+    if (done) throw new Error("the host exited before printing its endpoint");
+    printed += value;
+  }
+  const address = new URL(printed.split("\n")[0].trim()).host;
+  const channel = createChannel(address, undefined, options);
   // deno-lint-ignore no-explicit-any
   const client = createClient(codeModeHostDefinition() as any, channel) as any;
   const health = createClient(HealthDefinition, channel);
-  return { host, channel, client, health };
+  return {
+    pid: child.pid,
+    channel,
+    client,
+    health,
+    async shutdown() {
+      channel.close();
+      child.kill("SIGTERM");
+      const status = await child.status;
+      if (!status.success) console.error(`note: the host exited with ${JSON.stringify(status)}`);
+      await lines.cancel().catch(() => {});
+    },
+  };
+}
+
+/** PIDs of the processes whose parent is `pid` (a host's session runtimes). */
+function childPids(pid: number): number[] {
+  const pids: number[] = [];
+  for (const entry of Deno.readDirSync("/proc")) {
+    if (!/^\d+$/.test(entry.name)) continue;
+    try {
+      const stat = Deno.readTextFileSync(`/proc/${entry.name}/stat`);
+      // Fields after the parenthesised command name: state, then the parent PID.
+      const parent = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      if (parent === pid) pids.push(Number(entry.name));
+    } catch { /* gone meanwhile */ }
+  }
+  return pids;
 }
 
 async function openSession(
@@ -75,7 +131,8 @@ const rows: [string, string, string, string][] = [];
 const fmt = (ms: number) => ms.toFixed(2);
 
 {
-  const { host, channel, client, health } = await measureHost(2);
+  const host = await measureHost(2);
+  const { client, health } = host;
   const session = await openSession(client);
   for (let i = 0; i < 20; i++) await health.check({ service: "" });
   const floor: number[] = [];
@@ -93,6 +150,18 @@ const fmt = (ms: number) => ms.toFixed(2);
     fmt(gappedP50),
     fmt(percentile(gapped, 95)),
     `${(gappedP50 / floorP50).toFixed(1)}×`,
+  ]);
+  // What the gRPC stack alone costs a server-streaming call: refused before any host work.
+  const refused: number[] = [];
+  for (let i = 0; i < Math.min(ROUNDS, 100); i++) {
+    await pause(60);
+    refused.push(await time(() => executeText(client, "no-such-session").catch(() => {})));
+  }
+  rows.push([
+    "Execute of an unknown session after the same gap (NOT_FOUND: the stream's own cost)",
+    fmt(percentile(refused, 50)),
+    fmt(percentile(refused, 95)),
+    `${(percentile(refused, 50) / floorP50).toFixed(1)}×`,
   ]);
 
   await executeText(client, session.id);
@@ -196,29 +265,30 @@ const fmt = (ms: number) => ms.toFixed(2);
   }
   rows.push(["OpenSession, warm pool (2)", fmt(percentile(opens, 50)), fmt(percentile(opens, 95)), ""]);
   session.close();
-  channel.close();
   await host.shutdown();
 }
 
 // Resident memory per idle session, and cells per second with 1 and 8 sessions.
 const extra: string[] = [];
 {
-  const { host, channel, client } = await measureHost(2);
+  const host = await measureHost(2);
+  const { client } = host;
   const rollup = (pid: number, field: string) =>
     Number(
       new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(Deno.readTextFileSync(`/proc/${pid}/smaps_rollup`))![1],
     ) /
     1024;
   await pause(1_000);
-  const hostBefore = rollup(Deno.pid, "Rss");
+  const hostBefore = rollup(host.pid, "Rss");
   const sessions = [];
   for (let i = 0; i < 20; i++) sessions.push(await openSession(client));
   await pause(3_000); // spares booted, pool refilled, nothing running
-  const pids = sessions.map((s) => host.state.session(s.id)!.runtimePid!);
+  // Every runtime of the host: the 20 sessions' and the refilled warm pool's, all idle.
+  const pids = childPids(host.pid);
   const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
   const rss = mean(pids.map((pid) => rollup(pid, "Rss")));
   const pss = mean(pids.map((pid) => rollup(pid, "Pss")));
-  const hostShare = (rollup(Deno.pid, "Rss") - hostBefore) / 20;
+  const hostShare = (rollup(host.pid, "Rss") - hostBefore) / 20;
   extra.push(
     `memory per idle session (20 sessions, a runtime process with its spare cell Worker, plus the host's growth / 20): ` +
       `RSS ${(rss + hostShare).toFixed(1)} MiB, PSS ${(pss + hostShare).toFixed(1)} MiB ` +
@@ -250,12 +320,12 @@ const extra: string[] = [];
       (eight / one).toFixed(2)
     }×)`,
   );
-  channel.close();
   await host.shutdown();
 }
 
 {
-  const { host, channel, client } = await measureHost(0);
+  const host = await measureHost(0);
+  const { client } = host;
   const opens: number[] = [];
   for (let i = 0; i < 20; i++) {
     let s: { close(): void } | undefined;
@@ -289,7 +359,6 @@ const extra: string[] = [];
     fmt(percentile(bare, 95)),
     "",
   ]);
-  channel.close();
   await host.shutdown();
 }
 

@@ -132,6 +132,9 @@ export class SessionManager implements AsyncDisposable {
     return runtime;
   }
 
+  /** A refill deferred by {@link takeRuntime}; cleared when the host drains. */
+  #refillTimer: ReturnType<typeof setTimeout> | undefined;
+
   #refill(): void {
     while (!this.#draining && this.#warm.length < this.#options.warmSessions) {
       const runtime = this.#spawn();
@@ -154,8 +157,15 @@ export class SessionManager implements AsyncDisposable {
     if (!runtime) {
       this.#requestPathSpawns++;
       runtime = this.#spawn();
+      this.#refill();
+    } else {
+      // The replacement is spawned after this request's reply went out: a spawn (two directories,
+      // fork and exec) holds the host's thread for a few milliseconds.
+      this.#refillTimer ??= setTimeout(() => {
+        this.#refillTimer = undefined;
+        this.#refill();
+      }, 0);
     }
-    this.#refill();
     try {
       await runtime.ready;
     } catch (error) {
@@ -261,6 +271,7 @@ export class SessionManager implements AsyncDisposable {
    */
   async drain(): Promise<void> {
     this.#draining = true;
+    clearTimeout(this.#refillTimer);
     const warm = this.#warm.splice(0);
     await Promise.all([
       ...[...this.#sessions.values()].map((s) => s.close("shutdown")),
@@ -272,6 +283,7 @@ export class SessionManager implements AsyncDisposable {
   /** Kills every runtime at once and reaps them. */
   async killAll(): Promise<void> {
     this.#draining = true;
+    clearTimeout(this.#refillTimer);
     await Promise.all([...this.#allRuntimes].map((r) => r.kill()));
   }
 

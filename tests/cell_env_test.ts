@@ -2,7 +2,7 @@
  * The JavaScript environment of a cell, through a real host and real runtimes (SPEC §5, §12.5).
  */
 import assert from "node:assert/strict";
-import { execute, openSession, run, startHost, type TestHost, texts } from "./_harness.ts";
+import { execute, notified, openSession, run, startHost, type TestHost, texts } from "./_harness.ts";
 import { REMOVED_GLOBALS, SCENARIO_55_GLOBALS } from "./_spec_lists.ts";
 
 async function withSession(fn: (h: TestHost, sessionId: string) => Promise<void>): Promise<void> {
@@ -38,6 +38,26 @@ Deno.test("V8's gc, used by the runtime on its warmed spares, is never visible t
       assert.deepEqual(r.texts, ["undefined undefined false"]);
     }
   });
+});
+
+Deno.test("The rehearsal cell a spare runs at warm-up leaves nothing a cell or the client sees", async () => {
+  await using h = await startHost();
+  await using s = await openSession(h.client);
+  s.pump();
+  // The rehearsal (worker/cell_bootstrap.ts) prints, stores "k", notifies "n" and reads "s".
+  for (let i = 0; i < 3; i++) {
+    const r = await run(h.client, s.id, 'text(`${load("k")} ${load("s")}`); text(Object.keys(globalThis))');
+    assert.equal(r.texts.length, 2);
+    assert.equal(r.texts[0], "undefined undefined");
+    assert.ok(!r.texts[1].split(",").includes("k"));
+  }
+  // A barrier notification: everything the lease carried before it is in `events` by then.
+  await run(h.client, s.id, 'notify("barrier")');
+  assert.ok(await notified(s, "barrier"));
+  assert.deepEqual(
+    s.events.filter((e) => e.notification).map((e) => e.notification.text),
+    ["barrier"],
+  );
 });
 
 Deno.test("Helpers return undefined and text() converts values (scenarios 56, 57, 58)", async () => {

@@ -3,7 +3,7 @@ import { Buffer as Buffer2 } from "node:buffer";
 import process from "node:process";
 import { clearTimeout as clearHostTimer, setImmediate as setHostImmediate, setTimeout as setHostTimer } from "node:timers";
 import vm2 from "node:vm";
-import { parentPort, receiveMessageOnPort } from "node:worker_threads";
+import { MessageChannel, parentPort, receiveMessageOnPort } from "node:worker_threads";
 
 // proto/cell_source.ts
 var CELL_FILE_NAME = "exec_main.mjs";
@@ -720,6 +720,7 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
     configure
   };
 }
+var helpersScript;
 var CellRun = class {
   #start;
   #output;
@@ -752,9 +753,10 @@ var CellRun = class {
     });
     this.#context = context;
     this.#refuseImport = refuseImport;
-    const factory = vm2.runInContext(`"use strict";(${createCellHelpers.toString()})`, context, {
+    helpersScript ??= new vm2.Script(`"use strict";(${createCellHelpers.toString()})`, {
       filename: CELL_HELPERS_FILE_NAME
     });
+    const factory = helpersScript.runInContext(context);
     const b = this.#bridges();
     this.#controller = factory(b.phase, b.emit, b.callTool, b.byteLength, b.load, b.store, b.timer, b.finish, JSON.stringify(CELL_GLOBAL_ALLOWLIST), CELL_FILE_NAME, CELL_HELPERS_FILE_NAME);
   }
@@ -1109,6 +1111,49 @@ function describeCompileError(error) {
   }
   return String(error);
 }
+var REHEARSAL_SOURCE = [
+  'text("x");',
+  "text({ a: [1] });",
+  'store("k", { a: 1 });',
+  'load("k");',
+  'notify("n");',
+  "await 0;",
+  'try { JSON.parse("{"); } catch (e) { text(String(e)); }'
+].join("\n");
+function rehearse() {
+  const channel = new MessageChannel();
+  try {
+    const run = new CellRun();
+    run.prepare();
+    run.begin({
+      t: "start",
+      cellId: "rehearsal",
+      source: REHEARSAL_SOURCE,
+      tools: [],
+      store: [
+        [
+          "s",
+          "1"
+        ]
+      ],
+      maxStoredValueBytes: 1048576,
+      maxMessageBytes: 1048576,
+      output: channel.port2,
+      credit: {
+        words: new Int32Array(new SharedArrayBuffer(4 * CELL_WORDS)),
+        maxEvents: 1e3,
+        maxBytes: 1048576,
+        trimTextOver: 65536,
+        keepTextBytes: 1024,
+        dropMediaOver: 65536
+      }
+    }, void 0, true);
+  } catch {
+  } finally {
+    channel.port1.close();
+    channel.port2.close();
+  }
+}
 var COLLECT_AFTER_MS = 25;
 function boot(port) {
   process.on("unhandledRejection", () => {
@@ -1142,6 +1187,7 @@ function boot(port) {
     if (message.t === "warm") {
       setHostImmediate(() => {
         prepared.warmUp();
+        rehearse();
         const { control, words } = message;
         message.port.postMessage({
           t: "warmed"
