@@ -22,7 +22,7 @@ export type Msg = any;
 export type RawClient = Record<string, (request: Msg, options?: Msg) => Msg>;
 
 /** The stale-generation text (§10.5 rule 2). */
-export const STALE_MESSAGE = "cell belongs to a stale code-mode host generation";
+const STALE_MESSAGE = "cell belongs to a stale code-mode host generation";
 /** More outstanding delegate callbacks than this are refused (§10.12 step 5). */
 const MAX_PENDING_DELEGATE_CALLS = 1_024;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/i;

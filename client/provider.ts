@@ -17,11 +17,12 @@ import { ChannelCredentials } from "@grpc/grpc-js";
 import { type Channel, ClientError, createChannel, createClient, Metadata, Status } from "nice-grpc";
 import { CodeModeError } from "../proto/errors.ts";
 import { codeModeHostDefinition } from "../proto/loader.ts";
+import { utf8ByteLength } from "../proto/output_collector.ts";
 import { Binding, type Msg, type RawClient, statusError } from "./binding.ts";
-import { realClock } from "./clock.ts";
+import { realClock, TIMED_OUT, withDeadline } from "./clock.ts";
 import { type ParsedEndpoint, parseEndpoint } from "./endpoint.ts";
 import { GrpcCodeModeSession } from "./session.ts";
-import { boundErrorText, renderStatus } from "./status_text.ts";
+import { rpcFailureText, timeoutText } from "./status_text.ts";
 import type { Clock, CodeModeOutputTruncation, CodeModeSession, CodeModeSessionOptions } from "./types.ts";
 
 /** Options of {@link GrpcCodeModeSessionProvider}. */
@@ -56,8 +57,8 @@ const MODE_CHANGED = "gRPC code-mode host changed the session output truncation 
 export interface OpeningRequest {
   /** The mode to ask for: the requested one first, the pinned one later. */
   mode: CodeModeOutputTruncation;
-  /** Set once the first binding selected a mode. */
-  pinned: CodeModeOutputTruncation | undefined;
+  /** Set once the first binding selected a mode: `mode` is then the one it must keep. */
+  pinned: boolean;
   limits: CodeModeSessionOptions["cellExecutionLimits"];
   signal?: AbortSignal;
 }
@@ -208,7 +209,7 @@ export class GrpcCodeModeSessionProvider {
   /**
    * Opens a binding (SPEC §10.4): a new generation, admission retry, mode pinning, subscription.
    *
-   * @param request the mode to ask for and the pinned one
+   * @param request the mode to ask for, and whether it is pinned
    * @returns the live binding and the mode its host selected
    * @throws {CodeModeError} the opening failure
    * @ignore
@@ -257,7 +258,6 @@ export class GrpcCodeModeSessionProvider {
     request.signal?.addEventListener("abort", onOuterAbort, { once: true });
     let route: string | undefined;
     let routeTooLong = false;
-    const timeout = new AbortController();
     try {
       const stream = hold.client.openSession(openRequest, {
         signal: abort.signal,
@@ -265,24 +265,17 @@ export class GrpcCodeModeSessionProvider {
         onHeader: (header: Metadata) => {
           const value = header.get("x-code-mode-route");
           if (typeof value !== "string") return;
-          if (new TextEncoder().encode(value).length > MAX_ROUTE_BYTES) routeTooLong = true;
+          if (utf8ByteLength(value) > MAX_ROUTE_BYTES) routeTooLong = true;
           else route = value;
         },
       }) as AsyncIterable<Msg>;
       const lease = stream[Symbol.asyncIterator]();
-      const deadline = this.clock.sleep(this.transportTimeoutMs, timeout.signal).then(
-        () => "timeout" as const,
-        () => new Promise<never>(() => {}),
-      );
-      const first = await Promise.race([lease.next(), deadline]);
-      if (first === "timeout") {
+      const first = await withDeadline(this.clock, lease.next(), this.transportTimeoutMs);
+      if (first === TIMED_OUT) {
         abort.abort();
         hold.release();
         return {
-          error: new CodeModeError(
-            "DEADLINE_EXCEEDED",
-            boundErrorText("gRPC code-mode host timed out waiting for session opening response"),
-          ),
+          error: new CodeModeError("DEADLINE_EXCEEDED", timeoutText("session opening")),
           retry: false,
         };
       }
@@ -294,11 +287,7 @@ export class GrpcCodeModeSessionProvider {
       if (routeTooLong) return fail("session routing token is too long");
       if (first.done) {
         return fail(
-          boundErrorText(
-            `gRPC code-mode session opening failed: ${
-              renderStatus(Status.UNAVAILABLE, "session lease ended before opening")
-            }`,
-          ),
+          rpcFailureText("session opening", Status.UNAVAILABLE, "session lease ended before opening"),
           "UNAVAILABLE",
         );
       }
@@ -306,11 +295,11 @@ export class GrpcCodeModeSessionProvider {
       if (!opened) return fail("gRPC code-mode session lease omitted its opening event");
       const sessionId: string = opened.sessionId ?? "";
       if (sessionId === "") return fail("gRPC code-mode host returned an empty session ID");
-      if (new TextEncoder().encode(sessionId).length > MAX_SESSION_ID_BYTES) {
+      if (utf8ByteLength(sessionId) > MAX_SESSION_ID_BYTES) {
         return fail("gRPC code-mode host returned session ID exceeding 256 bytes");
       }
       const mode: CodeModeOutputTruncation = opened.outputTruncation === 2 ? "server" : "client";
-      if (request.pinned !== undefined && mode !== request.pinned) return fail(MODE_CHANGED);
+      if (request.pinned && mode !== request.mode) return fail(MODE_CHANGED);
       const binding = new Binding({
         sessionId,
         generation,
@@ -338,7 +327,6 @@ export class GrpcCodeModeSessionProvider {
       }
       throw error;
     } finally {
-      timeout.abort();
       request.signal?.removeEventListener("abort", onOuterAbort);
     }
   }

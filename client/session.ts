@@ -12,7 +12,8 @@
  *
  * @module
  */
-import { CodeModeError } from "../proto/errors.ts";
+import { CodeModeError, type CodeModeErrorCode } from "../proto/errors.ts";
+import { TIMED_OUT, withDeadline } from "./clock.ts";
 import { deferred } from "./deferred.ts";
 import { type Binding, type CellRecord, type Msg, retiresBinding, statusError } from "./binding.ts";
 import type { GrpcCodeModeSessionProvider } from "./provider.ts";
@@ -85,6 +86,24 @@ function toResponse(outcome: Msg, publicId: string): RuntimeResponse {
   return { type: "yielded", ...base };
 }
 
+/**
+ * Fails `binding` with a new error and returns that error, for the caller to throw. A binding that
+ * had already failed keeps its first failure.
+ */
+function failBinding(binding: Binding, message: string, code?: CodeModeErrorCode): CodeModeError {
+  const error = new CodeModeError(code, message);
+  binding.fail(error);
+  return error;
+}
+
+/** The trailers of a call, as nice-grpc hands them to `onTrailer`. */
+type Trailer = { get(key: string): unknown };
+
+/** Whether a call's trailers say that its route was lost (SPEC §10.6). */
+function routeLostIn(trailer: Trailer): boolean {
+  return trailer.get("x-code-mode-route-lost") === "true";
+}
+
 /** The session implementation behind {@link CodeModeSession}. */
 export class GrpcCodeModeSession implements CodeModeSession {
   readonly outputTruncation: CodeModeOutputTruncation;
@@ -122,7 +141,7 @@ export class GrpcCodeModeSession implements CodeModeSession {
   ): Promise<GrpcCodeModeSession> {
     const { binding, mode } = await provider.openBinding({
       mode: options.outputTruncation ?? "client",
-      pinned: undefined,
+      pinned: false,
       limits: options.cellExecutionLimits,
     });
     return new GrpcCodeModeSession(provider, options, binding, mode);
@@ -135,13 +154,12 @@ export class GrpcCodeModeSession implements CodeModeSession {
       if (!this.#binding.live) {
         const { binding } = await this.#provider.openBinding({
           mode: this.outputTruncation,
-          pinned: this.outputTruncation,
+          pinned: true,
           limits: this.#options.cellExecutionLimits,
           signal: this.#openingAbort.signal,
         });
         if (this.#shutdown) {
-          binding.fail(new CodeModeError(undefined, SHUTTING_DOWN));
-          throw new CodeModeError(undefined, SHUTTING_DOWN);
+          throw failBinding(binding, SHUTTING_DOWN);
         }
         this.#binding = binding;
       }
@@ -160,20 +178,10 @@ export class GrpcCodeModeSession implements CodeModeSession {
     operation: string,
     cancel: AbortController,
   ): Promise<T> {
-    const timer = new AbortController();
-    const expired = this.#provider.clock.sleep(ms, timer.signal).then(() => true, () => false);
-    try {
-      const result = await Promise.race([promise.then((value) => ({ value })), expired]);
-      if (result === true) {
-        cancel.abort();
-        const error = new CodeModeError("DEADLINE_EXCEEDED", timeoutText(operation));
-        binding.fail(error);
-        throw error;
-      }
-      return (result as { value: T }).value;
-    } finally {
-      timer.abort();
-    }
+    const result = await withDeadline(this.#provider.clock, promise, ms);
+    if (result !== TIMED_OUT) return result;
+    cancel.abort();
+    throw failBinding(binding, timeoutText(operation), "DEADLINE_EXCEEDED");
   }
 
   /** The error of an established call; retires the binding per §10.6. */
@@ -229,8 +237,8 @@ export class GrpcCodeModeSession implements CodeModeSession {
     }, {
       signal: cancel.signal,
       metadata: binding.metadata(),
-      onTrailer: (trailer: { get(key: string): unknown }) => {
-        routeLost = trailer.get("x-code-mode-route-lost") === "true";
+      onTrailer: (trailer: Trailer) => {
+        routeLost = routeLostIn(trailer);
       },
     }) as AsyncIterable<Msg>;
     const events = stream[Symbol.asyncIterator]();
@@ -251,25 +259,21 @@ export class GrpcCodeModeSession implements CodeModeSession {
     if (first.done || !first.value.started) {
       cancel.abort();
       binding.removeExecution(cell);
-      const error = new CodeModeError(
-        undefined,
+      throw failBinding(
+        binding,
         first.done
           ? "gRPC code-mode execution ended before its starting event"
           : "gRPC code-mode execution omitted its starting event",
       );
-      binding.fail(error);
-      throw error;
     }
     const started = first.value.started;
     if (started.executionId !== executionId) {
       cancel.abort();
       binding.removeExecution(cell);
-      const error = new CodeModeError(
-        undefined,
+      throw failBinding(
+        binding,
         `gRPC code-mode execution returned ID ${started.executionId} instead of ${executionId}`,
       );
-      binding.fail(error);
-      throw error;
     }
     const hostId: string = started.cellId;
     binding.bindCell(cell, hostId);
@@ -303,23 +307,19 @@ export class GrpcCodeModeSession implements CodeModeSession {
           cancel,
         );
         if (next.done || !next.value.outcome) {
-          const error = new CodeModeError(
-            undefined,
+          throw failBinding(
+            binding,
             next.done
               ? "gRPC code-mode execution omitted its initial outcome"
               : "gRPC code-mode execution returned an unexpected event",
           );
-          binding.fail(error);
-          throw error;
         }
         const outcome = next.value.outcome;
         if (outcome.cellId !== hostId) {
-          const error = new CodeModeError(
-            undefined,
+          throw failBinding(
+            binding,
             `gRPC code-mode execution returned cell ${outcome.cellId} instead of ${hostId}`,
           );
-          binding.fail(error);
-          throw error;
         }
         const response = toResponse(outcome, cell.publicId);
         await this.#settleNotifications(binding, cell, response);
@@ -419,8 +419,8 @@ export class GrpcCodeModeSession implements CodeModeSession {
               {
                 signal: cancel.signal,
                 metadata: binding.metadata(),
-                onTrailer: (t: { get(key: string): unknown }) => {
-                  routeLost = t.get("x-code-mode-route-lost") === "true";
+                onTrailer: (trailer: Trailer) => {
+                  routeLost = routeLostIn(trailer);
                 },
               },
             ) as Promise<Msg>,
@@ -448,12 +448,7 @@ export class GrpcCodeModeSession implements CodeModeSession {
     const outcome = live ?? response.missingCell;
     if (!outcome) throw new CodeModeError(undefined, "gRPC code-mode execution returned an unexpected event");
     if (outcome.cellId !== hostId) {
-      const error = new CodeModeError(
-        undefined,
-        `gRPC code-mode host returned cell ${outcome.cellId} instead of ${hostId}`,
-      );
-      binding.fail(error);
-      throw error;
+      throw failBinding(binding, `gRPC code-mode host returned cell ${outcome.cellId} instead of ${hostId}`);
     }
     const mapped = toResponse(outcome, binding.publicId(hostId));
     const cell = binding.cell(hostId);
@@ -475,8 +470,8 @@ export class GrpcCodeModeSession implements CodeModeSession {
           binding.client.terminate({ sessionId: binding.sessionId, cellId: hostId }, {
             signal: cancel.signal,
             metadata: binding.metadata(),
-            onTrailer: (t: { get(key: string): unknown }) => {
-              routeLost = t.get("x-code-mode-route-lost") === "true";
+            onTrailer: (trailer: Trailer) => {
+              routeLost = routeLostIn(trailer);
             },
           }) as Promise<Msg>,
           binding.failed,

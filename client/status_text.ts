@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { utf8ByteLength, utf8Prefix } from "../proto/output_collector.ts";
 
 /**
  * The description of every gRPC status code, indexed by the numeric code 0..16 (SPEC §10.9).
@@ -119,11 +120,6 @@ export function renderStatus(code: number, message: string): string {
 
 const ELLIPSIS = "...";
 
-function utf8Length(codePoint: number): number {
-  // A lone surrogate counts 3 bytes: it is sent as U+FFFD, which is what TextEncoder produces too.
-  return codePoint < 0x80 ? 1 : codePoint < 0x800 ? 2 : codePoint < 0x10000 ? 3 : 4;
-}
-
 /**
  * Bounds an error text (SPEC §10.9): a text longer than `maxBytes` UTF-8 bytes becomes its longest
  * prefix of whole characters of at most `maxBytes - 3` bytes followed by `...`; a shorter one is
@@ -151,19 +147,8 @@ export function boundErrorText(text: string, maxBytes = 512): string {
     throw new RangeError(`error text bound ${maxBytes} must be an integer of at least 3 bytes`);
   }
   // Every UTF-16 code unit is at most 3 UTF-8 bytes, so short texts need no measuring.
-  if (text.length * 3 <= maxBytes) return text;
-  const prefixBudget = maxBytes - ELLIPSIS.length;
-  let bytes = 0;
-  let cut = -1;
-  let index = 0;
-  for (const ch of text) {
-    const next = bytes + utf8Length(ch.codePointAt(0)!);
-    if (cut < 0 && next > prefixBudget) cut = index;
-    bytes = next;
-    if (bytes > maxBytes) return text.slice(0, cut) + ELLIPSIS;
-    index += ch.length;
-  }
-  return text;
+  if (text.length * 3 <= maxBytes || utf8ByteLength(text) <= maxBytes) return text;
+  return text.slice(0, utf8Prefix(text, maxBytes - ELLIPSIS.length).units) + ELLIPSIS;
 }
 
 /**

@@ -23,6 +23,7 @@ import {
   type ErrorText,
   errorTextBytes,
   errorTextString,
+  fieldBytes,
   type OutputCollector,
   type OutputItem,
   type OutputMode,
@@ -210,13 +211,12 @@ export function outcomeResponseBytes(
   event: { type: CellEvent["type"]; errorText?: ErrorText },
   durationNs: number,
 ): number {
-  const field = (n: number) => 1 + varintBytes(n) + n;
-  let oneof = field(0);
+  let oneof = fieldBytes(0);
   if (event.type === "completed" && event.errorText !== undefined) {
-    oneof = field(field(errorTextBytes(event.errorText)));
+    oneof = fieldBytes(fieldBytes(errorTextBytes(event.errorText)));
   }
-  const outcome = field(utf8ByteLength(cellId)) + contentBytes + oneof + 1 + varintBytes(durationNs);
-  return field(outcome);
+  const outcome = fieldBytes(utf8ByteLength(cellId)) + contentBytes + oneof + 1 + varintBytes(durationNs);
+  return fieldBytes(outcome);
 }
 
 /**

@@ -159,7 +159,7 @@ export function varintBytes(n: number): number {
 }
 
 /** A length-delimited field of `n` payload bytes with a one-byte tag. */
-function fieldBytes(n: number): number {
+export function fieldBytes(n: number): number {
   return 1 + varintBytes(n) + n;
 }
 
@@ -624,41 +624,49 @@ class ServerOutputCollector implements OutputCollector {
     const owner = s.nextOwner++;
     s.pushedTextBytes += item.totalBytes;
     s.pushedTextItems++;
-    let sharesOwner = false;
-    if (!s.frozen) {
-      const prefix = utf8Prefix(item.head, this.#headBudget - s.headText);
-      if (prefix.bytes > 0) {
-        s.head.push({
-          kind: "text",
-          text: item.head.slice(0, prefix.units),
-          bytes: prefix.bytes,
-          owner,
-          sharesOwner: false,
-          dead: false,
-        });
-        s.headText += prefix.bytes;
-        s.retainedTextItems++;
-        sharesOwner = true;
-      }
-      this.#freeze();
-    }
+    const sharesOwner = !s.frozen && this.#headPrefix(item.head, owner).bytes > 0;
     for (let i = s.evictFrom; i < s.tail.length; i++) {
       const e = s.tail[i];
-      if (e.kind !== "text" || e.dead) continue;
-      if (e.bytes > 0 && !e.sharesOwner) s.retainedTextItems--;
-      s.tailText -= e.bytes;
-      e.dead = true;
-      e.text = "";
-      e.bytes = 0;
-      s.deadCount++;
+      if (e.kind === "text" && !e.dead) this.#kill(e);
     }
     this.#appendTail(item.tail, utf8ByteLength(item.tail), owner, sharesOwner);
+  }
+
+  /** Keeps the longest prefix of `text` that still fits into the head, then freezes the head. */
+  #headPrefix(text: string, owner: number): { units: number; bytes: number } {
+    const s = this.#s;
+    const prefix = utf8Prefix(text, this.#headBudget - s.headText);
+    if (prefix.bytes > 0) {
+      s.head.push({
+        kind: "text",
+        text: text.slice(0, prefix.units),
+        bytes: prefix.bytes,
+        owner,
+        sharesOwner: false,
+        dead: false,
+      });
+      s.headText += prefix.bytes;
+      s.retainedTextItems++;
+    }
+    this.#freeze();
+    return prefix;
   }
 
   #freeze(): void {
     const s = this.#s;
     s.frozen = true;
     s.tailBudget = this.#maxText - s.headText;
+  }
+
+  /** Drops a whole tail text: it renders as nothing from now on. */
+  #kill(e: TextEntry): void {
+    const s = this.#s;
+    s.tailText -= e.bytes;
+    if (e.bytes > 0 && !e.sharesOwner) s.retainedTextItems--;
+    e.dead = true;
+    e.text = "";
+    e.bytes = 0;
+    s.deadCount++;
   }
 
   #pushText(text: string): void {
@@ -674,23 +682,8 @@ class ServerOutputCollector implements OutputCollector {
         if (bytes > 0) s.retainedTextItems++;
         return;
       }
-      const prefix = utf8Prefix(text, this.#headBudget - s.headText);
-      let sharesOwner = false;
-      if (prefix.bytes > 0) {
-        s.head.push({
-          kind: "text",
-          text: text.slice(0, prefix.units),
-          bytes: prefix.bytes,
-          owner,
-          sharesOwner: false,
-          dead: false,
-        });
-        s.headText += prefix.bytes;
-        s.retainedTextItems++;
-        sharesOwner = true;
-      }
-      this.#freeze();
-      this.#appendTail(text.slice(prefix.units), bytes - prefix.bytes, owner, sharesOwner);
+      const prefix = this.#headPrefix(text, owner);
+      this.#appendTail(text.slice(prefix.units), bytes - prefix.bytes, owner, prefix.bytes > 0);
       return;
     }
     this.#appendTail(text, bytes, owner, false);
@@ -714,12 +707,7 @@ class ServerOutputCollector implements OutputCollector {
       const e = s.tail[i] as TextEntry;
       const excess = s.tailText - s.tailBudget;
       if (e.bytes <= excess) {
-        s.tailText -= e.bytes;
-        if (e.bytes > 0 && !e.sharesOwner) s.retainedTextItems--;
-        e.dead = true;
-        e.text = "";
-        e.bytes = 0;
-        s.deadCount++;
+        this.#kill(e);
         continue;
       }
       // Keep the largest suffix that fits; scan from whichever end is shorter.

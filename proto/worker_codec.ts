@@ -313,7 +313,7 @@ const MAX_UINT32 = 0xffff_ffff;
 
 /** The unsigned varint value of an integer field (negative int32: 64-bit two's complement). */
 function integer(value: unknown, type: ScalarType, field: string): number | bigint {
-  const n = typeof value === "bigint" ? Number(value) : Number(value);
+  const n = Number(value);
   if (!Number.isFinite(n)) throw new TypeError(`${field}: not a number`);
   const i = Math.trunc(n);
   if (type === "int32") {

@@ -36,7 +36,6 @@
  * @module
  */
 
-import { Buffer } from "node:buffer";
 import process from "node:process";
 import {
   clearTimeout as clearHostTimer,
@@ -52,7 +51,7 @@ import {
 } from "node:worker_threads";
 import { CELL_FILE_NAME, CELL_LINE_OFFSET, wrapCellSource } from "../proto/cell_source.ts";
 import { collectGarbage } from "./collect_garbage.ts";
-import { utf8Prefix, utf8Suffix } from "../proto/output_collector.ts";
+import { utf8ByteLength, utf8Prefix, utf8Suffix } from "../proto/output_collector.ts";
 import {
   CELL_DOORBELL,
   CELL_WORDS,
@@ -958,7 +957,7 @@ class CellRun {
             break;
           case EMIT_IMAGE: {
             const detail = typeof b === "string" ? b as "high" : "high";
-            const n = utf8Length(first);
+            const n = utf8ByteLength(first);
             this.#postCounted(
               n > this.#credit!.dropMediaOver
                 ? { t: "droppedImage", bytes: n, n: 0 }
@@ -970,7 +969,7 @@ class CellRun {
             this.#postCounted({ t: "yield", n: 0 });
             break;
           case EMIT_NOTIFY:
-            this.#postCounted({ t: "notify", text: first, n: utf8Length(first) });
+            this.#postCounted({ t: "notify", text: first, n: utf8ByteLength(first) });
             break;
           case EMIT_CONSUMED:
             // Posted by the delivery of a tool result, not by a helper call: it never waits.
@@ -984,25 +983,25 @@ class CellRun {
         const id = `tool-${++this.#nextToolId}`;
         this.#postCounted(
           typeof input === "string"
-            ? { t: "toolCall", id, name: String(name), input, n: utf8Length(input) }
+            ? { t: "toolCall", id, name: String(name), input, n: utf8ByteLength(input) }
             : { t: "toolCall", id, name: String(name), n: 0 },
         );
         return this.#awaitCredit() ? id : "";
       },
-      byteLength: (text) => typeof text === "string" ? utf8Length(text) : 0,
+      byteLength: (text) => typeof text === "string" ? utf8ByteLength(text) : 0,
       load: (key) => typeof key === "string" ? this.#view.get(key) : undefined,
       store: (key, json) => {
         if (this.#phase !== PHASE_RUNNING) return 2;
         if (typeof key !== "string" || typeof json !== "string") return 2;
         if (this.#viewBytes < 0) {
           let total = 0;
-          for (const [k, v] of this.#view) total += utf8Length(k) + utf8Length(v);
+          for (const [k, v] of this.#view) total += utf8ByteLength(k) + utf8ByteLength(v);
           this.#viewBytes = total;
         }
-        const keyBytes = utf8Length(key);
+        const keyBytes = utf8ByteLength(key);
         const previous = this.#view.get(key);
-        const next = this.#viewBytes + keyBytes + utf8Length(json) -
-          (previous === undefined ? 0 : keyBytes + utf8Length(previous));
+        const next = this.#viewBytes + keyBytes + utf8ByteLength(json) -
+          (previous === undefined ? 0 : keyBytes + utf8ByteLength(previous));
         if (next > this.#start.maxStoredValueBytes) return STORE_OVER_LIMIT;
         this.#viewBytes = next;
         this.#view.set(key, json);
@@ -1101,7 +1100,7 @@ class CellRun {
     const credit = this.#credit!;
     // UTF-16 length × 3 bounds the UTF-8 length: skip counting short texts.
     if (text.length * 3 <= credit.trimTextOver) return undefined;
-    const total = utf8Length(text);
+    const total = utf8ByteLength(text);
     if (total <= credit.trimTextOver) return undefined;
     const head = text.slice(0, utf8Prefix(text, credit.keepTextBytes).units);
     const tail = text.slice(text.length - utf8Suffix(text, credit.keepTextBytes).units);
@@ -1110,11 +1109,11 @@ class CellRun {
 
   #postText(text: string): void {
     const trimmed = this.#trim(text);
-    if (trimmed === undefined) return this.#postCounted({ t: "text", text, n: utf8Length(text) });
+    if (trimmed === undefined) return this.#postCounted({ t: "text", text, n: utf8ByteLength(text) });
     this.#postCounted({
       t: "trimmedText",
       text: trimmed,
-      n: utf8Length(trimmed.head) + utf8Length(trimmed.tail),
+      n: utf8ByteLength(trimmed.head) + utf8ByteLength(trimmed.tail),
     });
   }
 
@@ -1156,11 +1155,6 @@ class CellRun {
       // A closed port means the runtime has gone; nothing to report to.
     }
   }
-}
-
-/** UTF-8 byte length of a string, as the host counts it. */
-function utf8Length(text: string): number {
-  return Buffer.byteLength(text, "utf8");
 }
 
 /** `SyntaxError: <V8 message>` for a compile failure (SPEC §5.6). */

@@ -230,23 +230,18 @@ function refillSpare(): void {
 interface RunningCell {
   id: string;
   cell: CellWorker;
-  port: MessagePort;
   /** `result` or `stopped` seen: nothing more comes from the cell. */
   finished: boolean;
   /** `exited` sent to the host. */
   exited: boolean;
   /** The start message was posted to the cell's Worker. */
   started: boolean;
-  /** StopCell arrived before the cell was started: it never starts. */
-  stopRequested: boolean;
   /** `performance.now()` of the last message from the cell. */
   lastSeen: number;
   /** An unanswered ping: when it was sent and the process CPU time (µs) then. */
   ping?: { at: number; cpu: number };
   exitReason: "normal" | "heap_limit" | "fault";
   exitDetail?: string;
-  /** The cell's shared credit words (`CREDIT_*`). */
-  credit: Int32Array;
   /** Payload bytes of the forwarded, not yet acknowledged counted events, oldest first. */
   unacked: number[];
   unackedHead: number;
@@ -338,25 +333,25 @@ function credit(cellId: string, events: number): void {
     running.unacked = running.unacked.slice(running.unackedHead);
     running.unackedHead = 0;
   }
-  Atomics.sub(running.credit, CREDIT_EVENTS, n);
-  Atomics.sub(running.credit, CREDIT_BYTES, bytes);
+  Atomics.sub(running.cell.words, CREDIT_EVENTS, n);
+  Atomics.sub(running.cell.words, CREDIT_BYTES, bytes);
   wake(running);
 }
 
 function wake(running: RunningCell): void {
-  Atomics.add(running.credit, CREDIT_GENERATION, 1);
-  Atomics.notify(running.credit, CREDIT_GENERATION);
+  Atomics.add(running.cell.words, CREDIT_GENERATION, 1);
+  Atomics.notify(running.cell.words, CREDIT_GENERATION);
 }
 
 /** Whether the cell is over its credit, i.e. its helper call is (or is about to be) waiting. */
 function overCredit(running: RunningCell): boolean {
-  return Atomics.load(running.credit, CREDIT_EVENTS) > config.creditEvents ||
-    Atomics.load(running.credit, CREDIT_BYTES) > config.creditBytes;
+  return Atomics.load(running.cell.words, CREDIT_EVENTS) > config.creditEvents ||
+    Atomics.load(running.cell.words, CREDIT_BYTES) > config.creditBytes;
 }
 
 function drain(running: RunningCell): void {
   for (;;) {
-    const next = receiveMessageOnPort(running.port);
+    const next = receiveMessageOnPort(running.cell.output);
     if (!next) return;
     forward(running, next.message as CellOutput);
   }
@@ -368,7 +363,7 @@ function reportExit(running: RunningCell): void {
   running.exited = true;
   cells.delete(running.id);
   running.cell.closed = true;
-  running.port.close();
+  running.cell.output.close();
   sendCellEvent({
     cellId: running.id,
     exited: running.exitDetail === undefined
@@ -401,14 +396,11 @@ async function startCell(start: NonNullable<HostToWorker["startCell"]>): Promise
   const running: RunningCell = {
     id: start.cellId,
     cell,
-    port: cell.output,
     finished: false,
     exited: false,
     started: false,
-    stopRequested: false,
     lastSeen: performance.now(),
     exitReason: "normal",
-    credit: cell.words,
     unacked: [],
     unackedHead: 0,
   };
@@ -431,10 +423,8 @@ async function startCell(start: NonNullable<HostToWorker["startCell"]>): Promise
     running.ping = undefined;
     forward(running, output);
   };
-  if (running.stopRequested) {
-    running.finished = true;
-    return void endCell(running);
-  }
+  // Stopped before it started: stopCell has already reported and disposed of it.
+  if (running.finished) return;
   const message: CellStart = {
     t: "start",
     cellId: start.cellId,
@@ -548,14 +538,13 @@ function stopCell(cellId: string): void {
   if (!running.started) {
     // Its Worker may still be booting: confirm the stop now (the host would otherwise restart the
     // whole runtime after cooperativeStopMs) and dispose of the Worker unused.
-    running.stopRequested = true;
     running.finished = true;
     reportExit(running);
     discard(running.cell);
     scheduleSpare();
     return;
   }
-  Atomics.store(running.credit, CREDIT_STOP, 1);
+  Atomics.store(running.cell.words, CREDIT_STOP, 1);
   wake(running);
   const stop = () => {
     if (running.finished) return;

@@ -1,5 +1,4 @@
 // worker/cell_bootstrap.ts
-import { Buffer as Buffer2 } from "node:buffer";
 import process from "node:process";
 import { clearTimeout as clearHostTimer, setImmediate as setHostImmediate, setTimeout as setHostTimer } from "node:timers";
 import vm2 from "node:vm";
@@ -29,6 +28,9 @@ function collectGarbage() {
 
 // proto/output_collector.ts
 import { Buffer } from "node:buffer";
+function utf8ByteLength(s) {
+  return Buffer.byteLength(s, "utf8");
+}
 function isLow(c) {
   return c >= 56320 && c <= 57343;
 }
@@ -877,7 +879,7 @@ var CellRun = class {
             break;
           case EMIT_IMAGE: {
             const detail = typeof b === "string" ? b : "high";
-            const n = utf8Length(first);
+            const n = utf8ByteLength(first);
             this.#postCounted(n > this.#credit.dropMediaOver ? {
               t: "droppedImage",
               bytes: n,
@@ -902,7 +904,7 @@ var CellRun = class {
             this.#postCounted({
               t: "notify",
               text: first,
-              n: utf8Length(first)
+              n: utf8ByteLength(first)
             });
             break;
           case EMIT_CONSUMED:
@@ -923,7 +925,7 @@ var CellRun = class {
           id,
           name: String(name),
           input,
-          n: utf8Length(input)
+          n: utf8ByteLength(input)
         } : {
           t: "toolCall",
           id,
@@ -932,19 +934,19 @@ var CellRun = class {
         });
         return this.#awaitCredit() ? id : "";
       },
-      byteLength: (text) => typeof text === "string" ? utf8Length(text) : 0,
+      byteLength: (text) => typeof text === "string" ? utf8ByteLength(text) : 0,
       load: (key) => typeof key === "string" ? this.#view.get(key) : void 0,
       store: (key, json) => {
         if (this.#phase !== PHASE_RUNNING) return 2;
         if (typeof key !== "string" || typeof json !== "string") return 2;
         if (this.#viewBytes < 0) {
           let total = 0;
-          for (const [k, v] of this.#view) total += utf8Length(k) + utf8Length(v);
+          for (const [k, v] of this.#view) total += utf8ByteLength(k) + utf8ByteLength(v);
           this.#viewBytes = total;
         }
-        const keyBytes = utf8Length(key);
+        const keyBytes = utf8ByteLength(key);
         const previous = this.#view.get(key);
-        const next = this.#viewBytes + keyBytes + utf8Length(json) - (previous === void 0 ? 0 : keyBytes + utf8Length(previous));
+        const next = this.#viewBytes + keyBytes + utf8ByteLength(json) - (previous === void 0 ? 0 : keyBytes + utf8ByteLength(previous));
         if (next > this.#start.maxStoredValueBytes) return STORE_OVER_LIMIT;
         this.#viewBytes = next;
         this.#view.set(key, json);
@@ -1040,7 +1042,7 @@ var CellRun = class {
   #trim(text) {
     const credit = this.#credit;
     if (text.length * 3 <= credit.trimTextOver) return void 0;
-    const total = utf8Length(text);
+    const total = utf8ByteLength(text);
     if (total <= credit.trimTextOver) return void 0;
     const head = text.slice(0, utf8Prefix(text, credit.keepTextBytes).units);
     const tail = text.slice(text.length - utf8Suffix(text, credit.keepTextBytes).units);
@@ -1055,12 +1057,12 @@ var CellRun = class {
     if (trimmed === void 0) return this.#postCounted({
       t: "text",
       text,
-      n: utf8Length(text)
+      n: utf8ByteLength(text)
     });
     this.#postCounted({
       t: "trimmedText",
       text: trimmed,
-      n: utf8Length(trimmed.head) + utf8Length(trimmed.tail)
+      n: utf8ByteLength(trimmed.head) + utf8ByteLength(trimmed.tail)
     });
   }
   #postCounted(message) {
@@ -1101,9 +1103,6 @@ var CellRun = class {
     }
   }
 };
-function utf8Length(text) {
-  return Buffer2.byteLength(text, "utf8");
-}
 function describeCompileError(error) {
   if (error !== null && typeof error === "object") {
     const { name, message } = error;

@@ -360,7 +360,7 @@ var WORKER_TO_HOST = message(P + "WorkerToHost", [
 var utf8 = new TextEncoder();
 var MAX_UINT32 = 4294967295;
 function integer(value, type, field) {
-  const n = typeof value === "bigint" ? Number(value) : Number(value);
+  const n = Number(value);
   if (!Number.isFinite(n)) throw new TypeError(`${field}: not a number`);
   const i = Math.trunc(n);
   if (type === "int32") {
@@ -951,20 +951,20 @@ function credit(cellId, events) {
     running.unacked = running.unacked.slice(running.unackedHead);
     running.unackedHead = 0;
   }
-  Atomics.sub(running.credit, CREDIT_EVENTS, n);
-  Atomics.sub(running.credit, CREDIT_BYTES, bytes);
+  Atomics.sub(running.cell.words, CREDIT_EVENTS, n);
+  Atomics.sub(running.cell.words, CREDIT_BYTES, bytes);
   wake(running);
 }
 function wake(running) {
-  Atomics.add(running.credit, CREDIT_GENERATION, 1);
-  Atomics.notify(running.credit, CREDIT_GENERATION);
+  Atomics.add(running.cell.words, CREDIT_GENERATION, 1);
+  Atomics.notify(running.cell.words, CREDIT_GENERATION);
 }
 function overCredit(running) {
-  return Atomics.load(running.credit, CREDIT_EVENTS) > config.creditEvents || Atomics.load(running.credit, CREDIT_BYTES) > config.creditBytes;
+  return Atomics.load(running.cell.words, CREDIT_EVENTS) > config.creditEvents || Atomics.load(running.cell.words, CREDIT_BYTES) > config.creditBytes;
 }
 function drain(running) {
   for (; ; ) {
-    const next = receiveMessageOnPort(running.port);
+    const next = receiveMessageOnPort(running.cell.output);
     if (!next) return;
     forward(running, next.message);
   }
@@ -975,7 +975,7 @@ function reportExit(running) {
   running.exited = true;
   cells.delete(running.id);
   running.cell.closed = true;
-  running.port.close();
+  running.cell.output.close();
   sendCellEvent({
     cellId: running.id,
     exited: running.exitDetail === void 0 ? {
@@ -1003,14 +1003,11 @@ async function startCell(start) {
   const running = {
     id: start.cellId,
     cell,
-    port: cell.output,
     finished: false,
     exited: false,
     started: false,
-    stopRequested: false,
     lastSeen: performance.now(),
     exitReason: "normal",
-    credit: cell.words,
     unacked: [],
     unackedHead: 0
   };
@@ -1032,10 +1029,7 @@ async function startCell(start) {
     running.ping = void 0;
     forward(running, output);
   };
-  if (running.stopRequested) {
-    running.finished = true;
-    return void endCell(running);
-  }
+  if (running.finished) return;
   const message2 = {
     t: "start",
     cellId: start.cellId,
@@ -1133,14 +1127,13 @@ function stopCell(cellId) {
   const running = cells.get(cellId);
   if (!running || running.finished) return;
   if (!running.started) {
-    running.stopRequested = true;
     running.finished = true;
     reportExit(running);
     discard(running.cell);
     scheduleSpare();
     return;
   }
-  Atomics.store(running.credit, CREDIT_STOP, 1);
+  Atomics.store(running.cell.words, CREDIT_STOP, 1);
   wake(running);
   const stop = () => {
     if (running.finished) return;
