@@ -10,7 +10,7 @@
  */
 
 /** gRPC status names, indexed by their numbers. */
-const STATUS_NAMES = [
+const STATUS_NAMES: readonly CodeModeErrorCode[] = [
   "OK",
   "CANCELLED",
   "UNKNOWN",
@@ -28,10 +28,27 @@ const STATUS_NAMES = [
   "UNAVAILABLE",
   "DATA_LOSS",
   "UNAUTHENTICATED",
-] as const;
+];
 
 /** A gRPC status name. */
-export type CodeModeErrorCode = typeof STATUS_NAMES[number];
+export type CodeModeErrorCode =
+  | "OK"
+  | "CANCELLED"
+  | "UNKNOWN"
+  | "INVALID_ARGUMENT"
+  | "DEADLINE_EXCEEDED"
+  | "NOT_FOUND"
+  | "ALREADY_EXISTS"
+  | "PERMISSION_DENIED"
+  | "RESOURCE_EXHAUSTED"
+  | "FAILED_PRECONDITION"
+  | "ABORTED"
+  | "OUT_OF_RANGE"
+  | "UNIMPLEMENTED"
+  | "INTERNAL"
+  | "UNAVAILABLE"
+  | "DATA_LOSS"
+  | "UNAUTHENTICATED";
 
 /**
  * A code-mode failure: a status name (when a gRPC status is behind it) and an exact message.
