@@ -14,7 +14,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import { type CallContext, ServerError, type ServerMiddleware, Status } from "nice-grpc";
 
 /** The status message of a call without the right token. */
-export const UNAUTHENTICATED_MESSAGE = "code-mode host requires a valid token";
+const UNAUTHENTICATED_MESSAGE = "code-mode host requires a valid token";
 
 function digest(text: string): Buffer {
   return createHash("sha256").update(text, "utf8").digest();

@@ -98,13 +98,20 @@ export interface CellHost {
 
 const DETAILS: Record<string, number> = { auto: 1, low: 2, high: 3, original: 4 };
 
+/** A reduced text as a frame carries it (fields a decoder left out are empty). */
+function fromWireTrimmed(
+  t: { head?: string; tail?: string; totalBytes?: number },
+): { head: string; tail: string; totalBytes: number } {
+  return { head: t.head ?? "", tail: t.tail ?? "", totalBytes: Number(t.totalBytes) };
+}
+
 /**
  * Converts a runtime content item to an item for the collector.
  *
  * @param item the item from the frame
  * @returns the item, or `undefined` for an item that carries no content
  */
-export function toPushedItem(item: WireItem): PushedItem | undefined {
+function toPushedItem(item: WireItem): PushedItem | undefined {
   if ("text" in item) return { type: "text", text: item.text };
   if ("image" in item) {
     const detail = (item.image.detail in DETAILS ? item.image.detail : "high") as
@@ -115,10 +122,7 @@ export function toPushedItem(item: WireItem): PushedItem | undefined {
     return { type: "image", imageUrl: item.image.imageUrl, detail };
   }
   if ("audioUrl" in item) return { type: "audio", audioUrl: item.audioUrl };
-  if ("trimmedText" in item) {
-    const t = item.trimmedText;
-    return { type: "trimmedText", head: t.head ?? "", tail: t.tail ?? "", totalBytes: Number(t.totalBytes) };
-  }
+  if ("trimmedText" in item) return { type: "trimmedText", ...fromWireTrimmed(item.trimmedText) };
   if ("droppedMedia" in item) {
     const m = item.droppedMedia;
     return { type: "droppedMedia", kind: m.kind === "audio" ? "audio" : "image", bytes: Number(m.bytes) };
@@ -132,7 +136,7 @@ export function toPushedItem(item: WireItem): PushedItem | undefined {
  * @param items rendered items
  * @returns wire content items
  */
-export function toContentItems(items: OutputItem[]): ContentItem[] {
+function toContentItems(items: OutputItem[]): ContentItem[] {
   return items.map((item) =>
     item.type === "text"
       ? { text: { text: item.text } }
@@ -141,9 +145,6 @@ export function toContentItems(items: OutputItem[]): ContentItem[] {
       : { audio: { audioUrl: item.audioUrl } }
   );
 }
-
-/** `defaultMaxOutputTokens` of SPEC §2.8. */
-export const DEFAULT_MAX_OUTPUT_TOKENS = 10_000;
 
 /** The `Script error:` item of a Server-mode completion with an error (SPEC §8.4 step 2). */
 function scriptErrorItem(error: ErrorText): PushedItem {
@@ -163,7 +164,7 @@ function scriptErrorItem(error: ErrorText): PushedItem {
  * @param maxTokens the cell's budget `T`
  * @returns wire content items
  */
-export function serverContent(content: OutputCollector, maxTokens: number): ContentItem[] {
+function serverContent(content: OutputCollector, maxTokens: number): ContentItem[] {
   return toContentItems(truncateEntries(content.entries(), maxTokens));
 }
 
@@ -172,12 +173,13 @@ export function serverContent(content: OutputCollector, maxTokens: number): Cont
  * through the collector and truncation with the default budget.
  *
  * @param errorText the missing cell's error text
+ * @param maxTokens the budget `T`: the host's `defaultMaxOutputTokens`
  * @returns wire content items
  */
-export function serverMissingCellContent(errorText: string): ContentItem[] {
+export function serverMissingCellContent(errorText: string, maxTokens: number): ContentItem[] {
   const content = createOutputCollector("server");
   content.push(scriptErrorItem(errorText));
-  return serverContent(content, DEFAULT_MAX_OUTPUT_TOKENS);
+  return serverContent(content, maxTokens);
 }
 
 function toOutcome(event: CellEvent, mode: OutputMode, maxTokens: number): Outcome {
@@ -205,7 +207,7 @@ function toOutcome(event: CellEvent, mode: OutputMode, maxTokens: number): Outco
  * @param durationNs `code_mode_host_duration_ns`
  * @returns the response's size in bytes
  */
-export function outcomeResponseBytes(
+function outcomeResponseBytes(
   cellId: string,
   contentBytes: number,
   event: { type: CellEvent["type"]; errorText?: ErrorText },
@@ -226,7 +228,7 @@ export function outcomeResponseBytes(
  * @param limit `maxMessageBytes`
  * @returns the replacement text
  */
-export function droppedOutputText(bytes: number, limit: number): string {
+function droppedOutputText(bytes: number, limit: number): string {
   return `[Code Mode output dropped: ${bytes} bytes exceeded the ${limit}-byte gRPC message limit]`;
 }
 
@@ -251,8 +253,8 @@ export interface CellOptions {
   heapLimitMb: number;
   /** The Execute's initial observation: its yield time starts now; `startedAt` is the RPC's start. */
   initial: { yieldMs: number; yieldSignal?: AbortSignal; signal?: AbortSignal; startedAt?: number };
-  /** Server mode: the Execute's `max_output_tokens`. Default `defaultMaxOutputTokens` (10,000). */
-  maxOutputTokens?: number;
+  /** Server mode: the Execute's `max_output_tokens`, else the host's `defaultMaxOutputTokens`. */
+  maxOutputTokens: number;
 }
 
 /** The runtime events that consume output credit (SPEC §8.10). */
@@ -298,7 +300,7 @@ export class Cell {
     this.traceparent = options.traceparent;
     this.#host = options.host;
     this.#heapLimitMb = options.heapLimitMb;
-    this.#maxTokens = options.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS;
+    this.#maxTokens = options.maxOutputTokens;
     const server = options.host.mode === "server";
     this.#events = new RuntimeEventChannel({
       mode: options.host.mode,
@@ -472,8 +474,7 @@ export class Cell {
       case "result": {
         const r = event.result!;
         const t = r.trimmedError;
-        const errorText: ErrorText | undefined = r.errorText ??
-          (t ? { head: t.head ?? "", tail: t.tail ?? "", totalBytes: Number(t.totalBytes) } : undefined);
+        const errorText: ErrorText | undefined = r.errorText ?? (t ? fromWireTrimmed(t) : undefined);
         runtimeEvent = errorText === undefined
           ? { type: "result", storedValueWrites: this.#writes }
           : { type: "result", storedValueWrites: this.#writes, errorText };

@@ -60,15 +60,15 @@ async function main(args: string[]): Promise<void> {
   if ((v["tls-cert"] === undefined) !== (v["tls-key"] === undefined)) {
     fail(log, "--tls-cert and --tls-key must be given together", 2);
   }
+  const read = (flag: string, path: string) => {
+    try {
+      return Deno.readTextFileSync(path);
+    } catch {
+      return fail(log, `failed to read ${flag} ${path}`, 2);
+    }
+  };
   let tls: { cert: string; key: string } | undefined;
   if (v["tls-cert"] !== undefined) {
-    const read = (flag: string, path: string) => {
-      try {
-        return Deno.readTextFileSync(path);
-      } catch {
-        return fail(log, `failed to read ${flag} ${path}`, 2);
-      }
-    };
     tls = {
       cert: read("--tls-cert", v["tls-cert"] as string),
       key: read("--tls-key", v["tls-key"] as string),
@@ -77,11 +77,7 @@ async function main(args: string[]): Promise<void> {
   let authToken: string | undefined;
   if (v["auth-token-file"] !== undefined) {
     const path = v["auth-token-file"] as string;
-    try {
-      authToken = Deno.readTextFileSync(path).trim();
-    } catch {
-      authToken = "";
-    }
+    authToken = read("--auth-token-file", path).trim();
     if (authToken === "") fail(log, `failed to read --auth-token-file ${path}`, 2);
   }
   if (v.isolation !== "subprocess") {
@@ -136,9 +132,8 @@ async function main(args: string[]): Promise<void> {
     if (error instanceof RangeError) fail(log, error.message, 2);
     fail(log, (error as Error).message, 1);
   }
-  const url = `${tls ? "https" : "http"}://${listen.bind.replace(/:\d+$/, "")}:${host.port}`;
-  await Deno.stdout.write(new TextEncoder().encode(url + "\n"));
-  log.info(`code-mode-host listening on ${url}`);
+  await Deno.stdout.write(new TextEncoder().encode(host.url + "\n"));
+  log.info(`code-mode-host listening on ${host.url}`);
 
   let signals = 0;
   const onSignal = () => {

@@ -164,6 +164,8 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
   );
 
   const address = options.listen ?? "127.0.0.1:50051";
+  // `host:port` or `[v6]:port`; the port is 0 when the system picks it.
+  const bindHost = address.slice(0, address.lastIndexOf(":"));
   let port: number;
   // With TLS the gRPC server listens on a Unix socket in a private directory, behind Deno's own
   // TLS (see tls_terminator.ts for why).
@@ -174,10 +176,9 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
       socketDir = await Deno.makeTempDir({ dir: parent, prefix: `tls-${Deno.pid}-` });
       const socket = `${socketDir}/grpc.sock`;
       await server.listen(`unix:${socket}`);
-      const at = address.lastIndexOf(":");
       terminator = startTlsTerminator({
-        hostname: address.slice(0, at).replace(/^\[|\]$/g, ""),
-        port: Number(address.slice(at + 1)),
+        hostname: bindHost.replace(/^\[|\]$/g, ""),
+        port: Number(address.slice(bindHost.length + 1)),
         cert: options.tls.cert,
         key: options.tls.key,
         upstream: socket,
@@ -195,8 +196,7 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
   }
   health.setStatus("healthy");
   health.setStatus("healthy", CODE_MODE_SERVICE);
-  const host = address.startsWith("[") ? address.slice(0, address.indexOf("]") + 1) : address.split(":")[0];
-  const url = `${options.tls ? "https" : "http"}://${host}:${port}`;
+  const url = `${options.tls ? "https" : "http"}://${bindHost}:${port}`;
 
   let stopping: Promise<void> | undefined;
   const finish = async () => {

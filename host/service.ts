@@ -56,12 +56,14 @@ function wireOutcome(cellId: string, outcome: Outcome, start: number): Message {
 }
 
 /** SPEC §4.11; a Server-mode session also gets the `Script error:` item (§8.4). */
-function missingCell(cellId: string, session: Session, start: number): Message {
+function missingCell(cellId: string, session: Session, start: number, maxTokens: number): Message {
   const errorText = `exec cell ${cellId} not found`;
   return {
     missingCell: {
       cellId,
-      contentItems: session.outputMode === OUTPUT_SERVER ? serverMissingCellContent(errorText) : [],
+      contentItems: session.outputMode === OUTPUT_SERVER
+        ? serverMissingCellContent(errorText, maxTokens)
+        : [],
       completed: { errorText },
       codeModeHostDurationNs: nanosSince(start),
     },
@@ -276,7 +278,7 @@ export function createCodeModeService(options: ServiceOptions): Record<string, u
       const wait = session.registerWait(waitId);
       try {
         const cell = session.cell(cellId);
-        if (!cell) return missingCell(cellId, session, start);
+        if (!cell) return missingCell(cellId, session, start, limits.defaultMaxOutputTokens);
         if (wait.cancel.aborted) throw wait.cancel.reason;
         const signal = AbortSignal.any([context.signal, wait.cancel]);
         const yieldMs = effectiveYield(u64(request.yieldTimeMs) ?? 0n, session);
@@ -305,7 +307,7 @@ export function createCodeModeService(options: ServiceOptions): Record<string, u
       using _permit = manager.permit("request");
       session.ensureOpen();
       const cell = session.cell(cellId);
-      if (!cell) return missingCell(cellId, session, start);
+      if (!cell) return missingCell(cellId, session, start, limits.defaultMaxOutputTokens);
       const outcome = await session.track(() => cell.terminate(start));
       return { liveCell: wireOutcome(cellId, outcome, start) };
     }),

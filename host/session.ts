@@ -335,7 +335,7 @@ export class Session {
       host: this.#cellHost,
       heapLimitMb: this.cellHeapMb,
       initial: request.initial,
-      maxOutputTokens: request.maxOutputTokens,
+      maxOutputTokens: request.maxOutputTokens ?? this.#options.limits.defaultMaxOutputTokens,
       definitions: request.definitions,
       traceparent: request.traceparent,
     });

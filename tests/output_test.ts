@@ -42,6 +42,17 @@ Deno.test("97: a Server-mode 65 MiB thrown string with max_output_tokens 5 gives
   ]);
 });
 
+Deno.test("The limit defaultMaxOutputTokens is the budget of a Server-mode Execute without max_output_tokens", async () => {
+  await using h = await startHost({ limits: { defaultMaxOutputTokens: 5 } });
+  await using s = await openSession(h.client, SERVER);
+  const { outcome } = await execute(h.client, s.id, "text('x'.repeat(4000))");
+  assert.deepEqual(texts(outcome), [
+    "Warning: truncated output (original token count: 1000)\nTotal output lines: 1\n\nxxxxxxxxxx…995 tokens truncated…xxxxxxxxxx",
+  ]);
+  const wide = await execute(h.client, s.id, "text('x'.repeat(4000))", { maxOutputTokens: 10_000 });
+  assert.deepEqual(texts(wide.outcome), ["x".repeat(4000)]);
+});
+
 Deno.test("98: in Client mode a 2 MiB text survives max_output_tokens 5 untruncated", async () => {
   await using h = await startHost();
   await using s = await openSession(h.client);
