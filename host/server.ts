@@ -22,6 +22,7 @@ import { createCodeModeService } from "./service.ts";
 import { bearerTokenMiddleware } from "./access.ts";
 import { startTlsTerminator, type TlsTerminator } from "./tls_terminator.ts";
 import { SessionManager } from "./session_manager.ts";
+import { withGoawayGuard } from "./http2_guard.ts";
 
 /**
  * A nice-grpc `ServerMiddleware` (an async generator over `(call, context)`), typed loosely here
@@ -170,12 +171,13 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
   // With TLS the gRPC server listens on a Unix socket in a private directory, behind Deno's own
   // TLS (see tls_terminator.ts for why).
   let terminator: TlsTerminator | undefined;
+  const onGoaway = () => log.debug("a client's GOAWAY was not passed to nghttp2 (see http2_guard.ts)");
   let socketDir: string | undefined;
   try {
     if (options.tls) {
       socketDir = await Deno.makeTempDir({ dir: parent, prefix: `tls-${Deno.pid}-` });
       const socket = `${socketDir}/grpc.sock`;
-      await server.listen(`unix:${socket}`);
+      await withGoawayGuard(() => server.listen(`unix:${socket}`), onGoaway);
       terminator = startTlsTerminator({
         hostname: bindHost.replace(/^\[|\]$/g, ""),
         port: Number(address.slice(bindHost.length + 1)),
@@ -185,7 +187,7 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
       });
       port = terminator.port;
     } else {
-      port = await server.listen(address);
+      port = await withGoawayGuard(() => server.listen(address), onGoaway);
     }
   } catch (error) {
     server.forceShutdown();

@@ -314,3 +314,27 @@ Deno.test("Runtimes use --deno PATH and the private runtime directory (the compi
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test("A client that cancels its streams and closes its channel (GOAWAY) does not take the host down (Deno 2.9.6 nghttp2 crash, http2_guard.ts)", async () => {
+  await using host = await serve(["--listen", "grpc://127.0.0.1:0"]);
+  let exited: Deno.CommandStatus | undefined;
+  host.child.status.then((status) => exited = status);
+  for (let round = 0; round < 3; round++) {
+    const client = await new Deno.Command(Deno.execPath(), {
+      args: ["run", "--allow-all", new URL("./_goaway_client.ts", import.meta.url).pathname, host.url],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.equal(
+      new TextDecoder().decode(client.stdout).trim(),
+      "closed",
+      new TextDecoder().decode(client.stderr),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    assert.equal(exited, undefined, `the host died in round ${round}: ${host.stderr().slice(-400)}`);
+  }
+  // It still serves: a new connection opens a session and runs a cell.
+  using raw = rawClient(host.url);
+  await using s = await openSession(raw.client);
+  assert.deepEqual((await run(raw.client, s.id, 'text("still here")')).texts, ["still here"]);
+});

@@ -1,0 +1,59 @@
+import assert from "node:assert/strict";
+import { Buffer } from "node:buffer";
+import { goawayFilter } from "./http2_guard.ts";
+
+const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
+
+function frame(type: number, streamId: number, payload: Buffer): Buffer {
+  const header = Buffer.alloc(9);
+  header.writeUIntBE(payload.length, 0, 3);
+  header[3] = type;
+  header.writeUInt32BE(streamId, 5);
+  return Buffer.concat([header, payload]);
+}
+
+const settings = frame(0x4, 0, Buffer.alloc(12, 1));
+// A HEADERS frame whose payload happens to hold a GOAWAY-looking header: it must pass untouched.
+const headers = frame(0x1, 1, Buffer.concat([Buffer.from([0, 0, 8, 7, 0, 0, 0, 0, 0]), Buffer.alloc(40, 2)]));
+const goaway = frame(0x7, 0, Buffer.concat([Buffer.alloc(8), Buffer.from("client closing")]));
+const data = frame(0x0, 1, Buffer.alloc(300, 3));
+const ping = frame(0x6, 0, Buffer.alloc(8, 4));
+const stream = Buffer.concat([PREFACE, settings, headers, goaway, data, goaway, ping]);
+const expected = Buffer.concat([PREFACE, settings, headers, data, ping]);
+
+function feed(chunks: Buffer[]): { out: Buffer; dropped: number } {
+  const out: Buffer[] = [];
+  let dropped = 0;
+  const filter = goawayFilter((chunk) => out.push(chunk), () => dropped++);
+  for (const chunk of chunks) filter(chunk);
+  return { out: Buffer.concat(out), dropped };
+}
+
+Deno.test("goawayFilter removes GOAWAY frames and nothing else, however the stream is split", () => {
+  assert.deepEqual(feed([stream]), { out: expected, dropped: 2 });
+  // Every single split point, then every two-point split over a coarser grid.
+  for (let at = 0; at <= stream.length; at++) {
+    assert.deepEqual(
+      feed([stream.subarray(0, at), stream.subarray(at)]),
+      { out: expected, dropped: 2 },
+      `at ${at}`,
+    );
+  }
+  for (let a = 0; a <= stream.length; a += 7) {
+    for (let b = a; b <= stream.length; b += 5) {
+      const chunks = [stream.subarray(0, a), stream.subarray(a, b), stream.subarray(b)];
+      assert.deepEqual(feed(chunks).out, expected, `at ${a}, ${b}`);
+    }
+  }
+  const bytes = [...stream].map((byte) => Buffer.from([byte]));
+  assert.deepEqual(feed(bytes), { out: expected, dropped: 2 });
+});
+
+Deno.test("goawayFilter passes chunks without a GOAWAY through as the same objects", () => {
+  const chunks = [Buffer.concat([PREFACE, settings]), headers, data, ping];
+  const out: Buffer[] = [];
+  const filter = goawayFilter((chunk) => out.push(chunk));
+  for (const chunk of chunks) filter(chunk);
+  assert.equal(out.length, chunks.length);
+  for (let i = 0; i < chunks.length; i++) assert.equal(out[i], chunks[i]);
+});
