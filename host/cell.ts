@@ -283,6 +283,8 @@ export class Cell {
   #actor: CellActorHandle;
   #heapLimitMb: number;
   #ended = false;
+  /** The runtime reported that the cell's isolate began evaluating it. */
+  #began = false;
   #actorDone = false;
   #closed = false;
   #writes = new Map<string, string>();
@@ -378,6 +380,11 @@ export class Cell {
     return !this.#ended;
   }
 
+  /** Whether the runtime reported that the cell's isolate began evaluating it (`started`). */
+  get began(): boolean {
+    return this.#began;
+  }
+
   /** Whether a termination has been claimed. */
   get terminating(): boolean {
     return this.#actor.state.terminationClaimed;
@@ -436,6 +443,7 @@ export class Cell {
     let runtimeEvent: RuntimeEvent | undefined;
     switch (event.event) {
       case "started":
+        this.#began = true;
         runtimeEvent = { type: "started" };
         break;
       case "contentItem": {

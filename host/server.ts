@@ -90,6 +90,8 @@ export interface RuntimeTestHook {
   faultCell?: string;
   /** Report a RuntimeFault with this detail and exit. */
   runtimeFault?: string;
+  /** Keep the runtime's main thread busy this many milliseconds (as creating a Worker does). */
+  blockMainMs?: number;
 }
 
 /** A running host. */

@@ -95,6 +95,11 @@ interface ActiveWait {
 }
 
 const CLOSED_MESSAGE = "code-mode session is closed";
+/**
+ * Cooperative-stop deadlines a cell whose isolate has not begun gets before its runtime is
+ * restarted: 5 × `cooperativeStopMs` (500 ms), inside Terminate's 1 s bound (SPEC §4.5).
+ */
+const UNSTARTED_STOP_ROUNDS = 5;
 
 /** Host-side state of one session. */
 export class Session {
@@ -388,10 +393,21 @@ export class Session {
       stop: (cell) => {
         if (this.#state !== "open") return;
         void this.#runtime.send({ stopCell: { cellId: cell.id } }).catch(() => {});
-        // A cell running synchronous code cannot confirm: restart its runtime (SPEC §4.5).
-        clock.setTimeout(() => {
-          if (cell.running && this.#state === "open") void this.#restartRuntime(cell);
-        }, this.#options.limits.cooperativeStopMs);
+        // A cell running synchronous code cannot confirm: restart its runtime (SPEC §4.5). A cell
+        // whose isolate has not begun cannot be running code: its runtime is busy (creating a
+        // Worker blocks it ~30 ms, more on a loaded machine), and a restart would end the
+        // session's other cells, so it gets up to UNSTARTED_STOP_ROUNDS deadlines.
+        const stopMs = this.#options.limits.cooperativeStopMs;
+        // Began before the stop, or seen begun one deadline ago: it had its full deadline.
+        let hadDeadline = cell.began;
+        let rounds = 0;
+        const check = () => {
+          if (!cell.running || this.#state !== "open") return;
+          if (hadDeadline || ++rounds >= UNSTARTED_STOP_ROUNDS) return void this.#restartRuntime(cell);
+          hadDeadline = cell.began;
+          clock.setTimeout(check, stopMs);
+        };
+        clock.setTimeout(check, stopMs);
       },
       forget: (cell) => {
         if (this.#cells.get(cell.id) === cell) this.#cells.delete(cell.id);

@@ -82,6 +82,7 @@ export interface HostToWorker {
     delayStopMs?: number;
     faultCell?: string;
     runtimeFault?: string;
+    blockMainMs?: number;
     action?: string;
   };
   message?: string;
@@ -224,6 +225,7 @@ export const HOST_TO_WORKER: MessageSchema = message(P + "HostToWorker", [
       f(4, "delayStopMs", "uint32", "action"),
       f(5, "faultCell", "string", "action"),
       f(6, "runtimeFault", "string", "action"),
+      f(7, "blockMainMs", "uint32", "action"),
     ]),
     "message",
   ),

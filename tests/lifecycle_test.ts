@@ -374,6 +374,34 @@ Deno.test("An awaiting cell stops cooperatively without replacing the runtime (s
   assert.equal(h.host.state.spawnCount, spawned);
 });
 
+Deno.test("A cell stopped before its isolate began is not hard-stopped while the runtime is busy; the other cells live on", async () => {
+  await using h = await startHost();
+  await using s = await openSession(h.client);
+  const other = await execute(
+    h.client,
+    s.id,
+    'await new Promise((r) => setTimeout(r, 800)); text("other done")',
+    {
+      yieldTimeMs: 1,
+    },
+  );
+  assert.ok(other.outcome.yielded);
+  const pid = h.host.state.session(s.id)!.runtimePid;
+  // The runtime's main thread is busy for 300 ms (as creating a Worker on a loaded machine keeps
+  // it): cell 2's StartCell and StopCell wait behind that, so cell 2 has not begun when stopped.
+  const blocking = h.host.state.testHook(s.id, { blockMainMs: 300 });
+  const late = await execute(h.client, s.id, FOREVER, { yieldTimeMs: 1 });
+  assert.equal(late.started.cellId, "2");
+  await blocking;
+  const started = performance.now();
+  assert.ok((await h.client.terminate({ sessionId: s.id, cellId: "2" })).liveCell.terminated);
+  assert.ok(performance.now() - started < 1_000, "Terminate still returns within 1 s");
+  assert.equal(h.host.state.session(s.id)!.runtimePid, pid, "no runtime restart");
+  const waited = await h.client.wait({ sessionId: s.id, cellId: "1", waitId: "w", yieldTimeMs: 5_000 });
+  assert.deepEqual(texts(waited.liveCell), ["other done"]);
+  assert.equal(waited.liveCell.completed?.errorText ?? "", "");
+});
+
 Deno.test("Huge yield times are clamped, never treated as 'yield now' (scenario 39c)", async () => {
   await using h = await startHost();
   await using s = await openSession(h.client);

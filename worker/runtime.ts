@@ -584,6 +584,11 @@ function testHook(hook: NonNullable<HostToWorker["testHook"]>): void {
       send({ runtimeFault: { detail: hook.runtimeFault ?? "test hook" } });
       void exitAfterFlush(1);
       return;
+    case "blockMainMs": {
+      const until = performance.now() + (hook.blockMainMs ?? 0);
+      while (performance.now() < until) { /* busy, as `new Worker()` keeps this thread */ }
+      return;
+    }
   }
 }
 

@@ -307,7 +307,8 @@ var HOST_TO_WORKER = message(P + "HostToWorker", [
     f(3, "exhaustMainHeap", "bool", "action"),
     f(4, "delayStopMs", "uint32", "action"),
     f(5, "faultCell", "string", "action"),
-    f(6, "runtimeFault", "string", "action")
+    f(6, "runtimeFault", "string", "action"),
+    f(7, "blockMainMs", "uint32", "action")
   ]), "message")
 ]);
 var WORKER_TO_HOST = message(P + "WorkerToHost", [
@@ -1179,6 +1180,12 @@ function testHook(hook) {
       });
       void exitAfterFlush(1);
       return;
+    case "blockMainMs": {
+      const until = performance.now() + (hook.blockMainMs ?? 0);
+      while (performance.now() < until) {
+      }
+      return;
+    }
   }
 }
 async function shutdown() {
