@@ -12,6 +12,8 @@
  *   creating its Worker (~30 ms that block the runtime's main thread).
  * - OpenSession with the warm pool, and cold (pool disabled), against a bare `deno run` of an
  *   empty file (the cold floor).
+ * - The first Execute of a session sent right after its OpenSession (a warm runtime's spare was
+ *   created while it waited in the pool).
  * - Health/Check after the same idle gap as the warm Execute: an idle process pays for waking up
  *   (~0.3 ms a round trip here), so this is the floor that matches the warm Execute.
  * - Memory per idle session (20 sessions): the mean RSS and PSS (from `smaps_rollup`) of the host's
@@ -264,6 +266,20 @@ const fmt = (ms: number) => ms.toFixed(2);
     s!.close();
   }
   rows.push(["OpenSession, warm pool (2)", fmt(percentile(opens, 50)), fmt(percentile(opens, 95)), ""]);
+  // What a harness meets most: a cell sent as soon as its session is open.
+  const firsts: number[] = [];
+  for (let i = 0; i < 20; i++) {
+    await pause(400); // the pool refilled and its runtimes' spares created
+    const fresh = await openSession(client);
+    firsts.push(await time(() => executeText(client, fresh.id)));
+    fresh.close();
+  }
+  rows.push([
+    'first Execute text("x") of a session, right after OpenSession (warm pool)',
+    fmt(percentile(firsts, 50)),
+    fmt(percentile(firsts, 95)),
+    `${(percentile(firsts, 50) / floorP50).toFixed(1)}×`,
+  ]);
   session.close();
   await host.shutdown();
 }

@@ -315,7 +315,7 @@ Deno.test("Runtimes use --deno PATH and the private runtime directory (the compi
   }
 });
 
-Deno.test("A client that cancels its streams and closes its channel (GOAWAY) does not take the host down (Deno 2.9.6 nghttp2 crash, http2_guard.ts)", async () => {
+Deno.test("A client that cancels its streams and closes its channel (GOAWAY) does not take the host down (denoland/deno#36788, http2_guard.ts)", async () => {
   await using host = await serve(["--listen", "grpc://127.0.0.1:0"]);
   let exited: Deno.CommandStatus | undefined;
   host.child.status.then((status) => exited = status);

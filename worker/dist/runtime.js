@@ -1204,12 +1204,12 @@ function dispatch(message2) {
         creditEvents: c.outputEventCredit || config.creditEvents,
         creditBytes: c.outputByteCredit || config.creditBytes
       };
+      clearTimeout(prewarming);
       if (spare && spare.heapMb !== config.heapMb) {
         discard(spare);
         spare = void 0;
       }
-      if (!spare) collectGarbage();
-      refillSpare();
+      prepareFirstSpare();
       return;
     }
     case "storeUpdate": {
@@ -1254,6 +1254,13 @@ function dispatch(message2) {
       return;
   }
 }
+function prepareFirstSpare() {
+  if (spare) return;
+  collectGarbage();
+  refillSpare();
+}
+var PREWARM_IDLE_MS = 50;
+var prewarming = setTimeout(prepareFirstSpare, PREWARM_IDLE_MS);
 send({
   ready: {
     denoVersion: Deno.version.deno,
