@@ -5,7 +5,8 @@
  *
  * - Floor: `grpc.health.v1.Health/Check` p50/p95 on the same server.
  * - Execute of an unknown session (refused with NOT_FOUND before any host work): what a
- *   server-streaming call costs the gRPC stack itself, after the same idle gap as the warm Execute.
+ *   server-streaming call costs the gRPC stack itself, back to back and after the same idle gap as
+ *   the warm Execute.
  * - Warm Execute: `text("x")` in an open session after a short idle gap, so the session's spare
  *   cell isolate is ready (the common case: a model thinks between cells).
  * - Back-to-back Execute: the same with no gap; on Deno 2.9.6 the next cell then pays for
@@ -153,7 +154,18 @@ const fmt = (ms: number) => ms.toFixed(2);
     fmt(percentile(gapped, 95)),
     `${(gappedP50 / floorP50).toFixed(1)}×`,
   ]);
-  // What the gRPC stack alone costs a server-streaming call: refused before any host work.
+  // What the gRPC stack alone costs a server-streaming call: refused before any host work, back to
+  // back like the floor, then after the same gap as the warm Execute.
+  const refusedHot: number[] = [];
+  for (let i = 0; i < ROUNDS; i++) {
+    refusedHot.push(await time(() => executeText(client, "no-such-session").catch(() => {})));
+  }
+  rows.push([
+    "Execute of an unknown session, back to back (NOT_FOUND: a server stream's own cost)",
+    fmt(percentile(refusedHot, 50)),
+    fmt(percentile(refusedHot, 95)),
+    `${(percentile(refusedHot, 50) / floorP50).toFixed(1)}×`,
+  ]);
   const refused: number[] = [];
   for (let i = 0; i < Math.min(ROUNDS, 100); i++) {
     await pause(60);

@@ -927,6 +927,7 @@ function forward(running, output) {
           errorText: output.error
         }
       });
+      reportExit(running);
       void endCell(running);
       return;
     case "pong":
@@ -934,7 +935,7 @@ function forward(running, output) {
     case "stopped":
       if (running.finished) return;
       running.finished = true;
-      drain(running);
+      reportExit(running);
       void endCell(running);
       return;
   }
