@@ -17,8 +17,7 @@
  */
 import { varintBytes } from "./output_collector.ts";
 
-/** Bumped whenever worker.proto or its semantics change; checked at `Ready` (SPEC §9.3). */
-export const WORKER_PROTOCOL_VERSION = 2;
+export { WORKER_PROTOCOL_VERSION } from "./worker_ready.ts";
 
 /** Content item as it crosses the frame channel. */
 export type WireItem =

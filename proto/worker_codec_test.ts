@@ -8,8 +8,11 @@ import {
   encodeMessage,
   HOST_TO_WORKER,
   type MessageSchema,
+  WORKER_PROTOCOL_VERSION,
   WORKER_TO_HOST,
 } from "./worker_codec.ts";
+import { encodeReadyFrame } from "./worker_ready.ts";
+import { encodeFrame } from "./frame_codec.ts";
 
 // The reference: protobufjs reading worker.proto itself.
 const root = protobuf.parse(readProtoText(PROTO_FILES.worker), { keepCase: false }).root;
@@ -202,5 +205,18 @@ Deno.test("lone surrogates are written as U+FFFD, short and long strings alike (
     assert.deepEqual([...bytes.subarray(bytes.length - expected.length)], [...expected]);
     const decoded = codec.decodeWorkerToHost(bytes);
     assert.equal(decoded.cellEvent?.notify, new TextDecoder().decode(expected));
+  }
+});
+
+Deno.test("the hand-written Ready frame equals the codec's, for any version string", () => {
+  const codec = createWorkerCodec();
+  for (const version of ["2.9.6", "", "é".repeat(70), "x".repeat(200)]) {
+    for (const protocolVersion of [WORKER_PROTOCOL_VERSION, 0, 127, 128, 300_000]) {
+      const expected = encodeFrame(
+        codec.encodeWorkerToHost({ ready: { denoVersion: version, protocolVersion } }),
+        1 << 20,
+      );
+      assert.deepEqual(encodeReadyFrame(version, protocolVersion), expected, `${version} ${protocolVersion}`);
+    }
   }
 });

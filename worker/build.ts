@@ -9,7 +9,8 @@
 
 /** The entry points and the file each one is bundled into. */
 export const BUNDLES: ReadonlyArray<readonly [entry: string, name: string]> = [
-  ["worker/runtime.ts", "runtime.js"],
+  ["worker/runtime_entry.ts", "runtime.js"],
+  ["worker/runtime.ts", "runtime_main.js"],
   ["worker/cell_bootstrap.ts", "cell.js"],
 ];
 

@@ -3,7 +3,7 @@
  * It holds no authoritative state. It reads `HostToWorker` frames on stdin, runs each cell in its
  * own `node:worker_threads` Worker (SPEC §5.1), and streams `WorkerToHost` frames on stdout.
  *
- * - The first frame is always `Ready`.
+ * - The first frame is always `Ready`, written by `runtime_entry.ts` before this module loads.
  * - stdin EOF or `Shutdown` ends the process with `Deno.exit()`, even while a cell spins.
  * - Every output a cell posted before it stopped is forwarded: the cell's output port is drained
  *   with `receiveMessageOnPort` before its Worker is terminated.
@@ -12,7 +12,7 @@
  *   subtracts from the cell's shared counters before waking the cell. A stop request sets the
  *   cell's stop word and wakes it first.
  *
- * This file is bundled into `worker/dist/runtime.js` (`deno task bundle`).
+ * This file is bundled into `worker/dist/runtime_main.js` (`deno task bundle`).
  *
  * @module
  */
@@ -25,7 +25,6 @@ import {
   createWorkerCodec,
   type HostToWorker,
   type WireCellEvent,
-  WORKER_PROTOCOL_VERSION,
   type WorkerToHost,
 } from "../proto/worker_codec.ts";
 import {
@@ -677,7 +676,7 @@ function prepareFirstSpare(): void {
 const PREWARM_IDLE_MS = 50;
 const prewarming = setTimeout(prepareFirstSpare, PREWARM_IDLE_MS);
 
-send({ ready: { denoVersion: Deno.version.deno, protocolVersion: WORKER_PROTOCOL_VERSION } });
+// `Ready` has already gone out (runtime_entry.ts).
 try {
   for await (const frame of readFrames(Deno.stdin.readable, MAX_FRAME_BYTES)) {
     dispatch(codec.decodeHostToWorker(frame));
