@@ -16,6 +16,7 @@
  *
  * @module
  */
+import { setImmediate } from "node:timers";
 import type { WireCellEvent, WireItem } from "../proto/worker_codec.ts";
 import {
   createOutputCollector,
@@ -352,12 +353,16 @@ export class Cell {
     this.initial = this.#settle(this.#actor.initial, options.initial.startedAt);
   }
 
-  /** One counted event acknowledged; the credit goes back in one frame per burst. */
+  /**
+   * One counted event acknowledged; the credit goes back in one frame per burst, after the frames
+   * read with it have been handled: a cell's last output usually arrives with its result and exit,
+   * and an ended cell needs no credit (no pipe write and no runtime wake-up before its outcome).
+   */
   #ack(): void {
     this.#unacked++;
     if (this.#creditQueued) return;
     this.#creditQueued = true;
-    queueMicrotask(() => {
+    setImmediate(() => {
       this.#creditQueued = false;
       const events = this.#unacked;
       this.#unacked = 0;
