@@ -117,21 +117,39 @@ export function guardSession(session: http2.Http2Session, onGoaway?: () => void)
   return true;
 }
 
+/** The `onGoaway` of every {@link withGoawayGuard} in progress (hosts may listen concurrently). */
+const listening = new Set<{ onGoaway?: () => void }>();
+let realCreateServer: ((...args: unknown[]) => http2.Http2Server) | undefined;
+
 /**
- * Runs `listen` with every `node:http2` server it creates guarded (grpc-js creates them inside
- * `listen`, out of reach otherwise). The patch is undone when `listen` settles.
+ * Runs `listen` with every `node:http2` server created meanwhile guarded (grpc-js creates them
+ * inside `listen`, out of reach otherwise). `http2.createServer` is wrapped while at least one
+ * `listen` is in progress and restored after the last one settles.
  */
 export async function withGoawayGuard<T>(listen: () => Promise<T>, onGoaway?: () => void): Promise<T> {
   const module = http2 as unknown as { createServer: (...args: unknown[]) => http2.Http2Server };
-  const original = module.createServer;
-  module.createServer = (...args: unknown[]) => {
-    const server = original(...args);
-    server.on("session", (session: http2.ServerHttp2Session) => guardSession(session, onGoaway));
-    return server;
-  };
+  const entry = { onGoaway };
+  listening.add(entry);
+  if (realCreateServer === undefined) {
+    const real = module.createServer;
+    realCreateServer = real;
+    module.createServer = (...args: unknown[]) => {
+      const server = real(...args);
+      const callbacks = [...listening].map((e) => e.onGoaway).filter((f) => f !== undefined);
+      server.on("session", (session: http2.ServerHttp2Session) =>
+        guardSession(session, () => {
+          for (const callback of callbacks) callback();
+        }));
+      return server;
+    };
+  }
   try {
     return await listen();
   } finally {
-    module.createServer = original;
+    listening.delete(entry);
+    if (listening.size === 0 && realCreateServer !== undefined) {
+      module.createServer = realCreateServer;
+      realCreateServer = undefined;
+    }
   }
 }

@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
-import { goawayFilter } from "./http2_guard.ts";
+import http2 from "node:http2";
+import { goawayFilter, withGoawayGuard } from "./http2_guard.ts";
 
 const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 
@@ -56,4 +57,22 @@ Deno.test("goawayFilter passes chunks without a GOAWAY through as the same objec
   for (const chunk of chunks) filter(chunk);
   assert.equal(out.length, chunks.length);
   for (let i = 0; i < chunks.length; i++) assert.equal(out[i], chunks[i]);
+});
+
+Deno.test("withGoawayGuard wraps http2.createServer while any listen is in progress, then restores it", async () => {
+  const real = http2.createServer;
+  const a = Promise.withResolvers<void>();
+  const b = Promise.withResolvers<void>();
+  const first = withGoawayGuard(() => a.promise);
+  const second = withGoawayGuard(() => b.promise);
+  assert.notEqual(http2.createServer, real);
+  a.resolve();
+  await first;
+  // The second host is still listening: servers it creates are guarded.
+  assert.notEqual(http2.createServer, real);
+  assert.equal(http2.createServer().listenerCount("session"), 1);
+  b.resolve();
+  await second;
+  assert.equal(http2.createServer, real);
+  assert.equal(http2.createServer().listenerCount("session"), 0);
 });
