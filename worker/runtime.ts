@@ -671,7 +671,8 @@ function prepareFirstSpare(): void {
  * A runtime the host spawned for a session is configured at once. One that is still unconfigured
  * after PREWARM_IDLE_MS waits in the warm pool: it creates its spare now, with the default cell
  * heap limit (the host's default too), so that neither OpenSession nor the session's first Execute
- * waits for a Worker (the first Execute of a session took ~98 ms p50 before, ~8 ms after). A session with another limit replaces it.
+ * waits for a Worker (the first Execute of a session took ~98 ms p50 before, ~8 ms after). A
+ * session with another limit replaces it.
  */
 const PREWARM_IDLE_MS = 50;
 const prewarming = setTimeout(prepareFirstSpare, PREWARM_IDLE_MS);
