@@ -165,7 +165,7 @@ export class SessionManager implements AsyncDisposable {
       // The replacement is spawned after this request's reply went out: a spawn (two directories,
       // fork and exec) holds the host's thread for a few milliseconds, and a starting runtime then
       // takes a core for ~100 ms, which the new session's first cells would share (first Execute
-      // ~15 ms instead of ~9 on 2 cores). While other warm runtimes remain, it waits
+      // ~15 ms instead of ~8 on 2 cores). While other warm runtimes remain, it waits
       // REFILL_DELAY_MS; an emptied pool is refilled at once.
       const delay = this.#warm.length > 0 ? REFILL_DELAY_MS : 0;
       if (delay === 0) clearTimeout(this.#refillTimer);
