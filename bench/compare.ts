@@ -160,27 +160,24 @@ const fmt = (ms: number) => ms.toFixed(2);
   ]);
   // What the gRPC stack alone costs a server-streaming call: refused before any host work, back to
   // back like the floor, then after the same gap as the warm Execute.
-  const refusedHot: number[] = [];
-  for (let i = 0; i < ROUNDS; i++) {
-    refusedHot.push(await time(() => executeText(client, "no-such-session").catch(() => {})));
+  for (
+    const [label, gap, rounds] of [
+      [", back to back (NOT_FOUND: a server stream's own cost)", 0, ROUNDS],
+      [" after the same gap (NOT_FOUND: the stream's own cost)", 60, Math.min(ROUNDS, 100)],
+    ] as const
+  ) {
+    const refused: number[] = [];
+    for (let i = 0; i < rounds; i++) {
+      if (gap > 0) await pause(gap);
+      refused.push(await time(() => executeText(client, "no-such-session").catch(() => {})));
+    }
+    rows.push([
+      `Execute of an unknown session${label}`,
+      fmt(percentile(refused, 50)),
+      fmt(percentile(refused, 95)),
+      `${(percentile(refused, 50) / floorP50).toFixed(1)}×`,
+    ]);
   }
-  rows.push([
-    "Execute of an unknown session, back to back (NOT_FOUND: a server stream's own cost)",
-    fmt(percentile(refusedHot, 50)),
-    fmt(percentile(refusedHot, 95)),
-    `${(percentile(refusedHot, 50) / floorP50).toFixed(1)}×`,
-  ]);
-  const refused: number[] = [];
-  for (let i = 0; i < Math.min(ROUNDS, 100); i++) {
-    await pause(60);
-    refused.push(await time(() => executeText(client, "no-such-session").catch(() => {})));
-  }
-  rows.push([
-    "Execute of an unknown session after the same gap (NOT_FOUND: the stream's own cost)",
-    fmt(percentile(refused, 50)),
-    fmt(percentile(refused, 95)),
-    `${(percentile(refused, 50) / floorP50).toFixed(1)}×`,
-  ]);
 
   await executeText(client, session.id);
   const warm: number[] = [];
