@@ -37,9 +37,8 @@ export function goawayFilter(
   deliver: (chunk: Buffer) => void,
   onGoaway?: () => void,
 ): (chunk: Buffer) => void {
-  let preface = PREFACE_BYTES;
-  /** Payload bytes of the current frame still to pass through. */
-  let pass = 0;
+  /** Bytes still to pass through: the connection preface, then each frame's payload. */
+  let pass = PREFACE_BYTES;
   /** Bytes of a GOAWAY frame still to drop. */
   let drop = 0;
   /** The start of a frame header that the previous chunk ended in. */
@@ -54,11 +53,9 @@ export function goawayFilter(
     /** Where the bytes not yet delivered begin. */
     let from = 0;
     while (i < chunk.length) {
-      if (preface > 0 || pass > 0) {
-        const n = Math.min(preface + pass, chunk.length - i);
-        const fromPreface = Math.min(preface, n);
-        preface -= fromPreface;
-        pass -= n - fromPreface;
+      if (pass > 0) {
+        const n = Math.min(pass, chunk.length - i);
+        pass -= n;
         i += n;
         continue;
       }

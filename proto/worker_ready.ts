@@ -1,10 +1,13 @@
 /**
  * The worker protocol's version and its `Ready` frame, written by hand so that a runtime can send
- * `Ready` before it loads anything else: this module imports nothing (see `worker/runtime_entry.ts`).
+ * `Ready` before it loads anything else: it imports only the frame codec, which imports nothing (see
+ * `worker/runtime_entry.ts`). The varint is its own because the collector's imports `node:buffer`.
  * `proto/worker_codec_test.ts` checks the bytes against the codec.
  *
  * @module
  */
+
+import { encodeFrame } from "./frame_codec.ts";
 
 /** Bumped whenever worker.proto or its semantics change; checked at `Ready` (SPEC §9.3). */
 export const WORKER_PROTOCOL_VERSION = 2;
@@ -18,8 +21,8 @@ function varint(value: number, out: number[]): void {
 }
 
 /**
- * The framed `WorkerToHost{ready: Ready{deno_version, protocol_version}}`: a 4-byte big-endian
- * length, then the message (field 1 of `WorkerToHost`; fields 1 and 2 of `Ready`).
+ * The framed `WorkerToHost{ready: Ready{deno_version, protocol_version}}`: field 1 of
+ * `WorkerToHost`, holding fields 1 and 2 of `Ready`.
  *
  * @param denoVersion the runtime's `Deno.version.deno`
  * @param protocolVersion the protocol version it speaks
@@ -34,6 +37,5 @@ export function encodeReadyFrame(denoVersion: string, protocolVersion = WORKER_P
   const message: number[] = [0x0a];
   varint(ready.length, message);
   message.push(...ready);
-  const n = message.length;
-  return new Uint8Array([n >>> 24, (n >>> 16) & 0xff, (n >>> 8) & 0xff, n & 0xff, ...message]);
+  return encodeFrame(new Uint8Array(message), message.length);
 }

@@ -1,3 +1,42 @@
+// proto/frame_codec.ts
+var MAX_HEADER_LENGTH = 4294967295;
+var HEADER_BYTES = 4;
+var FrameError = class extends Error {
+  /** What was violated, lower-case and specific; the same text as `message`. */
+  detail;
+  /**
+   * Creates a framing error.
+   *
+   * @param detail what was violated, e.g. `frame length 70000000 exceeds 68157440 bytes`
+   * @param options the standard error options (`cause`)
+   */
+  constructor(detail, options) {
+    super(detail, options);
+    this.name = "FrameError";
+    this.detail = detail;
+  }
+};
+function checkMaxFrameBytes(maxFrameBytes) {
+  if (!Number.isInteger(maxFrameBytes) || maxFrameBytes < 0 || maxFrameBytes > MAX_HEADER_LENGTH) {
+    throw new RangeError(`maxFrameBytes must be an integer from 0 to ${MAX_HEADER_LENGTH}, got ${maxFrameBytes}`);
+  }
+}
+function oversize(length, maxFrameBytes) {
+  return new FrameError(`frame length ${length} exceeds ${maxFrameBytes} bytes`);
+}
+function encodeFrame(body, maxFrameBytes) {
+  checkMaxFrameBytes(maxFrameBytes);
+  const length = body.length;
+  if (length > maxFrameBytes) throw oversize(length, maxFrameBytes);
+  const frame = new Uint8Array(HEADER_BYTES + length);
+  frame[0] = length >>> 24;
+  frame[1] = length >>> 16 & 255;
+  frame[2] = length >>> 8 & 255;
+  frame[3] = length & 255;
+  frame.set(body, HEADER_BYTES);
+  return frame;
+}
+
 // proto/worker_ready.ts
 var WORKER_PROTOCOL_VERSION = 2;
 function varint(value, out) {
@@ -20,14 +59,7 @@ function encodeReadyFrame(denoVersion, protocolVersion = WORKER_PROTOCOL_VERSION
   ];
   varint(ready2.length, message);
   message.push(...ready2);
-  const n = message.length;
-  return new Uint8Array([
-    n >>> 24,
-    n >>> 16 & 255,
-    n >>> 8 & 255,
-    n & 255,
-    ...message
-  ]);
+  return encodeFrame(new Uint8Array(message), message.length);
 }
 
 // worker/runtime_entry.ts
