@@ -290,3 +290,29 @@ Deno.test("Client mode: an oversized terminated outcome stays terminal; the next
   const missing = await h.client.terminate({ sessionId: s.id, cellId: "1" });
   assert.equal(missing.missingCell.completed.errorText, "exec cell 1 not found");
 });
+
+Deno.test("two cells of one session writing 250 KB frames at the same moment: every item arrives whole and in order (the stream lock)", async () => {
+  await using h = await startHost();
+  await using s = await openSession(h.client);
+  // Cells write their own frames to the runtime's stdout; a frame over PIPE_BUF written by two
+  // threads at once would interleave and break the stream without the lock (3 runs in 4 caught
+  // it with one round). Both cells wait for the same wall-clock moment (the second needs a fresh
+  // Worker first), then write 80 items each. Two rounds.
+  const expected = (tag: string) => Array.from({ length: 80 }, (_, i) => `${tag}${i}:${tag.repeat(250_000)}`);
+  for (const [x, y] of [["a", "b"], ["c", "d"]]) {
+    const at = Date.now() + 700;
+    const source = (tag: string) =>
+      `while (Date.now() < ${at}) {} for (let i = 0; i < 80; i++) text("${tag}" + i + ":" + "${tag}".repeat(250_000))`;
+    const [a, b] = await Promise.all([
+      execute(h.client, s.id, source(x), { yieldTimeMs: 60_000 }),
+      execute(h.client, s.id, source(y), { yieldTimeMs: 60_000 }),
+    ]);
+    assert.ok(
+      a.outcome.completed && b.outcome.completed,
+      JSON.stringify([a.outcome, b.outcome]).slice(0, 300),
+    );
+    assert.ok(texts(a.outcome).join() === expected(x).join(), `cell ${x}'s items differ`);
+    assert.ok(texts(b.outcome).join() === expected(y).join(), `cell ${y}'s items differ`);
+  }
+  assert.deepEqual((await run(h.client, s.id, "text('still alive')")).texts, ["still alive"]);
+});

@@ -67,7 +67,9 @@ import {
   CREDIT_GENERATION,
   CREDIT_STOP,
   PARK_MS,
+  type WrittenOutput,
 } from "./cell_protocol.ts";
+import { encodeCellFrames, writeLocked } from "./cell_events.ts";
 
 /** The string `exit()` throws; a cell it ends completes successfully (SPEC §5.3). */
 export const CELL_EXIT_SENTINEL = "__codex_code_mode_exit__";
@@ -781,6 +783,8 @@ let helpersScript: vm.Script | undefined;
 class CellRun {
   #start!: CellStart;
   #output: MessagePort | undefined;
+  /** Writes frames to the runtime's stream; unset for a cell that posts its outputs whole. */
+  #write: ((frames: Uint8Array) => void) | undefined;
   #phase = PHASE_RUNNING;
   #hostTimers = new Map<number, ReturnType<typeof setHostTimer>>();
   #nextToolId = 0;
@@ -863,10 +867,18 @@ class CellRun {
    * @param start the runtime's `start` message
    * @param warm the output port and words handed over by `warm`, if any
    * @param inMacrotask the caller runs in a macrotask and nothing follows the call in it
+   * @param write writes the cell's frames to the runtime's stream (`cell_protocol.ts` item 3);
+   *   without it every output is posted whole
    */
-  begin(start: CellStart, warm: Warmed | undefined, inMacrotask: boolean): void {
+  begin(
+    start: CellStart,
+    warm: Warmed | undefined,
+    inMacrotask: boolean,
+    write: ((frames: Uint8Array) => void) | undefined = warm?.write,
+  ): void {
     this.#start = start;
     this.#output = start.output ?? warm?.port;
+    this.#write = write;
     // A start without credit (a hand-driven isolate) gets unlimited credit and no reduced forms.
     const words = start.credit?.words ?? warm?.words;
     this.#credit = start.credit && words ? { ...start.credit, words } : {
@@ -1143,18 +1155,47 @@ class CellRun {
     }
   }
 
+  /**
+   * Sends `message` (after `started`, when that is still pending): as frames written to the
+   * runtime's stream when the cell has a writer, else posted whole (`cell_protocol.ts` item 3).
+   */
   #post(message: CellOutput): void {
+    const outputs: CellOutput[] = this.#startedPending ? [{ t: "started" }, message] : [message];
+    this.#startedPending = false;
     try {
-      if (this.#startedPending) {
-        this.#startedPending = false;
-        this.#output?.postMessage([{ t: "started" }, message]);
-      } else {
-        this.#output?.postMessage(message);
+      if (this.#write !== undefined && message.t !== "stopped" && message.t !== "pong") {
+        let frames: Uint8Array | undefined;
+        try {
+          frames = encodeCellFrames(this.#start.cellId, outputs);
+        } catch {
+          // Over the frame limit (reduced forms keep items under it): posted whole, the runtime's
+          // own encoding then fails the same way.
+        }
+        if (frames !== undefined) {
+          const written = outputs.map(writtenOutput);
+          const note = written.length === 1 ? written[0] : written;
+          if (message.t === "result") {
+            // The runtime ends the Worker once it reads this: the frames go first.
+            this.#write(frames);
+            this.#output?.postMessage(note);
+          } else {
+            // A host Credit for these events must find them posted.
+            this.#output?.postMessage(note);
+            this.#write(frames);
+          }
+          return;
+        }
       }
+      this.#output?.postMessage(outputs.length === 1 ? outputs[0] : outputs);
     } catch {
-      // A closed port means the runtime has gone; nothing to report to.
+      // A closed port or stream means the runtime has gone; nothing to report to.
     }
   }
+}
+
+/** What the runtime is told of an output the cell wrote itself. */
+function writtenOutput(output: CellOutput): WrittenOutput {
+  return "n" in output ? { t: output.t, n: output.n, w: true } : { t: output.t, w: true };
 }
 
 /** `SyntaxError: <V8 message>` for a compile failure (SPEC §5.6). */
@@ -1190,6 +1231,8 @@ const REHEARSAL_SOURCE = [
  * Nothing of the rehearsal is reachable from the real context: its own `CellRun`, context and
  * shared words, and no timers (its source sets none).
  */
+const NO_BYTES = new Uint8Array(0);
+
 function rehearse(): void {
   const channel = new MessageChannel();
   try {
@@ -1216,6 +1259,8 @@ function rehearse(): void {
       },
       undefined,
       true,
+      // The frame encoding and the stdout op, compiled here too; nothing is written.
+      () => Deno.stdout.writeSync(NO_BYTES),
     );
   } catch {
     // A rehearsal only saves time; a failure of it changes nothing for the real cell.
@@ -1233,6 +1278,8 @@ interface Warmed {
   port: MessagePort;
   control: NodePort;
   words: Int32Array;
+  /** Writes the cell's frames under the stream lock, when the runtime handed its stream words. */
+  write?: (frames: Uint8Array) => void;
 }
 
 /** Boots the cell isolate on `port`: posts `ready`, then serves one cell. */
@@ -1274,10 +1321,15 @@ function boot(port: NonNullable<typeof parentPort>): void {
       setHostImmediate(() => {
         prepared.warmUp();
         rehearse();
-        const { control, words } = message;
+        const { control, words, sink, sinkId } = message;
         message.port.postMessage({ t: "warmed" });
         if (control === undefined || words === undefined) return message.port.close();
-        warmed = { port: message.port, control: control as unknown as NodePort, words };
+        warmed = {
+          port: message.port,
+          control: control as unknown as NodePort,
+          words,
+          write: sink !== undefined && sinkId ? (frames) => writeLocked(sink, sinkId, frames) : undefined,
+        };
         setHostImmediate(park);
       });
     } else if (message.t === "start") {

@@ -5,8 +5,11 @@
  *
  * - The first frame is always `Ready`, written by `runtime_entry.ts` before this module loads.
  * - stdin EOF or `Shutdown` ends the process with `Deno.exit()`, even while a cell spins.
- * - Every output a cell posted before it stopped is forwarded: the cell's output port is drained
- *   with `receiveMessageOnPort` before its Worker is terminated.
+ * - Cells write their own frames to stdout (`cell_protocol.ts` item 3); this thread writes its own
+ *   (`exited` of a cell that did not finish, faults) under the same stream lock, never waiting for
+ *   it: a frame that finds the lock taken is retried a millisecond later.
+ * - Every output a cell posted before it stopped is accounted for: the cell's output port is
+ *   drained with `receiveMessageOnPort` before its Worker is terminated.
  * - Output credit (SPEC §8.10): the runtime remembers the payload bytes of every counted event it
  *   forwards, in order; a host `Credit{events: k}` acknowledges the next `k` of them, which it
  *   subtracts from the cell's shared counters before waking the cell. A stop request sets the
@@ -17,8 +20,10 @@
  * @module
  */
 import process from "node:process";
+import { setImmediate } from "node:timers";
 import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from "node:worker_threads";
 import { encodeFrame, readFrames } from "../proto/frame_codec.ts";
+import { MAX_FRAME_BYTES, tryLock, unlock, wireCellEvents, writeAllSync } from "./cell_events.ts";
 import { collectGarbage } from "./collect_garbage.ts";
 import { MAX_MEDIA_BYTES, MAX_TEXT_BYTES } from "../proto/output_collector.ts";
 import {
@@ -37,9 +42,10 @@ import {
   CREDIT_EVENTS,
   CREDIT_GENERATION,
   CREDIT_STOP,
+  SINK_LOCK,
+  SINK_WORDS,
+  type WrittenOutput,
 } from "./cell_protocol.ts";
-
-const MAX_FRAME_BYTES = 68_157_440;
 const codec = createWorkerCodec();
 const cellUrl = new URL("./cell.js", import.meta.url);
 /** The port type of the cell protocol (the web one); ours are `node:worker_threads` ports. */
@@ -65,78 +71,110 @@ let config: Config = {
 
 const store = new Map<string, string>();
 
-// ---- stdout: frames written strictly in order -------------------------------------------------
+// ---- stdout: one frame stream, shared with the cells --------------------------------------------
 
-let writeChain: Promise<void> = Promise.resolve();
+/** The stream words shared with every cell isolate (`SINK_*`, `cell_events.ts`). */
+const sink = new Int32Array(new SharedArrayBuffer(4 * SINK_WORDS));
+/** This thread's lock ID; cell Workers get 2, 3, … */
+const MAIN_LOCK_ID = 1;
+let nextSinkId = MAIN_LOCK_ID + 1;
 
-async function writeAll(bytes: Uint8Array): Promise<void> {
-  let offset = 0;
-  while (offset < bytes.length) offset += await Deno.stdout.write(bytes.subarray(offset));
-}
-
-/** Frames encoded in this turn of the event loop, written together by {@link flush}. */
+/** Frames waiting for the stream lock, in order. */
 let pending: Uint8Array[] = [];
 let flushQueued = false;
+let retry: ReturnType<typeof setTimeout> | undefined;
 /** Frames are joined into one write up to this size; larger ones are written on their own. */
 const JOIN_BYTES = 256 * 1024;
+/** How long a frame waits before this thread looks at the lock again. */
+const RETRY_MS = 1;
 
 function send(message: WorkerToHost): void {
-  pending.push(encodeFrame(codec.encodeWorkerToHost(message), MAX_FRAME_BYTES));
+  enqueue(encodeFrame(codec.encodeWorkerToHost(message), MAX_FRAME_BYTES));
+}
+
+function enqueue(frame: Uint8Array): void {
+  pending.push(frame);
   if (flushQueued) return;
   flushQueued = true;
   queueMicrotask(flush);
 }
 
 /**
- * Writes the pending frames in order, small ones joined: a cell's `started`, output and `result`
- * usually leave in one write, so the host wakes once for them (each pipe write costs both sides a
- * wake-up, ~0.4 ms on an idle 2-core machine).
+ * Writes the pending frames in order, small ones joined, if the stream lock is free; else looks
+ * again in {@link RETRY_MS} (a cell is writing). The write blocks this thread only while the host
+ * is not reading: it always reads.
  */
 function flush(): void {
   flushQueued = false;
+  if (pending.length === 0) return;
+  if (!tryLock(sink, MAIN_LOCK_ID)) {
+    retry ??= setTimeout(() => {
+      retry = undefined;
+      flush();
+    }, RETRY_MS);
+    return;
+  }
   const frames = pending;
   pending = [];
-  let group: Uint8Array[] = [];
-  let groupBytes = 0;
-  const emit = () => {
-    if (group.length === 0) return;
-    const bytes = group.length === 1 ? group[0] : new Uint8Array(groupBytes);
-    if (group.length > 1) {
-      let offset = 0;
-      for (const frame of group) {
-        bytes.set(frame, offset);
-        offset += frame.length;
+  try {
+    let group: Uint8Array[] = [];
+    let groupBytes = 0;
+    const emit = () => {
+      if (group.length === 0) return;
+      const bytes = group.length === 1 ? group[0] : new Uint8Array(groupBytes);
+      if (group.length > 1) {
+        let offset = 0;
+        for (const frame of group) {
+          bytes.set(frame, offset);
+          offset += frame.length;
+        }
       }
+      group = [];
+      groupBytes = 0;
+      writeAllSync(bytes);
+    };
+    for (const frame of frames) {
+      if (groupBytes + frame.length > JOIN_BYTES) emit();
+      group.push(frame);
+      groupBytes += frame.length;
     }
-    group = [];
-    groupBytes = 0;
-    writeChain = writeChain.then(() => writeAll(bytes)).catch(() => Deno.exit(1));
-  };
-  for (const frame of frames) {
-    if (groupBytes + frame.length > JOIN_BYTES) emit();
-    group.push(frame);
-    groupBytes += frame.length;
+    emit();
+  } catch {
+    Deno.exit(1); // stdout is gone: so is the host
+  } finally {
+    unlock(sink, MAIN_LOCK_ID);
   }
-  emit();
 }
 
 function sendCellEvent(event: WireCellEvent): void {
   send({ cellEvent: event });
 }
 
+/** How long an exit waits for a cell's write in progress before it exits anyway. */
+const EXIT_FLUSH_MS = 1_000;
+
 async function exitAfterFlush(code: number): Promise<never> {
+  const deadline = performance.now() + EXIT_FLUSH_MS;
   flush();
-  await writeChain.catch(() => {});
+  while (pending.length > 0 && performance.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
+    flush();
+  }
   Deno.exit(code);
 }
 
 // ---- cell workers -----------------------------------------------------------------------------
+
+/** What arrives on a cell's output port: outputs posted whole, or notes of written ones. */
+type PortOutput = CellOutput | WrittenOutput | (CellOutput | WrittenOutput)[];
 
 interface CellWorker {
   worker: Worker;
   heapMb: number;
   /** Settles once the spare is warmed and parked, or dead. */
   ready: Promise<void>;
+  /** Set as `ready` settles: a start then goes out without awaiting it (one turn less). */
+  settled: boolean;
   /** Set once the Worker failed or exited before it was used. */
   dead: boolean;
   /** Set once its ports are closed (discarded, or its cell ended): it is never warmed. */
@@ -147,8 +185,10 @@ interface CellWorker {
   control: MessagePort;
   /** `CREDIT_*` and `CELL_DOORBELL`, shared with the Worker. */
   words: Int32Array;
+  /** Its lock ID on the stream words. */
+  sinkId: number;
   /** Receives the cell's output; until the cell starts, it waits for `warmed`. */
-  onOutput: (output: CellOutput | CellOutput[]) => void;
+  onOutput: (output: PortOutput) => void;
 }
 
 function createCellWorker(heapMb: number): CellWorker {
@@ -159,15 +199,21 @@ function createCellWorker(heapMb: number): CellWorker {
     worker,
     heapMb,
     ready: Promise.resolve(),
+    settled: false,
     dead: false,
     closed: false,
     output: output.port1,
     control: control.port1,
     words: new Int32Array(new SharedArrayBuffer(4 * CELL_WORDS)),
+    sinkId: nextSinkId++,
     onOutput: () => {},
   };
-  output.port1.on("message", (message: CellOutput | CellOutput[]) => cell.onOutput(message));
-  cell.ready = new Promise<void>((resolve) => {
+  output.port1.on("message", (message: PortOutput) => cell.onOutput(message));
+  cell.ready = new Promise<void>((settle) => {
+    const resolve = () => {
+      cell.settled = true;
+      settle();
+    };
     cell.onOutput = () => resolve(); // `warmed`
     const onMessage = (message: { t?: string }) => {
       if (message?.t !== "ready") return;
@@ -182,6 +228,8 @@ function createCellWorker(heapMb: number): CellWorker {
           port: output.port2 as unknown as WebPort,
           control: control.port2 as unknown as WebPort,
           words: cell.words,
+          sink,
+          sinkId: cell.sinkId,
         } satisfies CellControl,
         [output.port2, control.port2],
       );
@@ -189,6 +237,10 @@ function createCellWorker(heapMb: number): CellWorker {
     worker.on("message", onMessage);
     worker.once("exit", () => {
       cell.dead = true;
+      // Ended while writing (terminated, or out of memory): the stream is free again. A frame cut
+      // short there breaks the stream, which the host reports as a runtime failure.
+      unlock(sink, cell.sinkId);
+      if (pending.length > 0) flush();
       resolve();
     });
   });
@@ -233,6 +285,8 @@ interface RunningCell {
   finished: boolean;
   /** `exited` sent to the host. */
   exited: boolean;
+  /** The cell wrote its own `exited` (with its result). */
+  exitWritten: boolean;
   /** The start message was posted to the cell's Worker. */
   started: boolean;
   /** `performance.now()` of the last message from the cell. */
@@ -248,77 +302,27 @@ interface RunningCell {
 
 const cells = new Map<string, RunningCell>();
 
-function forward(running: RunningCell, output: CellOutput | CellOutput[]): void {
+function forward(running: RunningCell, output: PortOutput): void {
   if (Array.isArray(output)) {
     for (const one of output) forward(running, one);
     return;
   }
-  const cellId = running.id;
-  if ("n" in output) running.unacked.push(output.n);
+  if ("n" in output && output.n !== undefined) running.unacked.push(output.n);
+  if (!("w" in output)) {
+    for (const event of wireCellEvents(running.id, output)) sendCellEvent(event);
+  }
   switch (output.t) {
-    case "started":
-      return sendCellEvent({ cellId, started: {} });
-    case "text":
-      return sendCellEvent({ cellId, contentItem: { text: output.text } });
-    case "trimmedText":
-      return sendCellEvent({
-        cellId,
-        contentItem: {
-          trimmedText: { head: output.text.head, tail: output.text.tail, totalBytes: output.text.total },
-        },
-      });
-    case "image":
-      return sendCellEvent({
-        cellId,
-        contentItem: { image: { imageUrl: output.image.url, detail: output.image.detail } },
-      });
-    case "droppedImage":
-      return sendCellEvent({ cellId, contentItem: { droppedMedia: { kind: "image", bytes: output.bytes } } });
-    case "yield":
-      return sendCellEvent({ cellId, yieldRequested: {} });
-    case "toolCall":
-      return sendCellEvent({
-        cellId,
-        toolCall: { runtimeToolCallId: output.id, globalName: output.name, inputJson: output.input },
-      });
-    case "toolResultConsumed":
-      return sendCellEvent({ cellId, toolResultConsumed: output.id });
-    case "notify":
-      return sendCellEvent({ cellId, notify: output.text });
     case "result":
+    case "stopped":
       if (running.finished) return;
       running.finished = true;
-      for (const [key, valueJson] of output.writes) {
-        sendCellEvent({ cellId, storedWrite: { key, valueJson } });
-      }
-      sendCellEvent({
-        cellId,
-        result: output.trimmedError
-          ? {
-            trimmedError: {
-              head: output.trimmedError.head,
-              tail: output.trimmedError.tail,
-              totalBytes: output.trimmedError.total,
-            },
-          }
-          : output.error === undefined
-          ? {}
-          : { errorText: output.error },
-      });
+      // The cell wrote its `exited` with its result.
+      if ("w" in output) running.exitWritten = true;
       // Nothing more can come from the cell: its exit is reported now, not after `terminate()`
       // settles (0.2–1.5 ms later, more while the host and its client use both cores), since a
       // harness returns a cell's result only once its CellClosed arrives (SPEC §10.11).
       reportExit(running);
-      void endCell(running);
-      return;
-    case "pong":
-      return;
-    case "stopped":
-      if (running.finished) return;
-      running.finished = true;
-      // The bootstrap dispatches nothing more into the cell: its exit is final now (see `result`).
-      reportExit(running);
-      void endCell(running);
+      endCellSoon(running);
       return;
   }
 }
@@ -327,6 +331,8 @@ function forward(running: RunningCell, output: CellOutput | CellOutput[]): void 
 function credit(cellId: string, events: number): void {
   const running = cells.get(cellId);
   if (!running) return;
+  // Events the cell wrote itself may be acknowledged before their notes were handled here.
+  drain(running);
   let bytes = 0;
   let n = 0;
   while (n < events && running.unackedHead < running.unacked.length) {
@@ -357,23 +363,33 @@ function drain(running: RunningCell): void {
   for (;;) {
     const next = receiveMessageOnPort(running.cell.output);
     if (!next) return;
-    forward(running, next.message as CellOutput);
+    forward(running, next.message as PortOutput);
   }
 }
 
 function reportExit(running: RunningCell): void {
   if (running.exited) return;
   drain(running);
+  if (running.exited) return; // the drain met the cell's result
   running.exited = true;
   cells.delete(running.id);
   running.cell.closed = true;
   running.cell.output.close();
+  if (running.exitWritten) return;
   sendCellEvent({
     cellId: running.id,
     exited: running.exitDetail === undefined
       ? { reason: running.exitReason }
       : { reason: running.exitReason, detail: running.exitDetail },
   });
+}
+
+/**
+ * Ends a finished cell's Worker once the frames just queued are on their way: `terminate()` costs
+ * its caller ~0.1 ms, which the cell's result would otherwise wait for.
+ */
+function endCellSoon(running: RunningCell): void {
+  setImmediate(() => void endCell(running));
 }
 
 async function endCell(running: RunningCell): Promise<void> {
@@ -386,13 +402,13 @@ async function endCell(running: RunningCell): Promise<void> {
 }
 
 /**
- * Creates the next spare once the cell's last frames are on their way. On Deno 2.9.6
- * `new Worker()` blocks the calling thread for ~30 ms, so creating the spare while a cell runs
- * would hold up that cell's output; between cells the time is usually free (a model thinks for
- * seconds between cells).
+ * Creates the next spare after a turn of the event loop. On Deno 2.9.6 `new Worker()` blocks the
+ * calling thread for ~30 ms, in which this thread neither reads host frames (a start, a stop,
+ * credit) nor writes its own (cells still write theirs); between cells the time is usually free
+ * (a model thinks for seconds between cells).
  */
 function scheduleSpare(): void {
-  void writeChain.then(() => setTimeout(refillSpare, 0));
+  setTimeout(refillSpare, 0);
 }
 
 async function startCell(start: NonNullable<HostToWorker["startCell"]>): Promise<void> {
@@ -402,6 +418,7 @@ async function startCell(start: NonNullable<HostToWorker["startCell"]>): Promise
     cell,
     finished: false,
     exited: false,
+    exitWritten: false,
     started: false,
     lastSeen: performance.now(),
     exitReason: "normal",
@@ -420,7 +437,7 @@ async function startCell(start: NonNullable<HostToWorker["startCell"]>): Promise
     // The error event (if any) precedes exit; give the port a last chance to deliver.
     setTimeout(() => reportExit(running), 0);
   });
-  await cell.ready;
+  if (!cell.settled) await cell.ready;
   if (cell.dead) return;
   cell.onOutput = (output) => {
     running.lastSeen = performance.now();
@@ -493,8 +510,8 @@ function checkParkedCells(): void {
   const overBudget = rssMb > active * config.heapMb * 2 + RSS_ALLOWANCE_MB;
   for (const running of cells.values()) {
     if (!running.started || running.finished) continue;
-    if (overCredit(running)) {
-      // Waiting for the host's credit is not parking.
+    if (overCredit(running) || Atomics.load(sink, SINK_LOCK) === running.cell.sinkId) {
+      // Waiting for the host's credit, or for the host to take a frame, is not parking.
       running.lastSeen = now;
       running.ping = undefined;
       continue;
@@ -563,10 +580,7 @@ function stopCell(cellId: string): void {
 function testHook(hook: NonNullable<HostToWorker["testHook"]>): void {
   switch (hook.action) {
     case "garbageFrame":
-      flush();
-      writeChain = writeChain.then(() =>
-        writeAll(encodeFrame(new Uint8Array([0xff, 0xff, 0xff]), MAX_FRAME_BYTES))
-      );
+      enqueue(encodeFrame(new Uint8Array([0xff, 0xff, 0xff]), MAX_FRAME_BYTES));
       return;
     case "exhaustMainHeap": {
       const hoard: unknown[] = [];

@@ -28,6 +28,14 @@ function collectGarbage() {
 
 // proto/output_collector.ts
 import { Buffer } from "node:buffer";
+function varintBytes(n) {
+  let bytes = 1;
+  while (n >= 128) {
+    n = Math.floor(n / 128);
+    bytes++;
+  }
+  return bytes;
+}
 function utf8ByteLength(s) {
   return Buffer.byteLength(s, "utf8");
 }
@@ -111,7 +119,559 @@ var CREDIT_GENERATION = 2;
 var CREDIT_STOP = 3;
 var CELL_DOORBELL = 4;
 var CELL_WORDS = 8;
+var SINK_LOCK = 0;
 var PARK_MS = 1e3;
+
+// proto/frame_codec.ts
+var MAX_HEADER_LENGTH = 4294967295;
+var HEADER_BYTES = 4;
+var FrameError = class extends Error {
+  /** What was violated, lower-case and specific; the same text as `message`. */
+  detail;
+  /**
+   * Creates a framing error.
+   *
+   * @param detail what was violated, e.g. `frame length 70000000 exceeds 68157440 bytes`
+   * @param options the standard error options (`cause`)
+   */
+  constructor(detail, options) {
+    super(detail, options);
+    this.name = "FrameError";
+    this.detail = detail;
+  }
+};
+function checkMaxFrameBytes(maxFrameBytes) {
+  if (!Number.isInteger(maxFrameBytes) || maxFrameBytes < 0 || maxFrameBytes > MAX_HEADER_LENGTH) {
+    throw new RangeError(`maxFrameBytes must be an integer from 0 to ${MAX_HEADER_LENGTH}, got ${maxFrameBytes}`);
+  }
+}
+function oversize(length, maxFrameBytes) {
+  return new FrameError(`frame length ${length} exceeds ${maxFrameBytes} bytes`);
+}
+function encodeFrame(body, maxFrameBytes) {
+  checkMaxFrameBytes(maxFrameBytes);
+  const length = body.length;
+  if (length > maxFrameBytes) throw oversize(length, maxFrameBytes);
+  const frame = new Uint8Array(HEADER_BYTES + length);
+  frame[0] = length >>> 24;
+  frame[1] = length >>> 16 & 255;
+  frame[2] = length >>> 8 & 255;
+  frame[3] = length & 255;
+  frame.set(body, HEADER_BYTES);
+  return frame;
+}
+
+// proto/worker_codec.ts
+function message(name, fields) {
+  return {
+    name,
+    fields,
+    byNo: new Map(fields.map((f2) => [
+      f2.no,
+      f2
+    ]))
+  };
+}
+var f = (no, name, type, oneof) => ({
+  no,
+  name,
+  type,
+  ...oneof === void 0 ? {} : {
+    oneof
+  }
+});
+var P = "codemode.worker.v1.";
+var EMPTY = (name) => message(P + name, []);
+var TRIMMED_TEXT = message(P + "TrimmedText", [
+  f(1, "head", "string"),
+  f(2, "tail", "string"),
+  f(3, "totalBytes", "uint64")
+]);
+var STORE_ENTRY = message(P + "StoreEntry", [
+  f(1, "key", "string"),
+  f(2, "valueJson", "string")
+]);
+var CELL_TOOL = message(P + "CellTool", [
+  f(1, "globalName", "string"),
+  f(2, "description", "string")
+]);
+var HOST_TO_WORKER = message(P + "HostToWorker", [
+  f(1, "configure", message(P + "Configure", [
+    f(1, "sessionId", "string"),
+    f(2, "outputTruncation", "int32"),
+    f(3, "cellHeapLimitMb", "uint32"),
+    f(4, "maxMessageBytes", "uint64"),
+    f(5, "maxStoredValueBytes", "uint64"),
+    f(6, "runtimeMode", "int32"),
+    f(7, "outputEventCredit", "uint32"),
+    f(8, "outputByteCredit", "uint64")
+  ]), "message"),
+  f(2, "storeUpdate", message(P + "StoreUpdate", [
+    f(1, "version", "uint64"),
+    f(2, "reset", "bool"),
+    {
+      no: 3,
+      name: "entries",
+      type: STORE_ENTRY,
+      repeated: true
+    }
+  ]), "message"),
+  f(3, "startCell", message(P + "StartCell", [
+    f(1, "cellId", "string"),
+    f(2, "source", "string"),
+    {
+      no: 3,
+      name: "tools",
+      type: CELL_TOOL,
+      repeated: true
+    },
+    f(4, "storeVersion", "uint64")
+  ]), "message"),
+  f(4, "toolResult", message(P + "ToolResult", [
+    f(1, "cellId", "string"),
+    f(2, "runtimeToolCallId", "string"),
+    f(3, "outputJson", "string", "result"),
+    f(4, "errorMessage", "string", "result")
+  ]), "message"),
+  f(5, "credit", message(P + "Credit", [
+    f(1, "cellId", "string"),
+    f(2, "events", "uint32"),
+    f(3, "bytes", "uint64")
+  ]), "message"),
+  f(6, "stopCell", message(P + "StopCell", [
+    f(1, "cellId", "string")
+  ]), "message"),
+  f(7, "control", message(P + "Control", [
+    f(1, "cellId", "string"),
+    f(2, "continue", "bool", "action"),
+    f(3, "resume", "bool", "action"),
+    f(4, "terminate", "bool", "action")
+  ]), "message"),
+  f(8, "shutdown", EMPTY("Shutdown"), "message"),
+  f(9, "testHook", message(P + "TestHook", [
+    f(1, "garbageFrame", "bool", "action"),
+    f(3, "exhaustMainHeap", "bool", "action"),
+    f(4, "delayStopMs", "uint32", "action"),
+    f(5, "faultCell", "string", "action"),
+    f(6, "runtimeFault", "string", "action"),
+    f(7, "blockMainMs", "uint32", "action")
+  ]), "message")
+]);
+var WORKER_TO_HOST = message(P + "WorkerToHost", [
+  f(1, "ready", message(P + "Ready", [
+    f(1, "denoVersion", "string"),
+    f(2, "protocolVersion", "uint32")
+  ]), "message"),
+  f(2, "cellEvent", message(P + "CellEvent", [
+    f(1, "cellId", "string"),
+    f(2, "started", EMPTY("Empty"), "event"),
+    f(3, "contentItem", message(P + "ContentItem", [
+      f(1, "text", "string", "item"),
+      f(2, "image", message(P + "ImageItem", [
+        f(1, "imageUrl", "string"),
+        f(2, "detail", "string")
+      ]), "item"),
+      f(3, "audioUrl", "string", "item"),
+      f(4, "trimmedText", TRIMMED_TEXT, "item"),
+      f(5, "droppedMedia", message(P + "DroppedMedia", [
+        f(1, "kind", "string"),
+        f(2, "bytes", "uint64")
+      ]), "item")
+    ]), "event"),
+    f(4, "yieldRequested", EMPTY("Empty"), "event"),
+    f(5, "toolCall", message(P + "ToolCallEvent", [
+      f(1, "runtimeToolCallId", "string"),
+      f(2, "globalName", "string"),
+      f(3, "inputJson", "string", "_inputJson")
+    ]), "event"),
+    f(6, "toolResultConsumed", "string", "event"),
+    f(7, "notify", "string", "event"),
+    f(8, "pending", EMPTY("Empty"), "event"),
+    f(9, "storedWrite", message(P + "StoredWrite", [
+      f(1, "key", "string"),
+      f(2, "valueJson", "string")
+    ]), "event"),
+    f(10, "result", message(P + "CellResult", [
+      f(1, "errorText", "string", "error"),
+      f(2, "trimmedError", TRIMMED_TEXT, "error")
+    ]), "event"),
+    f(11, "exited", message(P + "Exited", [
+      f(1, "reason", "string"),
+      f(2, "detail", "string", "_detail")
+    ]), "event")
+  ]), "message"),
+  f(3, "runtimeFault", message(P + "RuntimeFault", [
+    f(1, "detail", "string")
+  ]), "message")
+]);
+var utf8 = new TextEncoder();
+var MAX_UINT32 = 4294967295;
+function integer(value, type, field) {
+  const n = Number(value);
+  if (!Number.isFinite(n)) throw new TypeError(`${field}: not a number`);
+  const i = Math.trunc(n);
+  if (type === "int32") {
+    const v = i | 0;
+    return v < 0 ? BigInt.asUintN(64, BigInt(v)) : v;
+  }
+  if (type === "uint32") return i >>> 0;
+  if (i < 0 || i > Number.MAX_SAFE_INTEGER) {
+    throw new RangeError(`${field}: ${i} is not a uint64 this codec carries`);
+  }
+  return i;
+}
+var SHORT_STRING = 64;
+function shortUtf8Length(text) {
+  let bytes = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c < 128) bytes += 1;
+    else if (c < 2048) bytes += 2;
+    else if (c >= 55296 && c <= 56319 && i + 1 < text.length) {
+      const next = text.charCodeAt(i + 1);
+      if (next >= 56320 && next <= 57343) {
+        bytes += 4;
+        i++;
+      } else bytes += 3;
+    } else bytes += 3;
+  }
+  return bytes;
+}
+function planMessage(value, schema, plan) {
+  let size = 0;
+  for (const field of schema.fields) {
+    const v = value[field.name];
+    if (v === void 0 || v === null) continue;
+    if (field.repeated) {
+      for (const item of v) size += planField(item, field, plan);
+    } else {
+      size += planField(v, field, plan);
+    }
+  }
+  return size;
+}
+function planField(value, field, plan) {
+  const tag = varintBytes(field.no * 8);
+  const type = field.type;
+  if (typeof type === "object") {
+    const slot = plan.lengths.length;
+    plan.lengths.push(0);
+    const length = planMessage(value, type, plan);
+    plan.lengths[slot] = length;
+    return tag + varintBytes(length) + length;
+  }
+  switch (type) {
+    case "string": {
+      const text = String(value);
+      if (text.length <= SHORT_STRING) {
+        const length = shortUtf8Length(text);
+        plan.strings.push(text);
+        plan.lengths.push(length);
+        return tag + varintBytes(length) + length;
+      }
+      const bytes = utf8.encode(text);
+      plan.strings.push(bytes);
+      plan.lengths.push(bytes.length);
+      return tag + varintBytes(bytes.length) + bytes.length;
+    }
+    case "bool":
+      return tag + 1;
+    default: {
+      const v = integer(value, type, field.name);
+      return tag + (typeof v === "bigint" ? 10 : varintBytes(v));
+    }
+  }
+}
+var Writer = class {
+  out;
+  plan;
+  pos;
+  stringAt;
+  lengthAt;
+  constructor(out, plan) {
+    this.out = out;
+    this.plan = plan;
+    this.pos = 0;
+    this.stringAt = 0;
+    this.lengthAt = 0;
+  }
+  varint(value) {
+    const out = this.out;
+    if (typeof value === "bigint") {
+      for (let i = 0; i < 9; i++) {
+        out[this.pos++] = Number(value & 0x7fn) | 128;
+        value >>= 7n;
+      }
+      out[this.pos++] = Number(value);
+      return;
+    }
+    while (value > MAX_UINT32) {
+      out[this.pos++] = value % 128 | 128;
+      value = Math.floor(value / 128);
+    }
+    while (value >= 128) {
+      out[this.pos++] = value & 127 | 128;
+      value >>>= 7;
+    }
+    out[this.pos++] = value;
+  }
+  /** Writes a short string as UTF-8 (lone surrogates as U+FFFD, like `TextEncoder`). */
+  shortUtf8(text) {
+    const out = this.out;
+    let pos = this.pos;
+    for (let i = 0; i < text.length; i++) {
+      let c = text.charCodeAt(i);
+      if (c < 128) {
+        out[pos++] = c;
+        continue;
+      }
+      if (c < 2048) {
+        out[pos++] = 192 | c >> 6;
+        out[pos++] = 128 | c & 63;
+        continue;
+      }
+      if (c >= 55296 && c <= 57343) {
+        const next = i + 1 < text.length ? text.charCodeAt(i + 1) : 0;
+        if (c <= 56319 && next >= 56320 && next <= 57343) {
+          c = 65536 + (c - 55296 << 10) + (next - 56320);
+          i++;
+          out[pos++] = 240 | c >> 18;
+          out[pos++] = 128 | c >> 12 & 63;
+          out[pos++] = 128 | c >> 6 & 63;
+          out[pos++] = 128 | c & 63;
+          continue;
+        }
+        c = 65533;
+      }
+      out[pos++] = 224 | c >> 12;
+      out[pos++] = 128 | c >> 6 & 63;
+      out[pos++] = 128 | c & 63;
+    }
+    this.pos = pos;
+  }
+  message(value, schema) {
+    for (const field of schema.fields) {
+      const v = value[field.name];
+      if (v === void 0 || v === null) continue;
+      if (field.repeated) {
+        for (const item of v) this.field(item, field);
+      } else {
+        this.field(v, field);
+      }
+    }
+  }
+  field(value, field) {
+    const type = field.type;
+    if (typeof type === "object") {
+      this.varint(field.no * 8 + 2);
+      this.varint(this.plan.lengths[this.lengthAt++]);
+      this.message(value, type);
+      return;
+    }
+    switch (type) {
+      case "string": {
+        const piece = this.plan.strings[this.stringAt++];
+        const length = this.plan.lengths[this.lengthAt++];
+        this.varint(field.no * 8 + 2);
+        this.varint(length);
+        if (typeof piece === "string") this.shortUtf8(piece);
+        else {
+          this.out.set(piece, this.pos);
+          this.pos += length;
+        }
+        return;
+      }
+      case "bool":
+        this.varint(field.no * 8);
+        this.out[this.pos++] = value ? 1 : 0;
+        return;
+      default:
+        this.varint(field.no * 8);
+        this.varint(integer(value, type, field.name));
+    }
+  }
+};
+function encodeMessage(value, schema) {
+  const plan = {
+    strings: [],
+    lengths: []
+  };
+  const size = planMessage(value, schema, plan);
+  const writer = new Writer(new Uint8Array(size), plan);
+  writer.message(value, schema);
+  return writer.out;
+}
+var utf8Decoder = new TextDecoder();
+
+// worker/cell_events.ts
+var MAX_FRAME_BYTES = 68157440;
+function wireCellEvents(cellId, output) {
+  switch (output.t) {
+    case "started":
+      return [
+        {
+          cellId,
+          started: {}
+        }
+      ];
+    case "text":
+      return [
+        {
+          cellId,
+          contentItem: {
+            text: output.text
+          }
+        }
+      ];
+    case "trimmedText":
+      return [
+        {
+          cellId,
+          contentItem: {
+            trimmedText: {
+              head: output.text.head,
+              tail: output.text.tail,
+              totalBytes: output.text.total
+            }
+          }
+        }
+      ];
+    case "image":
+      return [
+        {
+          cellId,
+          contentItem: {
+            image: {
+              imageUrl: output.image.url,
+              detail: output.image.detail
+            }
+          }
+        }
+      ];
+    case "droppedImage":
+      return [
+        {
+          cellId,
+          contentItem: {
+            droppedMedia: {
+              kind: "image",
+              bytes: output.bytes
+            }
+          }
+        }
+      ];
+    case "yield":
+      return [
+        {
+          cellId,
+          yieldRequested: {}
+        }
+      ];
+    case "toolCall":
+      return [
+        {
+          cellId,
+          toolCall: output.input === void 0 ? {
+            runtimeToolCallId: output.id,
+            globalName: output.name
+          } : {
+            runtimeToolCallId: output.id,
+            globalName: output.name,
+            inputJson: output.input
+          }
+        }
+      ];
+    case "toolResultConsumed":
+      return [
+        {
+          cellId,
+          toolResultConsumed: output.id
+        }
+      ];
+    case "notify":
+      return [
+        {
+          cellId,
+          notify: output.text
+        }
+      ];
+    case "result": {
+      const events = output.writes.map(([key, valueJson]) => ({
+        cellId,
+        storedWrite: {
+          key,
+          valueJson
+        }
+      }));
+      events.push({
+        cellId,
+        result: output.trimmedError ? {
+          trimmedError: {
+            head: output.trimmedError.head,
+            tail: output.trimmedError.tail,
+            totalBytes: output.trimmedError.total
+          }
+        } : output.error === void 0 ? {} : {
+          errorText: output.error
+        }
+      });
+      return events;
+    }
+    case "stopped":
+    case "pong":
+      return [];
+  }
+}
+function encodeCellFrames(cellId, outputs) {
+  const frames = [];
+  let total = 0;
+  const add = (event) => {
+    const frame = encodeFrame(encodeMessage({
+      cellEvent: event
+    }, WORKER_TO_HOST), MAX_FRAME_BYTES);
+    frames.push(frame);
+    total += frame.length;
+  };
+  for (const output of outputs) {
+    for (const event of wireCellEvents(cellId, output)) add(event);
+    if (output.t === "result") add({
+      cellId,
+      exited: {
+        reason: "normal"
+      }
+    });
+  }
+  if (frames.length === 1) return frames[0];
+  const bytes = new Uint8Array(total);
+  let offset = 0;
+  for (const frame of frames) {
+    bytes.set(frame, offset);
+    offset += frame.length;
+  }
+  return bytes;
+}
+var LOCK_WAIT_MS = 20;
+function writeLocked(sink, id, bytes, write = writeAllSync) {
+  for (; ; ) {
+    const holder = Atomics.compareExchange(sink, SINK_LOCK, 0, id);
+    if (holder === 0) break;
+    Atomics.wait(sink, SINK_LOCK, holder, LOCK_WAIT_MS);
+  }
+  try {
+    write(bytes);
+  } finally {
+    unlock(sink, id);
+  }
+}
+function unlock(sink, id) {
+  if (Atomics.compareExchange(sink, SINK_LOCK, id, 0) !== id) return false;
+  Atomics.notify(sink, SINK_LOCK);
+  return true;
+}
+function writeAllSync(bytes) {
+  let offset = Deno.stdout.writeSync(bytes);
+  while (offset < bytes.length) offset += Deno.stdout.writeSync(bytes.subarray(offset));
+}
 
 // worker/cell_bootstrap.ts
 var CELL_EXIT_SENTINEL = "__codex_code_mode_exit__";
@@ -461,12 +1021,12 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
   }
   function notify(value) {
     live();
-    const message = toOutputText(value);
-    if (ReflectApply(stringTrim, message, []) === "") throw "notify expects non-empty text";
-    if (byteLength(message) > maxMessageBytes) {
+    const message2 = toOutputText(value);
+    if (ReflectApply(stringTrim, message2, []) === "") throw "notify expects non-empty text";
+    if (byteLength(message2) > maxMessageBytes) {
       throw "code-mode notification exceeds the " + maxMessageBytes + "-byte gRPC message limit";
     }
-    emit(3, message, "");
+    emit(3, message2, "");
     return void 0;
   }
   function yield_control() {
@@ -518,8 +1078,8 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
     live();
     const input = toJsonText(arg);
     if (input !== void 0 && byteLength(input) > maxMessageBytes) {
-      const message = "code-mode tool invocation exceeds the " + maxMessageBytes + "-byte gRPC message limit";
-      return new PromiseCtor((_resolve, reject) => reject(message));
+      const message2 = "code-mode tool invocation exceeds the " + maxMessageBytes + "-byte gRPC message limit";
+      return new PromiseCtor((_resolve, reject) => reject(message2));
     }
     let settlers;
     const promise = new PromiseCtor((resolve, reject) => {
@@ -726,6 +1286,8 @@ var helpersScript;
 var CellRun = class {
   #start;
   #output;
+  /** Writes frames to the runtime's stream; unset for a cell that posts its outputs whole. */
+  #write;
   #phase = PHASE_RUNNING;
   #hostTimers = /* @__PURE__ */ new Map();
   #nextToolId = 0;
@@ -787,10 +1349,13 @@ var CellRun = class {
    * @param start the runtime's `start` message
    * @param warm the output port and words handed over by `warm`, if any
    * @param inMacrotask the caller runs in a macrotask and nothing follows the call in it
+   * @param write writes the cell's frames to the runtime's stream (`cell_protocol.ts` item 3);
+   *   without it every output is posted whole
    */
-  begin(start, warm, inMacrotask) {
+  begin(start, warm, inMacrotask, write = warm?.write) {
     this.#start = start;
     this.#output = start.output ?? warm?.port;
+    this.#write = write;
     const words = start.credit?.words ?? warm?.words;
     this.#credit = start.credit && words ? {
       ...start.credit,
@@ -848,22 +1413,22 @@ var CellRun = class {
     this.#enter((c) => c.run(fn));
   }
   /** Handles a control message other than `start`. */
-  control(message) {
-    if (message.t === "ping") {
+  control(message2) {
+    if (message2.t === "ping") {
       this.#post({
         t: "pong"
       });
-    } else if (message.t === "stop") {
+    } else if (message2.t === "stop") {
       if (this.#phase === PHASE_RUNNING) this.#phase = PHASE_STOPPED;
       this.#clearHostTimers();
       this.#post({
         t: "stopped"
       });
-    } else if (message.t === "toolResult") {
+    } else if (message2.t === "toolResult") {
       if (this.#phase !== PHASE_RUNNING) return;
-      const isError = "error" in message && typeof message.error === "string";
-      const payload = isError ? message.error : String(message.json);
-      const id = String(message.id);
+      const isError = "error" in message2 && typeof message2.error === "string";
+      const payload = isError ? message2.error : String(message2.json);
+      const id = String(message2.id);
       setHostImmediate(() => this.#enter((c) => c.deliver(id, isError, payload)));
     }
   }
@@ -1065,11 +1630,11 @@ var CellRun = class {
       n: utf8ByteLength(trimmed.head) + utf8ByteLength(trimmed.tail)
     });
   }
-  #postCounted(message) {
+  #postCounted(message2) {
     const words = this.#credit.words;
     Atomics.add(words, CREDIT_EVENTS, 1);
-    Atomics.add(words, CREDIT_BYTES, message.n);
-    this.#post(message);
+    Atomics.add(words, CREDIT_BYTES, message2.n);
+    this.#post(message2);
   }
   /**
    * Waits while the cell is over its output credit (the item is already posted).
@@ -1086,27 +1651,59 @@ var CellRun = class {
       Atomics.wait(words, CREDIT_GENERATION, generation);
     }
   }
-  #post(message) {
+  /**
+   * Sends `message` (after `started`, when that is still pending): as frames written to the
+   * runtime's stream when the cell has a writer, else posted whole (`cell_protocol.ts` item 3).
+   */
+  #post(message2) {
+    const outputs = this.#startedPending ? [
+      {
+        t: "started"
+      },
+      message2
+    ] : [
+      message2
+    ];
+    this.#startedPending = false;
     try {
-      if (this.#startedPending) {
-        this.#startedPending = false;
-        this.#output?.postMessage([
-          {
-            t: "started"
-          },
-          message
-        ]);
-      } else {
-        this.#output?.postMessage(message);
+      if (this.#write !== void 0 && message2.t !== "stopped" && message2.t !== "pong") {
+        let frames;
+        try {
+          frames = encodeCellFrames(this.#start.cellId, outputs);
+        } catch {
+        }
+        if (frames !== void 0) {
+          const written = outputs.map(writtenOutput);
+          const note = written.length === 1 ? written[0] : written;
+          if (message2.t === "result") {
+            this.#write(frames);
+            this.#output?.postMessage(note);
+          } else {
+            this.#output?.postMessage(note);
+            this.#write(frames);
+          }
+          return;
+        }
       }
+      this.#output?.postMessage(outputs.length === 1 ? outputs[0] : outputs);
     } catch {
     }
   }
 };
+function writtenOutput(output) {
+  return "n" in output ? {
+    t: output.t,
+    n: output.n,
+    w: true
+  } : {
+    t: output.t,
+    w: true
+  };
+}
 function describeCompileError(error) {
   if (error !== null && typeof error === "object") {
-    const { name, message } = error;
-    if (typeof name === "string" && typeof message === "string") return `${name}: ${message}`;
+    const { name, message: message2 } = error;
+    if (typeof name === "string" && typeof message2 === "string") return `${name}: ${message2}`;
   }
   return String(error);
 }
@@ -1119,34 +1716,41 @@ var REHEARSAL_SOURCE = [
   "await 0;",
   'try { JSON.parse("{"); } catch (e) { text(String(e)); }'
 ].join("\n");
+var NO_BYTES = new Uint8Array(0);
 function rehearse() {
   const channel = new MessageChannel();
   try {
     const run = new CellRun();
     run.prepare();
-    run.begin({
-      t: "start",
-      cellId: "rehearsal",
-      source: REHEARSAL_SOURCE,
-      tools: [],
-      store: [
-        [
-          "s",
-          "1"
-        ]
-      ],
-      maxStoredValueBytes: 1048576,
-      maxMessageBytes: 1048576,
-      output: channel.port2,
-      credit: {
-        words: new Int32Array(new SharedArrayBuffer(4 * CELL_WORDS)),
-        maxEvents: 1e3,
-        maxBytes: 1048576,
-        trimTextOver: 65536,
-        keepTextBytes: 1024,
-        dropMediaOver: 65536
-      }
-    }, void 0, true);
+    run.begin(
+      {
+        t: "start",
+        cellId: "rehearsal",
+        source: REHEARSAL_SOURCE,
+        tools: [],
+        store: [
+          [
+            "s",
+            "1"
+          ]
+        ],
+        maxStoredValueBytes: 1048576,
+        maxMessageBytes: 1048576,
+        output: channel.port2,
+        credit: {
+          words: new Int32Array(new SharedArrayBuffer(4 * CELL_WORDS)),
+          maxEvents: 1e3,
+          maxBytes: 1048576,
+          trimTextOver: 65536,
+          keepTextBytes: 1024,
+          dropMediaOver: 65536
+        }
+      },
+      void 0,
+      true,
+      // The frame encoding and the stdout op, compiled here too; nothing is written.
+      () => Deno.stdout.writeSync(NO_BYTES)
+    );
   } catch {
   } finally {
     channel.port1.close();
@@ -1161,10 +1765,10 @@ function boot(port) {
   prepared.prepare();
   let cell;
   let warmed;
-  const start = (message, inMacrotask) => {
+  const start = (message2, inMacrotask) => {
     if (cell !== void 0) return;
     cell = prepared;
-    cell.begin(message, warmed, inMacrotask);
+    cell.begin(message2, warmed, inMacrotask);
   };
   let collected = false;
   const park = () => {
@@ -1172,8 +1776,8 @@ function boot(port) {
     if (cell !== void 0) return;
     Atomics.wait(words, CELL_DOORBELL, 0, collected ? PARK_MS : COLLECT_AFTER_MS);
     const received = receiveMessageOnPort(control);
-    const message = received?.message;
-    if (message?.t === "start") return start(message, true);
+    const message2 = received?.message;
+    if (message2?.t === "start") return start(message2, true);
     if (Atomics.load(words, CELL_DOORBELL) === 2) return;
     if (!collected) {
       collected = true;
@@ -1181,28 +1785,29 @@ function boot(port) {
     }
     setHostImmediate(park);
   };
-  port.on("message", (message) => {
-    if (message === null || typeof message !== "object") return;
-    if (message.t === "warm") {
+  port.on("message", (message2) => {
+    if (message2 === null || typeof message2 !== "object") return;
+    if (message2.t === "warm") {
       setHostImmediate(() => {
         prepared.warmUp();
         rehearse();
-        const { control, words } = message;
-        message.port.postMessage({
+        const { control, words, sink, sinkId } = message2;
+        message2.port.postMessage({
           t: "warmed"
         });
-        if (control === void 0 || words === void 0) return message.port.close();
+        if (control === void 0 || words === void 0) return message2.port.close();
         warmed = {
-          port: message.port,
+          port: message2.port,
           control,
-          words
+          words,
+          write: sink !== void 0 && sinkId ? (frames) => writeLocked(sink, sinkId, frames) : void 0
         };
         setHostImmediate(park);
       });
-    } else if (message.t === "start") {
-      start(message, false);
+    } else if (message2.t === "start") {
+      start(message2, false);
     } else {
-      cell?.control(message);
+      cell?.control(message2);
     }
   });
   port.postMessage({

@@ -1,5 +1,6 @@
 // worker/runtime.ts
 import process from "node:process";
+import { setImmediate } from "node:timers";
 import { MessageChannel, receiveMessageOnPort, Worker } from "node:worker_threads";
 
 // proto/frame_codec.ts
@@ -185,19 +186,6 @@ async function* readFrames(stream, maxFrameBytes, options = {}) {
     }
   } finally {
     reader.releaseLock();
-  }
-}
-
-// worker/collect_garbage.ts
-import v8 from "node:v8";
-import vm from "node:vm";
-function collectGarbage() {
-  try {
-    v8.setFlagsFromString("--expose-gc");
-    const gc = vm.runInNewContext("gc");
-    v8.setFlagsFromString("--no-expose-gc");
-    gc();
-  } catch {
   }
 }
 
@@ -691,9 +679,155 @@ var CREDIT_GENERATION = 2;
 var CREDIT_STOP = 3;
 var CELL_DOORBELL = 4;
 var CELL_WORDS = 8;
+var SINK_LOCK = 0;
+var SINK_WORDS = 2;
+
+// worker/cell_events.ts
+var MAX_FRAME_BYTES = 68157440;
+function wireCellEvents(cellId, output) {
+  switch (output.t) {
+    case "started":
+      return [
+        {
+          cellId,
+          started: {}
+        }
+      ];
+    case "text":
+      return [
+        {
+          cellId,
+          contentItem: {
+            text: output.text
+          }
+        }
+      ];
+    case "trimmedText":
+      return [
+        {
+          cellId,
+          contentItem: {
+            trimmedText: {
+              head: output.text.head,
+              tail: output.text.tail,
+              totalBytes: output.text.total
+            }
+          }
+        }
+      ];
+    case "image":
+      return [
+        {
+          cellId,
+          contentItem: {
+            image: {
+              imageUrl: output.image.url,
+              detail: output.image.detail
+            }
+          }
+        }
+      ];
+    case "droppedImage":
+      return [
+        {
+          cellId,
+          contentItem: {
+            droppedMedia: {
+              kind: "image",
+              bytes: output.bytes
+            }
+          }
+        }
+      ];
+    case "yield":
+      return [
+        {
+          cellId,
+          yieldRequested: {}
+        }
+      ];
+    case "toolCall":
+      return [
+        {
+          cellId,
+          toolCall: output.input === void 0 ? {
+            runtimeToolCallId: output.id,
+            globalName: output.name
+          } : {
+            runtimeToolCallId: output.id,
+            globalName: output.name,
+            inputJson: output.input
+          }
+        }
+      ];
+    case "toolResultConsumed":
+      return [
+        {
+          cellId,
+          toolResultConsumed: output.id
+        }
+      ];
+    case "notify":
+      return [
+        {
+          cellId,
+          notify: output.text
+        }
+      ];
+    case "result": {
+      const events = output.writes.map(([key, valueJson]) => ({
+        cellId,
+        storedWrite: {
+          key,
+          valueJson
+        }
+      }));
+      events.push({
+        cellId,
+        result: output.trimmedError ? {
+          trimmedError: {
+            head: output.trimmedError.head,
+            tail: output.trimmedError.tail,
+            totalBytes: output.trimmedError.total
+          }
+        } : output.error === void 0 ? {} : {
+          errorText: output.error
+        }
+      });
+      return events;
+    }
+    case "stopped":
+    case "pong":
+      return [];
+  }
+}
+function tryLock(sink2, id) {
+  return Atomics.compareExchange(sink2, SINK_LOCK, 0, id) === 0;
+}
+function unlock(sink2, id) {
+  if (Atomics.compareExchange(sink2, SINK_LOCK, id, 0) !== id) return false;
+  Atomics.notify(sink2, SINK_LOCK);
+  return true;
+}
+function writeAllSync(bytes) {
+  let offset = Deno.stdout.writeSync(bytes);
+  while (offset < bytes.length) offset += Deno.stdout.writeSync(bytes.subarray(offset));
+}
+
+// worker/collect_garbage.ts
+import v8 from "node:v8";
+import vm from "node:vm";
+function collectGarbage() {
+  try {
+    v8.setFlagsFromString("--expose-gc");
+    const gc = vm.runInNewContext("gc");
+    v8.setFlagsFromString("--no-expose-gc");
+    gc();
+  } catch {
+  }
+}
 
 // worker/runtime.ts
-var MAX_FRAME_BYTES = 68157440;
 var codec = createWorkerCodec();
 var cellUrl = new URL("./cell.js", import.meta.url);
 var config = {
@@ -705,56 +839,77 @@ var config = {
   creditBytes: 2097152
 };
 var store = /* @__PURE__ */ new Map();
-var writeChain = Promise.resolve();
-async function writeAll(bytes) {
-  let offset = 0;
-  while (offset < bytes.length) offset += await Deno.stdout.write(bytes.subarray(offset));
-}
+var sink = new Int32Array(new SharedArrayBuffer(4 * SINK_WORDS));
+var MAIN_LOCK_ID = 1;
+var nextSinkId = MAIN_LOCK_ID + 1;
 var pending = [];
 var flushQueued = false;
+var retry;
 var JOIN_BYTES = 256 * 1024;
+var RETRY_MS = 1;
 function send(message2) {
-  pending.push(encodeFrame(codec.encodeWorkerToHost(message2), MAX_FRAME_BYTES));
+  enqueue(encodeFrame(codec.encodeWorkerToHost(message2), MAX_FRAME_BYTES));
+}
+function enqueue(frame) {
+  pending.push(frame);
   if (flushQueued) return;
   flushQueued = true;
   queueMicrotask(flush);
 }
 function flush() {
   flushQueued = false;
+  if (pending.length === 0) return;
+  if (!tryLock(sink, MAIN_LOCK_ID)) {
+    retry ??= setTimeout(() => {
+      retry = void 0;
+      flush();
+    }, RETRY_MS);
+    return;
+  }
   const frames = pending;
   pending = [];
-  let group = [];
-  let groupBytes = 0;
-  const emit = () => {
-    if (group.length === 0) return;
-    const bytes = group.length === 1 ? group[0] : new Uint8Array(groupBytes);
-    if (group.length > 1) {
-      let offset = 0;
-      for (const frame of group) {
-        bytes.set(frame, offset);
-        offset += frame.length;
+  try {
+    let group = [];
+    let groupBytes = 0;
+    const emit = () => {
+      if (group.length === 0) return;
+      const bytes = group.length === 1 ? group[0] : new Uint8Array(groupBytes);
+      if (group.length > 1) {
+        let offset = 0;
+        for (const frame of group) {
+          bytes.set(frame, offset);
+          offset += frame.length;
+        }
       }
+      group = [];
+      groupBytes = 0;
+      writeAllSync(bytes);
+    };
+    for (const frame of frames) {
+      if (groupBytes + frame.length > JOIN_BYTES) emit();
+      group.push(frame);
+      groupBytes += frame.length;
     }
-    group = [];
-    groupBytes = 0;
-    writeChain = writeChain.then(() => writeAll(bytes)).catch(() => Deno.exit(1));
-  };
-  for (const frame of frames) {
-    if (groupBytes + frame.length > JOIN_BYTES) emit();
-    group.push(frame);
-    groupBytes += frame.length;
+    emit();
+  } catch {
+    Deno.exit(1);
+  } finally {
+    unlock(sink, MAIN_LOCK_ID);
   }
-  emit();
 }
 function sendCellEvent(event) {
   send({
     cellEvent: event
   });
 }
+var EXIT_FLUSH_MS = 1e3;
 async function exitAfterFlush(code) {
+  const deadline = performance.now() + EXIT_FLUSH_MS;
   flush();
-  await writeChain.catch(() => {
-  });
+  while (pending.length > 0 && performance.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
+    flush();
+  }
   Deno.exit(code);
 }
 function createCellWorker(heapMb) {
@@ -769,16 +924,22 @@ function createCellWorker(heapMb) {
     worker,
     heapMb,
     ready: Promise.resolve(),
+    settled: false,
     dead: false,
     closed: false,
     output: output.port1,
     control: control2.port1,
     words: new Int32Array(new SharedArrayBuffer(4 * CELL_WORDS)),
+    sinkId: nextSinkId++,
     onOutput: () => {
     }
   };
   output.port1.on("message", (message2) => cell.onOutput(message2));
-  cell.ready = new Promise((resolve) => {
+  cell.ready = new Promise((settle) => {
+    const resolve = () => {
+      cell.settled = true;
+      settle();
+    };
     cell.onOutput = () => resolve();
     const onMessage = (message2) => {
       if (message2?.t !== "ready") return;
@@ -788,7 +949,9 @@ function createCellWorker(heapMb) {
         t: "warm",
         port: output.port2,
         control: control2.port2,
-        words: cell.words
+        words: cell.words,
+        sink,
+        sinkId: cell.sinkId
       }, [
         output.port2,
         control2.port2
@@ -797,6 +960,8 @@ function createCellWorker(heapMb) {
     worker.on("message", onMessage);
     worker.once("exit", () => {
       cell.dead = true;
+      unlock(sink, cell.sinkId);
+      if (pending.length > 0) flush();
       resolve();
     });
   });
@@ -832,116 +997,25 @@ function forward(running, output) {
     for (const one of output) forward(running, one);
     return;
   }
-  const cellId = running.id;
-  if ("n" in output) running.unacked.push(output.n);
+  if ("n" in output && output.n !== void 0) running.unacked.push(output.n);
+  if (!("w" in output)) {
+    for (const event of wireCellEvents(running.id, output)) sendCellEvent(event);
+  }
   switch (output.t) {
-    case "started":
-      return sendCellEvent({
-        cellId,
-        started: {}
-      });
-    case "text":
-      return sendCellEvent({
-        cellId,
-        contentItem: {
-          text: output.text
-        }
-      });
-    case "trimmedText":
-      return sendCellEvent({
-        cellId,
-        contentItem: {
-          trimmedText: {
-            head: output.text.head,
-            tail: output.text.tail,
-            totalBytes: output.text.total
-          }
-        }
-      });
-    case "image":
-      return sendCellEvent({
-        cellId,
-        contentItem: {
-          image: {
-            imageUrl: output.image.url,
-            detail: output.image.detail
-          }
-        }
-      });
-    case "droppedImage":
-      return sendCellEvent({
-        cellId,
-        contentItem: {
-          droppedMedia: {
-            kind: "image",
-            bytes: output.bytes
-          }
-        }
-      });
-    case "yield":
-      return sendCellEvent({
-        cellId,
-        yieldRequested: {}
-      });
-    case "toolCall":
-      return sendCellEvent({
-        cellId,
-        toolCall: {
-          runtimeToolCallId: output.id,
-          globalName: output.name,
-          inputJson: output.input
-        }
-      });
-    case "toolResultConsumed":
-      return sendCellEvent({
-        cellId,
-        toolResultConsumed: output.id
-      });
-    case "notify":
-      return sendCellEvent({
-        cellId,
-        notify: output.text
-      });
     case "result":
-      if (running.finished) return;
-      running.finished = true;
-      for (const [key, valueJson] of output.writes) {
-        sendCellEvent({
-          cellId,
-          storedWrite: {
-            key,
-            valueJson
-          }
-        });
-      }
-      sendCellEvent({
-        cellId,
-        result: output.trimmedError ? {
-          trimmedError: {
-            head: output.trimmedError.head,
-            tail: output.trimmedError.tail,
-            totalBytes: output.trimmedError.total
-          }
-        } : output.error === void 0 ? {} : {
-          errorText: output.error
-        }
-      });
-      reportExit(running);
-      void endCell(running);
-      return;
-    case "pong":
-      return;
     case "stopped":
       if (running.finished) return;
       running.finished = true;
+      if ("w" in output) running.exitWritten = true;
       reportExit(running);
-      void endCell(running);
+      endCellSoon(running);
       return;
   }
 }
 function credit(cellId, events) {
   const running = cells.get(cellId);
   if (!running) return;
+  drain(running);
   let bytes = 0;
   let n = 0;
   while (n < events && running.unackedHead < running.unacked.length) {
@@ -973,10 +1047,12 @@ function drain(running) {
 function reportExit(running) {
   if (running.exited) return;
   drain(running);
+  if (running.exited) return;
   running.exited = true;
   cells.delete(running.id);
   running.cell.closed = true;
   running.cell.output.close();
+  if (running.exitWritten) return;
   sendCellEvent({
     cellId: running.id,
     exited: running.exitDetail === void 0 ? {
@@ -986,6 +1062,9 @@ function reportExit(running) {
       detail: running.exitDetail
     }
   });
+}
+function endCellSoon(running) {
+  setImmediate(() => void endCell(running));
 }
 async function endCell(running) {
   if (!running.started) unpark(running.cell);
@@ -997,7 +1076,7 @@ async function endCell(running) {
   scheduleSpare();
 }
 function scheduleSpare() {
-  void writeChain.then(() => setTimeout(refillSpare, 0));
+  setTimeout(refillSpare, 0);
 }
 async function startCell(start) {
   const cell = takeCellWorker();
@@ -1006,6 +1085,7 @@ async function startCell(start) {
     cell,
     finished: false,
     exited: false,
+    exitWritten: false,
     started: false,
     lastSeen: performance.now(),
     exitReason: "normal",
@@ -1023,7 +1103,7 @@ async function startCell(start) {
   cell.worker.once("exit", () => {
     setTimeout(() => reportExit(running), 0);
   });
-  await cell.ready;
+  if (!cell.settled) await cell.ready;
   if (cell.dead) return;
   cell.onOutput = (output) => {
     running.lastSeen = performance.now();
@@ -1080,7 +1160,7 @@ function checkParkedCells() {
   const overBudget = rssMb > active * config.heapMb * 2 + RSS_ALLOWANCE_MB;
   for (const running of cells.values()) {
     if (!running.started || running.finished) continue;
-    if (overCredit(running)) {
+    if (overCredit(running) || Atomics.load(sink, SINK_LOCK) === running.cell.sinkId) {
       running.lastSeen = now;
       running.ping = void 0;
       continue;
@@ -1149,12 +1229,11 @@ function stopCell(cellId) {
 function testHook(hook) {
   switch (hook.action) {
     case "garbageFrame":
-      flush();
-      writeChain = writeChain.then(() => writeAll(encodeFrame(new Uint8Array([
+      enqueue(encodeFrame(new Uint8Array([
         255,
         255,
         255
-      ]), MAX_FRAME_BYTES)));
+      ]), MAX_FRAME_BYTES));
       return;
     case "exhaustMainHeap": {
       const hoard = [];

@@ -1,0 +1,156 @@
+import assert from "node:assert/strict";
+import { Worker } from "node:worker_threads";
+import { encodeFrame, FrameDecoder, FrameError } from "../proto/frame_codec.ts";
+import { createWorkerCodec } from "../proto/worker_codec.ts";
+import {
+  encodeCellFrames,
+  MAX_FRAME_BYTES,
+  tryLock,
+  unlock,
+  wireCellEvents,
+  writeLocked,
+} from "./cell_events.ts";
+import { type CellOutput, SINK_LOCK, SINK_WORDS } from "./cell_protocol.ts";
+
+const codec = createWorkerCodec();
+
+function decodeAll(bytes: Uint8Array) {
+  const decoder = new FrameDecoder(MAX_FRAME_BYTES);
+  const frames = decoder.push(bytes);
+  decoder.finish();
+  return frames.map((frame) => codec.decodeWorkerToHost(frame).cellEvent);
+}
+
+/** One output of every kind a cell posts, with the events the host must read for it. */
+const CASES: [CellOutput, object[]][] = [
+  [{ t: "started" }, [{ cellId: "7", started: {} }]],
+  [{ t: "text", text: "héllo ✓", n: 11 }, [{ cellId: "7", contentItem: { text: "héllo ✓" } }]],
+  [{ t: "text", text: "", n: 0 }, [{ cellId: "7", contentItem: { text: "" } }]],
+  [
+    { t: "trimmedText", text: { head: "ab", tail: "yz", total: 2 ** 40 }, n: 4 },
+    [{ cellId: "7", contentItem: { trimmedText: { head: "ab", tail: "yz", totalBytes: 2 ** 40 } } }],
+  ],
+  [
+    { t: "image", image: { url: "data:image/png;base64,AA==", detail: "low" }, n: 26 },
+    [{ cellId: "7", contentItem: { image: { imageUrl: "data:image/png;base64,AA==", detail: "low" } } }],
+  ],
+  [
+    { t: "droppedImage", bytes: 70_000_000, n: 0 },
+    [{ cellId: "7", contentItem: { droppedMedia: { kind: "image", bytes: 70_000_000 } } }],
+  ],
+  [{ t: "yield", n: 0 }, [{ cellId: "7", yieldRequested: {} }]],
+  [
+    { t: "toolCall", id: "tool-1", name: "look_up", input: '{"q":1}', n: 7 },
+    [{ cellId: "7", toolCall: { runtimeToolCallId: "tool-1", globalName: "look_up", inputJson: '{"q":1}' } }],
+  ],
+  [
+    { t: "toolCall", id: "tool-2", name: "look_up", n: 0 },
+    [{ cellId: "7", toolCall: { runtimeToolCallId: "tool-2", globalName: "look_up" } }],
+  ],
+  [{ t: "toolResultConsumed", id: "tool-1", n: 0 }, [{ cellId: "7", toolResultConsumed: "tool-1" }]],
+  [{ t: "notify", text: "step 2", n: 6 }, [{ cellId: "7", notify: "step 2" }]],
+  [
+    { t: "result", writes: [["a", "1"], ["b", '{"x":[]}']] },
+    [
+      { cellId: "7", storedWrite: { key: "a", valueJson: "1" } },
+      { cellId: "7", storedWrite: { key: "b", valueJson: '{"x":[]}' } },
+      { cellId: "7", result: {} },
+    ],
+  ],
+  [{ t: "result", writes: [], error: "Error: boom" }, [{
+    cellId: "7",
+    result: { errorText: "Error: boom" },
+  }]],
+  [
+    { t: "result", writes: [], trimmedError: { head: "E", tail: "!", total: 99_999 } },
+    [{ cellId: "7", result: { trimmedError: { head: "E", tail: "!", totalBytes: 99_999 } } }],
+  ],
+  [{ t: "stopped" }, []],
+  [{ t: "pong" }, []],
+];
+
+/** The decoded form of an event: the codec also names the set oneof member. */
+function decoded(event: object): object {
+  return codec.decodeWorkerToHost(codec.encodeWorkerToHost({ cellEvent: event as never })).cellEvent!;
+}
+
+Deno.test("every cell output maps to its CellEvents, and the frames a cell writes decode to them (with exited after a result)", () => {
+  for (const [output, events] of CASES) {
+    assert.deepEqual(wireCellEvents("7", output), events, output.t);
+    const expected = events.map(decoded);
+    if (output.t === "result") expected.push(decoded({ cellId: "7", exited: { reason: "normal" } }));
+    assert.deepEqual(decodeAll(encodeCellFrames("7", [output])), expected, output.t);
+  }
+});
+
+Deno.test("a cell's frames are byte for byte the runtime's own frames, joined in order", () => {
+  const outputs: CellOutput[] = CASES.map(([output]) => output);
+  const expected: number[] = [];
+  for (const output of outputs) {
+    const events = wireCellEvents("12", output);
+    if (output.t === "result") events.push({ cellId: "12", exited: { reason: "normal" } });
+    for (const event of events) {
+      expected.push(...encodeFrame(codec.encodeWorkerToHost({ cellEvent: event }), MAX_FRAME_BYTES));
+    }
+  }
+  assert.deepEqual([...encodeCellFrames("12", outputs)], expected);
+});
+
+Deno.test("a frame over the limit is refused (the cell then posts the output whole)", () => {
+  assert.throws(
+    () => encodeCellFrames("1", [{ t: "text", text: "x".repeat(MAX_FRAME_BYTES), n: MAX_FRAME_BYTES }]),
+    FrameError,
+  );
+});
+
+Deno.test("stream lock: one holder at a time; only the holder (or the runtime, for a dead one) releases it", () => {
+  const sink = new Int32Array(new SharedArrayBuffer(4 * SINK_WORDS));
+  assert.ok(tryLock(sink, 3));
+  assert.ok(!tryLock(sink, 4));
+  assert.ok(!unlock(sink, 4));
+  assert.equal(sink[SINK_LOCK], 3);
+  assert.ok(unlock(sink, 3));
+  assert.ok(!unlock(sink, 3));
+  assert.ok(tryLock(sink, 4));
+  assert.ok(unlock(sink, 4));
+  const order: string[] = [];
+  writeLocked(sink, 5, new Uint8Array([1, 2]), (bytes) => {
+    order.push(`write ${bytes.length} as ${sink[SINK_LOCK]}`);
+  });
+  assert.deepEqual(order, ["write 2 as 5"]);
+  assert.equal(sink[SINK_LOCK], 0);
+  // A failed write releases the lock too.
+  assert.throws(() =>
+    writeLocked(sink, 5, new Uint8Array(1), () => {
+      throw new Error("EPIPE");
+    })
+  );
+  assert.equal(sink[SINK_LOCK], 0);
+});
+
+Deno.test("stream lock: a writer waits while another thread holds the lock and writes once it is released", async () => {
+  const sink = new Int32Array(new SharedArrayBuffer(4 * SINK_WORDS));
+  // The other thread takes the lock, holds it 150 ms, and releases it.
+  const source = `
+    import { parentPort, workerData } from "node:worker_threads";
+    const sink = workerData;
+    Atomics.compareExchange(sink, 0, 0, 9);
+    parentPort.postMessage("held");
+    Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 150);
+    Atomics.store(sink, 0, 0);
+    Atomics.notify(sink, 0);
+  `;
+  const worker = new Worker(new URL(`data:text/javascript,${encodeURIComponent(source)}`), {
+    workerData: sink,
+  });
+  const exited = new Promise((resolve) => worker.once("exit", resolve));
+  await new Promise((resolve) => worker.once("message", resolve));
+  assert.equal(sink[SINK_LOCK], 9);
+  const start = performance.now();
+  let heldBy = -1;
+  writeLocked(sink, 5, new Uint8Array(1), () => heldBy = sink[SINK_LOCK]);
+  assert.equal(heldBy, 5);
+  assert.ok(performance.now() - start >= 100, "the writer did not wait for the lock");
+  assert.equal(sink[SINK_LOCK], 0);
+  await exited;
+});
