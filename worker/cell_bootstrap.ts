@@ -54,6 +54,7 @@ import { collectGarbage } from "./collect_garbage.ts";
 import { utf8ByteLength, utf8Prefix, utf8Suffix } from "../proto/output_collector.ts";
 import {
   CELL_DOORBELL,
+  CELL_PROGRESS,
   CELL_WORDS,
   type CellControl,
   type CellCredit,
@@ -62,6 +63,7 @@ import {
   type CellTool,
   type CellTrimmedText,
   type CountedOutput,
+  CREDIT_ACKED,
   CREDIT_BYTES,
   CREDIT_EVENTS,
   CREDIT_GENERATION,
@@ -783,6 +785,12 @@ let helpersScript: vm.Script | undefined;
 class CellRun {
   #start!: CellStart;
   #output: MessagePort | undefined;
+  /** Payload bytes of the counted outputs not yet acknowledged, oldest first from `#unackedHead`. */
+  #unacked: number[] = [];
+  #unackedHead = 0;
+  #unackedBytes = 0;
+  /** `CREDIT_ACKED` as last settled. */
+  #ackedSeen = 0;
   /** Writes frames to the runtime's stream; unset for a cell that posts its outputs whole. */
   #write: ((frames: Uint8Array) => void) | undefined;
   #phase = PHASE_RUNNING;
@@ -1131,9 +1139,37 @@ class CellRun {
 
   #postCounted(message: CountedOutput): void {
     const words = this.#credit!.words;
+    if (this.#credit!.maxEvents === Infinity) {
+      // Unlimited credit (a hand-driven isolate): nothing to settle.
+      Atomics.add(words, CREDIT_EVENTS, 1);
+      return this.#post(message);
+    }
+    this.#settleCredit();
+    this.#unacked.push(message.n);
+    this.#unackedBytes += message.n;
+    Atomics.store(words, CREDIT_BYTES, this.#unackedBytes);
     Atomics.add(words, CREDIT_EVENTS, 1);
-    Atomics.add(words, CREDIT_BYTES, message.n);
     this.#post(message);
+  }
+
+  /** Settles the outputs the host has acknowledged since the last look (`CREDIT_ACKED`). */
+  #settleCredit(): void {
+    const words = this.#credit!.words;
+    const acked = Atomics.load(words, CREDIT_ACKED);
+    const unacked = this.#unacked;
+    let head = this.#unackedHead;
+    while (this.#ackedSeen !== acked && head < unacked.length) {
+      this.#unackedBytes -= unacked[head++];
+      this.#ackedSeen = (this.#ackedSeen + 1) | 0;
+    }
+    // More acknowledged than posted never happens; if it did, the surplus is ignored.
+    if (head === unacked.length) this.#ackedSeen = acked;
+    if (head > 1024 && head * 2 > unacked.length) {
+      this.#unacked = unacked.slice(head);
+      head = 0;
+    }
+    this.#unackedHead = head;
+    Atomics.store(words, CREDIT_BYTES, this.#unackedBytes);
   }
 
   /**
@@ -1147,9 +1183,10 @@ class CellRun {
     for (;;) {
       const generation = Atomics.load(words, CREDIT_GENERATION);
       if (this.#livePhase() !== PHASE_RUNNING) return false;
+      this.#settleCredit();
       if (
-        Atomics.load(words, CREDIT_EVENTS) <= credit.maxEvents &&
-        Atomics.load(words, CREDIT_BYTES) <= credit.maxBytes
+        this.#unacked.length - this.#unackedHead <= credit.maxEvents &&
+        this.#unackedBytes <= credit.maxBytes
       ) return true;
       Atomics.wait(words, CREDIT_GENERATION, generation);
     }
@@ -1172,17 +1209,10 @@ class CellRun {
           // own encoding then fails the same way.
         }
         if (frames !== undefined) {
-          const written = outputs.map(writtenOutput);
-          const note = written.length === 1 ? written[0] : written;
-          if (message.t === "result") {
-            // The runtime ends the Worker once it reads this: the frames go first.
-            this.#write(frames);
-            this.#output?.postMessage(note);
-          } else {
-            // A host Credit for these events must find them posted.
-            this.#output?.postMessage(note);
-            this.#write(frames);
-          }
+          this.#write(frames);
+          Atomics.add(this.#credit!.words, CELL_PROGRESS, 1);
+          // The runtime ends the Worker once it reads this: the frames went first.
+          if (message.t === "result") this.#output?.postMessage(WRITTEN_RESULT);
           return;
         }
       }
@@ -1193,10 +1223,8 @@ class CellRun {
   }
 }
 
-/** What the runtime is told of an output the cell wrote itself. */
-function writtenOutput(output: CellOutput): WrittenOutput {
-  return "n" in output ? { t: output.t, n: output.n, w: true } : { t: output.t, w: true };
-}
+/** What the runtime is told of a result the cell wrote itself. */
+const WRITTEN_RESULT: WrittenOutput = { t: "result", w: true };
 
 /** `SyntaxError: <V8 message>` for a compile failure (SPEC §5.6). */
 function describeCompileError(error: unknown): string {

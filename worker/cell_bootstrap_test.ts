@@ -1,11 +1,13 @@
 import assert from "node:assert/strict";
 import { MessageChannel, type MessagePort, Worker } from "node:worker_threads";
 import {
+  CELL_WORDS,
   type CellControl,
   type CellCredit,
   type CellImage,
   type CellOutput,
   type CellTool,
+  CREDIT_ACKED,
   CREDIT_BYTES,
   CREDIT_EVENTS,
   CREDIT_GENERATION,
@@ -87,14 +89,11 @@ class CellHarness implements AsyncDisposable {
   }
 
   /** The cell's shared credit words (set by {@link start}). */
-  words = new Int32Array(new SharedArrayBuffer(16));
-  #unacked: number[] = [];
+  words = new Int32Array(new SharedArrayBuffer(4 * CELL_WORDS));
 
   /** Acknowledges the oldest `events` counted outputs, like a host `Credit` relayed by the runtime. */
   ack(events: number): void {
-    const bytes = this.#unacked.splice(0, events).reduce((a, b) => a + b, 0);
-    Atomics.sub(this.words, CREDIT_EVENTS, events);
-    Atomics.sub(this.words, CREDIT_BYTES, bytes);
+    Atomics.add(this.words, CREDIT_ACKED, events);
     Atomics.add(this.words, CREDIT_GENERATION, 1);
     Atomics.notify(this.words, CREDIT_GENERATION);
   }
@@ -133,10 +132,9 @@ class CellHarness implements AsyncDisposable {
       if (raw.t === "pong") return;
       let message: CellOutput = raw;
       if (raw.n !== undefined) {
-        // Counted output: the byte count is the runtime's business; tests compare the item.
-        const { n, ...item } = raw;
+        // Counted output: the byte count is the cell's own bookkeeping; tests compare the item.
+        const { n: _n, ...item } = raw;
         message = item as CellOutput;
-        this.#unacked.push(n);
         if (!options.manualCredit) this.ack(1);
       }
       if (message.t === "toolCall" && options.answer !== undefined) {

@@ -4,14 +4,16 @@
  *
  * - {@link wireCellEvents} maps one {@link CellOutput} to its `CellEvent`s; the runtime uses it for
  *   outputs posted to it, a cell isolate for the frames it writes.
- * - {@link encodeCellFrames} encodes them as framed `WorkerToHost` messages with the worker codec.
+ * - {@link encodeCellFrames} encodes them as framed `WorkerToHost` messages, by hand: a cell isolate
+ *   loads this module, not the worker codec (less to load and compile per cell, and faster in a
+ *   fresh isolate). `cell_events_test.ts` checks the bytes against the codec for every event.
  * - {@link writeLocked} writes bytes to the runtime's stdout under the stream lock shared by the
  *   runtime's main thread and every cell isolate of the process, so frames never interleave.
  *
  * @module
  */
 import { encodeFrame } from "../proto/frame_codec.ts";
-import { encodeMessage, type WireCellEvent, WORKER_TO_HOST } from "../proto/worker_codec.ts";
+import type { WireCellEvent } from "../proto/worker_codec.ts";
 import type { CellOutput } from "./cell_protocol.ts";
 import { SINK_LOCK } from "./cell_protocol.ts";
 
@@ -107,7 +109,7 @@ export function encodeCellFrames(cellId: string, outputs: readonly CellOutput[])
   const frames: Uint8Array[] = [];
   let total = 0;
   const add = (event: WireCellEvent) => {
-    const frame = encodeFrame(encodeMessage({ cellEvent: event }, WORKER_TO_HOST), MAX_FRAME_BYTES);
+    const frame = encodeFrame(encodeFields([[2, eventFields(event)]]), MAX_FRAME_BYTES);
     frames.push(frame);
     total += frame.length;
   };
@@ -123,6 +125,114 @@ export function encodeCellFrames(cellId: string, outputs: readonly CellOutput[])
     offset += frame.length;
   }
   return bytes;
+}
+
+// ---- a protobuf encoder for CellEvent (field numbers: proto/codemode/worker/v1/worker.proto) -----
+
+/**
+ * One field: its number (all under 16: one tag byte) and a varint, string, bytes or submessage.
+ * Like the worker codec, every field present is written, defaults included.
+ */
+type Field = [no: number, value: number | string | Uint8Array | Field[]];
+
+const utf8 = new TextEncoder();
+
+/** The fields of the events a cell writes (never `pending`, audio, or an `exited` detail). */
+function eventFields(event: WireCellEvent): Field[] {
+  const fields: Field[] = [[1, event.cellId]];
+  if (event.started) fields.push([2, []]);
+  else if (event.contentItem) fields.push([3, itemFields(event.contentItem)]);
+  else if (event.yieldRequested) fields.push([4, []]);
+  else if (event.toolCall) {
+    const call: Field[] = [[1, event.toolCall.runtimeToolCallId], [2, event.toolCall.globalName]];
+    if (event.toolCall.inputJson !== undefined) call.push([3, event.toolCall.inputJson]);
+    fields.push([5, call]);
+  } else if (event.toolResultConsumed !== undefined) fields.push([6, event.toolResultConsumed]);
+  else if (event.notify !== undefined) fields.push([7, event.notify]);
+  else if (event.storedWrite) {
+    fields.push([9, [[1, event.storedWrite.key], [2, event.storedWrite.valueJson]]]);
+  } else if (event.result) {
+    const { errorText, trimmedError } = event.result;
+    fields.push([
+      10,
+      trimmedError
+        ? [[2, [[1, trimmedError.head], [2, trimmedError.tail], [3, trimmedError.totalBytes]]]]
+        : errorText !== undefined
+        ? [[1, errorText]]
+        : [],
+    ]);
+  } else if (event.exited) fields.push([11, [[1, event.exited.reason]]]);
+  return fields;
+}
+
+function itemFields(item: NonNullable<WireCellEvent["contentItem"]>): Field[] {
+  if ("text" in item) return [[1, item.text]];
+  if ("image" in item) return [[2, [[1, item.image.imageUrl], [2, item.image.detail]]]];
+  if ("trimmedText" in item) {
+    const { head, tail, totalBytes } = item.trimmedText;
+    return [[4, [[1, head], [2, tail], [3, totalBytes]]]];
+  }
+  if ("droppedMedia" in item) return [[5, [[1, item.droppedMedia.kind], [2, item.droppedMedia.bytes]]]];
+  return []; // audio: never from a cell
+}
+
+function varintSize(value: number): number {
+  let size = 1;
+  while (value >= 128) {
+    value = Math.floor(value / 128);
+    size++;
+  }
+  return size;
+}
+
+/** Strings become bytes here, once; returns the encoded size of `fields`. */
+function sizeOf(fields: Field[]): number {
+  let size = 0;
+  for (const field of fields) {
+    let value = field[1];
+    if (typeof value === "number") {
+      size += 1 + varintSize(value);
+      continue;
+    }
+    if (typeof value === "string") value = field[1] = utf8.encode(value);
+    const length = value instanceof Uint8Array ? value.length : sizeOf(value);
+    size += 1 + varintSize(length) + length;
+  }
+  return size;
+}
+
+function writeVarint(out: Uint8Array, pos: number, value: number): number {
+  while (value >= 128) {
+    out[pos++] = (value % 128) | 0x80;
+    value = Math.floor(value / 128);
+  }
+  out[pos++] = value;
+  return pos;
+}
+
+function writeFields(out: Uint8Array, pos: number, fields: Field[]): number {
+  for (const [no, value] of fields) {
+    if (typeof value === "number") {
+      out[pos++] = no << 3;
+      pos = writeVarint(out, pos, value);
+    } else if (value instanceof Uint8Array) {
+      out[pos++] = (no << 3) | 2;
+      pos = writeVarint(out, pos, value.length);
+      out.set(value, pos);
+      pos += value.length;
+    } else {
+      out[pos++] = (no << 3) | 2;
+      pos = writeVarint(out, pos, sizeOf(value as Field[]));
+      pos = writeFields(out, pos, value as Field[]);
+    }
+  }
+  return pos;
+}
+
+function encodeFields(fields: Field[]): Uint8Array {
+  const out = new Uint8Array(sizeOf(fields));
+  writeFields(out, 0, fields);
+  return out;
 }
 
 /** How long a writer waits on the stream lock before it looks again (a dead holder is released). */

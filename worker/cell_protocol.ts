@@ -21,16 +21,16 @@
  *    `MessagePort`, in production order, so the runtime can drain it with `receiveMessageOnPort`
  *    before terminating the Worker. `result` is always the last message of a cell that finished.
  *    A cell handed the runtime's stream words (`sink` in `warm`) writes its frames to the runtime's
- *    stdout itself, under the stream lock (`cell_events.ts`), and posts each output as a
- *    {@link WrittenOutput} (no payload) for the runtime's bookkeeping: one thread hop less
- *    between a cell and its host (~0.4 ms of a warm Execute on an idle 2-core machine). A counted
- *    output is posted *before* its frame is written (a host `Credit` for it then finds it), a
- *    `result` after its frames (with the cell's normal `exited`) are written (the runtime ends the
- *    Worker on it). `stopped` and `pong` are only posted.
- * 4. Output is credit-based (SPEC §8.10): every {@link CountedOutput} adds one event and its
- *    `n` payload bytes to the counters in the shared words; a helper call whose item leaves
- *    the cell over either credit waits (`Atomics.wait`) until the runtime relays the host's
- *    `Credit` or sets the stop word. Oversized items are posted in their reduced forms.
+ *    stdout itself, under the stream lock (`cell_events.ts`), and bumps `CELL_PROGRESS`: two thread
+ *    hops less between a cell and its host (~0.6 ms of a warm Execute on an idle 2-core machine).
+ *    Of what it wrote it posts only its `result`, as a {@link WrittenOutput} and after the frames
+ *    (with the cell's normal `exited`): the runtime ends the Worker on it. `stopped` and `pong`
+ *    are always posted.
+ * 4. Output is credit-based (SPEC §8.10): the cell counts every {@link CountedOutput} in
+ *    `CREDIT_EVENTS` and keeps its `n` payload bytes until the host acknowledges it: the runtime
+ *    adds each host `Credit{events}` to `CREDIT_ACKED`. A helper call whose item leaves the cell
+ *    over either credit waits (`Atomics.wait`) until the runtime relays a `Credit` or sets the
+ *    stop word. Oversized items are posted in their reduced forms.
  * 5. The runtime posts {@link CellControl} messages on the Worker (`worker.postMessage`).
  *    `stop` is answered with `{t: "stopped"}` on the output port as soon as the bootstrap is not
  *    running user code (the liveness handshake); after that it dispatches nothing more into the
@@ -71,9 +71,12 @@ export interface CellStart {
   credit?: Omit<CellCredit, "words"> & { words?: Int32Array };
 }
 
-/** Indices of the `Int32Array` words shared by a cell and its runtime. */
+/**
+ * Indices of the `Int32Array` words shared by a cell and its runtime. Counted outputs posted so
+ * far (written by the cell; wraps at 2^31, so compare differences).
+ */
 export const CREDIT_EVENTS = 0;
-/** Unacknowledged payload bytes. */
+/** Unacknowledged payload bytes, as the cell last settled them (written by the cell). */
 export const CREDIT_BYTES = 1;
 /** Bumped (and notified) whenever the runtime changes a word; the cell waits on it. */
 export const CREDIT_GENERATION = 2;
@@ -81,6 +84,13 @@ export const CREDIT_GENERATION = 2;
 export const CREDIT_STOP = 3;
 /** 1 = a `start` waits on the control port; 2 = a parked spare is discarded (it exits its park). */
 export const CELL_DOORBELL = 4;
+/**
+ * Counted outputs the host has acknowledged so far (written by the runtime on each `Credit`). The
+ * cell keeps the payload bytes of its unacknowledged outputs itself and settles them against this.
+ */
+export const CREDIT_ACKED = 5;
+/** Bumped by the cell for every output it writes itself: the runtime's sign of life (watchdog). */
+export const CELL_PROGRESS = 6;
 /** Int32 words of the shared buffer of a cell (`CREDIT_*` and `CELL_DOORBELL`). */
 export const CELL_WORDS = 8;
 /** The stream lock in the runtime's shared stream words: 0, or the lock ID of the thread writing. */
@@ -176,11 +186,9 @@ export type CellOutput =
   /** Answer to `ping`; never forwarded to the host. */
   | { t: "pong" };
 
-/** An output the cell wrote to the frame stream itself (item 3): its kind and credit bytes only. */
+/** A `result` the cell wrote to the frame stream itself (item 3). */
 export interface WrittenOutput {
-  t: CellOutput["t"];
-  /** The payload bytes of a counted output. */
-  n?: number;
+  t: "result";
   w: true;
 }
 

@@ -34,10 +34,12 @@ import {
 } from "../proto/worker_codec.ts";
 import {
   CELL_DOORBELL,
+  CELL_PROGRESS,
   CELL_WORDS,
   type CellControl,
   type CellOutput,
   type CellStart,
+  CREDIT_ACKED,
   CREDIT_BYTES,
   CREDIT_EVENTS,
   CREDIT_GENERATION,
@@ -295,9 +297,8 @@ interface RunningCell {
   ping?: { at: number; cpu: number };
   exitReason: "normal" | "heap_limit" | "fault";
   exitDetail?: string;
-  /** Payload bytes of the forwarded, not yet acknowledged counted events, oldest first. */
-  unacked: number[];
-  unackedHead: number;
+  /** `CELL_PROGRESS` as last seen by the watchdog. */
+  progress: number;
 }
 
 const cells = new Map<string, RunningCell>();
@@ -307,44 +308,28 @@ function forward(running: RunningCell, output: PortOutput): void {
     for (const one of output) forward(running, one);
     return;
   }
-  if ("n" in output && output.n !== undefined) running.unacked.push(output.n);
+  const final = output.t === "result" || output.t === "stopped";
+  if (final && running.finished) return;
   if (!("w" in output)) {
     for (const event of wireCellEvents(running.id, output)) sendCellEvent(event);
   }
-  switch (output.t) {
-    case "result":
-    case "stopped":
-      if (running.finished) return;
-      running.finished = true;
-      // The cell wrote its `exited` with its result.
-      if ("w" in output) running.exitWritten = true;
-      // Nothing more can come from the cell: its exit is reported now, not after `terminate()`
-      // settles (0.2–1.5 ms later, more while the host and its client use both cores), since a
-      // harness returns a cell's result only once its CellClosed arrives (SPEC §10.11).
-      reportExit(running);
-      endCellSoon(running);
-      return;
+  if (final) {
+    running.finished = true;
+    // The cell wrote its `exited` with its result.
+    if ("w" in output) running.exitWritten = true;
+    // Nothing more can come from the cell: its exit is reported now, not after `terminate()`
+    // settles (0.2–1.5 ms later, more while the host and its client use both cores), since a
+    // harness returns a cell's result only once its CellClosed arrives (SPEC §10.11).
+    reportExit(running);
+    endCellSoon(running);
   }
 }
 
-/** A host `Credit`: the next `events` forwarded counted events are acknowledged. */
+/** A host `Credit`: the cell's next `events` counted outputs are acknowledged (it settles them). */
 function credit(cellId: string, events: number): void {
   const running = cells.get(cellId);
   if (!running) return;
-  // Events the cell wrote itself may be acknowledged before their notes were handled here.
-  drain(running);
-  let bytes = 0;
-  let n = 0;
-  while (n < events && running.unackedHead < running.unacked.length) {
-    bytes += running.unacked[running.unackedHead++];
-    n++;
-  }
-  if (running.unackedHead > 1024 && running.unackedHead * 2 > running.unacked.length) {
-    running.unacked = running.unacked.slice(running.unackedHead);
-    running.unackedHead = 0;
-  }
-  Atomics.sub(running.cell.words, CREDIT_EVENTS, n);
-  Atomics.sub(running.cell.words, CREDIT_BYTES, bytes);
+  Atomics.add(running.cell.words, CREDIT_ACKED, events);
   wake(running);
 }
 
@@ -355,8 +340,10 @@ function wake(running: RunningCell): void {
 
 /** Whether the cell is over its credit, i.e. its helper call is (or is about to be) waiting. */
 function overCredit(running: RunningCell): boolean {
-  return Atomics.load(running.cell.words, CREDIT_EVENTS) > config.creditEvents ||
-    Atomics.load(running.cell.words, CREDIT_BYTES) > config.creditBytes;
+  const words = running.cell.words;
+  const unacked = (Atomics.load(words, CREDIT_EVENTS) - Atomics.load(words, CREDIT_ACKED)) | 0;
+  return unacked > config.creditEvents ||
+    (unacked > 0 && Atomics.load(words, CREDIT_BYTES) > config.creditBytes);
 }
 
 function drain(running: RunningCell): void {
@@ -422,8 +409,7 @@ async function startCell(start: NonNullable<HostToWorker["startCell"]>): Promise
     started: false,
     lastSeen: performance.now(),
     exitReason: "normal",
-    unacked: [],
-    unackedHead: 0,
+    progress: 0,
   };
   cells.set(start.cellId, running);
   cell.worker.on("error", (error: Error & { code?: string }) => {
@@ -510,8 +496,13 @@ function checkParkedCells(): void {
   const overBudget = rssMb > active * config.heapMb * 2 + RSS_ALLOWANCE_MB;
   for (const running of cells.values()) {
     if (!running.started || running.finished) continue;
-    if (overCredit(running) || Atomics.load(sink, SINK_LOCK) === running.cell.sinkId) {
-      // Waiting for the host's credit, or for the host to take a frame, is not parking.
+    const progress = Atomics.load(running.cell.words, CELL_PROGRESS);
+    if (
+      progress !== running.progress || overCredit(running) ||
+      Atomics.load(sink, SINK_LOCK) === running.cell.sinkId
+    ) {
+      running.progress = progress;
+      // New output, waiting for the host's credit, or for the host to take a frame: not parked.
       running.lastSeen = now;
       running.ping = undefined;
       continue;

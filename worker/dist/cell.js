@@ -28,14 +28,6 @@ function collectGarbage() {
 
 // proto/output_collector.ts
 import { Buffer } from "node:buffer";
-function varintBytes(n) {
-  let bytes = 1;
-  while (n >= 128) {
-    n = Math.floor(n / 128);
-    bytes++;
-  }
-  return bytes;
-}
 function utf8ByteLength(s) {
   return Buffer.byteLength(s, "utf8");
 }
@@ -118,6 +110,8 @@ var CREDIT_BYTES = 1;
 var CREDIT_GENERATION = 2;
 var CREDIT_STOP = 3;
 var CELL_DOORBELL = 4;
+var CREDIT_ACKED = 5;
+var CELL_PROGRESS = 6;
 var CELL_WORDS = 8;
 var SINK_LOCK = 0;
 var PARK_MS = 1e3;
@@ -160,348 +154,6 @@ function encodeFrame(body, maxFrameBytes) {
   frame.set(body, HEADER_BYTES);
   return frame;
 }
-
-// proto/worker_codec.ts
-function message(name, fields) {
-  return {
-    name,
-    fields,
-    byNo: new Map(fields.map((f2) => [
-      f2.no,
-      f2
-    ]))
-  };
-}
-var f = (no, name, type, oneof) => ({
-  no,
-  name,
-  type,
-  ...oneof === void 0 ? {} : {
-    oneof
-  }
-});
-var P = "codemode.worker.v1.";
-var EMPTY = (name) => message(P + name, []);
-var TRIMMED_TEXT = message(P + "TrimmedText", [
-  f(1, "head", "string"),
-  f(2, "tail", "string"),
-  f(3, "totalBytes", "uint64")
-]);
-var STORE_ENTRY = message(P + "StoreEntry", [
-  f(1, "key", "string"),
-  f(2, "valueJson", "string")
-]);
-var CELL_TOOL = message(P + "CellTool", [
-  f(1, "globalName", "string"),
-  f(2, "description", "string")
-]);
-var HOST_TO_WORKER = message(P + "HostToWorker", [
-  f(1, "configure", message(P + "Configure", [
-    f(1, "sessionId", "string"),
-    f(2, "outputTruncation", "int32"),
-    f(3, "cellHeapLimitMb", "uint32"),
-    f(4, "maxMessageBytes", "uint64"),
-    f(5, "maxStoredValueBytes", "uint64"),
-    f(6, "runtimeMode", "int32"),
-    f(7, "outputEventCredit", "uint32"),
-    f(8, "outputByteCredit", "uint64")
-  ]), "message"),
-  f(2, "storeUpdate", message(P + "StoreUpdate", [
-    f(1, "version", "uint64"),
-    f(2, "reset", "bool"),
-    {
-      no: 3,
-      name: "entries",
-      type: STORE_ENTRY,
-      repeated: true
-    }
-  ]), "message"),
-  f(3, "startCell", message(P + "StartCell", [
-    f(1, "cellId", "string"),
-    f(2, "source", "string"),
-    {
-      no: 3,
-      name: "tools",
-      type: CELL_TOOL,
-      repeated: true
-    },
-    f(4, "storeVersion", "uint64")
-  ]), "message"),
-  f(4, "toolResult", message(P + "ToolResult", [
-    f(1, "cellId", "string"),
-    f(2, "runtimeToolCallId", "string"),
-    f(3, "outputJson", "string", "result"),
-    f(4, "errorMessage", "string", "result")
-  ]), "message"),
-  f(5, "credit", message(P + "Credit", [
-    f(1, "cellId", "string"),
-    f(2, "events", "uint32"),
-    f(3, "bytes", "uint64")
-  ]), "message"),
-  f(6, "stopCell", message(P + "StopCell", [
-    f(1, "cellId", "string")
-  ]), "message"),
-  f(7, "control", message(P + "Control", [
-    f(1, "cellId", "string"),
-    f(2, "continue", "bool", "action"),
-    f(3, "resume", "bool", "action"),
-    f(4, "terminate", "bool", "action")
-  ]), "message"),
-  f(8, "shutdown", EMPTY("Shutdown"), "message"),
-  f(9, "testHook", message(P + "TestHook", [
-    f(1, "garbageFrame", "bool", "action"),
-    f(3, "exhaustMainHeap", "bool", "action"),
-    f(4, "delayStopMs", "uint32", "action"),
-    f(5, "faultCell", "string", "action"),
-    f(6, "runtimeFault", "string", "action"),
-    f(7, "blockMainMs", "uint32", "action")
-  ]), "message")
-]);
-var WORKER_TO_HOST = message(P + "WorkerToHost", [
-  f(1, "ready", message(P + "Ready", [
-    f(1, "denoVersion", "string"),
-    f(2, "protocolVersion", "uint32")
-  ]), "message"),
-  f(2, "cellEvent", message(P + "CellEvent", [
-    f(1, "cellId", "string"),
-    f(2, "started", EMPTY("Empty"), "event"),
-    f(3, "contentItem", message(P + "ContentItem", [
-      f(1, "text", "string", "item"),
-      f(2, "image", message(P + "ImageItem", [
-        f(1, "imageUrl", "string"),
-        f(2, "detail", "string")
-      ]), "item"),
-      f(3, "audioUrl", "string", "item"),
-      f(4, "trimmedText", TRIMMED_TEXT, "item"),
-      f(5, "droppedMedia", message(P + "DroppedMedia", [
-        f(1, "kind", "string"),
-        f(2, "bytes", "uint64")
-      ]), "item")
-    ]), "event"),
-    f(4, "yieldRequested", EMPTY("Empty"), "event"),
-    f(5, "toolCall", message(P + "ToolCallEvent", [
-      f(1, "runtimeToolCallId", "string"),
-      f(2, "globalName", "string"),
-      f(3, "inputJson", "string", "_inputJson")
-    ]), "event"),
-    f(6, "toolResultConsumed", "string", "event"),
-    f(7, "notify", "string", "event"),
-    f(8, "pending", EMPTY("Empty"), "event"),
-    f(9, "storedWrite", message(P + "StoredWrite", [
-      f(1, "key", "string"),
-      f(2, "valueJson", "string")
-    ]), "event"),
-    f(10, "result", message(P + "CellResult", [
-      f(1, "errorText", "string", "error"),
-      f(2, "trimmedError", TRIMMED_TEXT, "error")
-    ]), "event"),
-    f(11, "exited", message(P + "Exited", [
-      f(1, "reason", "string"),
-      f(2, "detail", "string", "_detail")
-    ]), "event")
-  ]), "message"),
-  f(3, "runtimeFault", message(P + "RuntimeFault", [
-    f(1, "detail", "string")
-  ]), "message")
-]);
-var utf8 = new TextEncoder();
-var MAX_UINT32 = 4294967295;
-function integer(value, type, field) {
-  const n = Number(value);
-  if (!Number.isFinite(n)) throw new TypeError(`${field}: not a number`);
-  const i = Math.trunc(n);
-  if (type === "int32") {
-    const v = i | 0;
-    return v < 0 ? BigInt.asUintN(64, BigInt(v)) : v;
-  }
-  if (type === "uint32") return i >>> 0;
-  if (i < 0 || i > Number.MAX_SAFE_INTEGER) {
-    throw new RangeError(`${field}: ${i} is not a uint64 this codec carries`);
-  }
-  return i;
-}
-var SHORT_STRING = 64;
-function shortUtf8Length(text) {
-  let bytes = 0;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (c < 128) bytes += 1;
-    else if (c < 2048) bytes += 2;
-    else if (c >= 55296 && c <= 56319 && i + 1 < text.length) {
-      const next = text.charCodeAt(i + 1);
-      if (next >= 56320 && next <= 57343) {
-        bytes += 4;
-        i++;
-      } else bytes += 3;
-    } else bytes += 3;
-  }
-  return bytes;
-}
-function planMessage(value, schema, plan) {
-  let size = 0;
-  for (const field of schema.fields) {
-    const v = value[field.name];
-    if (v === void 0 || v === null) continue;
-    if (field.repeated) {
-      for (const item of v) size += planField(item, field, plan);
-    } else {
-      size += planField(v, field, plan);
-    }
-  }
-  return size;
-}
-function planField(value, field, plan) {
-  const tag = varintBytes(field.no * 8);
-  const type = field.type;
-  if (typeof type === "object") {
-    const slot = plan.lengths.length;
-    plan.lengths.push(0);
-    const length = planMessage(value, type, plan);
-    plan.lengths[slot] = length;
-    return tag + varintBytes(length) + length;
-  }
-  switch (type) {
-    case "string": {
-      const text = String(value);
-      if (text.length <= SHORT_STRING) {
-        const length = shortUtf8Length(text);
-        plan.strings.push(text);
-        plan.lengths.push(length);
-        return tag + varintBytes(length) + length;
-      }
-      const bytes = utf8.encode(text);
-      plan.strings.push(bytes);
-      plan.lengths.push(bytes.length);
-      return tag + varintBytes(bytes.length) + bytes.length;
-    }
-    case "bool":
-      return tag + 1;
-    default: {
-      const v = integer(value, type, field.name);
-      return tag + (typeof v === "bigint" ? 10 : varintBytes(v));
-    }
-  }
-}
-var Writer = class {
-  out;
-  plan;
-  pos;
-  stringAt;
-  lengthAt;
-  constructor(out, plan) {
-    this.out = out;
-    this.plan = plan;
-    this.pos = 0;
-    this.stringAt = 0;
-    this.lengthAt = 0;
-  }
-  varint(value) {
-    const out = this.out;
-    if (typeof value === "bigint") {
-      for (let i = 0; i < 9; i++) {
-        out[this.pos++] = Number(value & 0x7fn) | 128;
-        value >>= 7n;
-      }
-      out[this.pos++] = Number(value);
-      return;
-    }
-    while (value > MAX_UINT32) {
-      out[this.pos++] = value % 128 | 128;
-      value = Math.floor(value / 128);
-    }
-    while (value >= 128) {
-      out[this.pos++] = value & 127 | 128;
-      value >>>= 7;
-    }
-    out[this.pos++] = value;
-  }
-  /** Writes a short string as UTF-8 (lone surrogates as U+FFFD, like `TextEncoder`). */
-  shortUtf8(text) {
-    const out = this.out;
-    let pos = this.pos;
-    for (let i = 0; i < text.length; i++) {
-      let c = text.charCodeAt(i);
-      if (c < 128) {
-        out[pos++] = c;
-        continue;
-      }
-      if (c < 2048) {
-        out[pos++] = 192 | c >> 6;
-        out[pos++] = 128 | c & 63;
-        continue;
-      }
-      if (c >= 55296 && c <= 57343) {
-        const next = i + 1 < text.length ? text.charCodeAt(i + 1) : 0;
-        if (c <= 56319 && next >= 56320 && next <= 57343) {
-          c = 65536 + (c - 55296 << 10) + (next - 56320);
-          i++;
-          out[pos++] = 240 | c >> 18;
-          out[pos++] = 128 | c >> 12 & 63;
-          out[pos++] = 128 | c >> 6 & 63;
-          out[pos++] = 128 | c & 63;
-          continue;
-        }
-        c = 65533;
-      }
-      out[pos++] = 224 | c >> 12;
-      out[pos++] = 128 | c >> 6 & 63;
-      out[pos++] = 128 | c & 63;
-    }
-    this.pos = pos;
-  }
-  message(value, schema) {
-    for (const field of schema.fields) {
-      const v = value[field.name];
-      if (v === void 0 || v === null) continue;
-      if (field.repeated) {
-        for (const item of v) this.field(item, field);
-      } else {
-        this.field(v, field);
-      }
-    }
-  }
-  field(value, field) {
-    const type = field.type;
-    if (typeof type === "object") {
-      this.varint(field.no * 8 + 2);
-      this.varint(this.plan.lengths[this.lengthAt++]);
-      this.message(value, type);
-      return;
-    }
-    switch (type) {
-      case "string": {
-        const piece = this.plan.strings[this.stringAt++];
-        const length = this.plan.lengths[this.lengthAt++];
-        this.varint(field.no * 8 + 2);
-        this.varint(length);
-        if (typeof piece === "string") this.shortUtf8(piece);
-        else {
-          this.out.set(piece, this.pos);
-          this.pos += length;
-        }
-        return;
-      }
-      case "bool":
-        this.varint(field.no * 8);
-        this.out[this.pos++] = value ? 1 : 0;
-        return;
-      default:
-        this.varint(field.no * 8);
-        this.varint(integer(value, type, field.name));
-    }
-  }
-};
-function encodeMessage(value, schema) {
-  const plan = {
-    strings: [],
-    lengths: []
-  };
-  const size = planMessage(value, schema, plan);
-  const writer = new Writer(new Uint8Array(size), plan);
-  writer.message(value, schema);
-  return writer.out;
-}
-var utf8Decoder = new TextDecoder();
 
 // worker/cell_events.ts
 var MAX_FRAME_BYTES = 68157440;
@@ -626,9 +278,12 @@ function encodeCellFrames(cellId, outputs) {
   const frames = [];
   let total = 0;
   const add = (event) => {
-    const frame = encodeFrame(encodeMessage({
-      cellEvent: event
-    }, WORKER_TO_HOST), MAX_FRAME_BYTES);
+    const frame = encodeFrame(encodeFields([
+      [
+        2,
+        eventFields(event)
+      ]
+    ]), MAX_FRAME_BYTES);
     frames.push(frame);
     total += frame.length;
   };
@@ -649,6 +304,221 @@ function encodeCellFrames(cellId, outputs) {
     offset += frame.length;
   }
   return bytes;
+}
+var utf8 = new TextEncoder();
+function eventFields(event) {
+  const fields = [
+    [
+      1,
+      event.cellId
+    ]
+  ];
+  if (event.started) fields.push([
+    2,
+    []
+  ]);
+  else if (event.contentItem) fields.push([
+    3,
+    itemFields(event.contentItem)
+  ]);
+  else if (event.yieldRequested) fields.push([
+    4,
+    []
+  ]);
+  else if (event.toolCall) {
+    const call = [
+      [
+        1,
+        event.toolCall.runtimeToolCallId
+      ],
+      [
+        2,
+        event.toolCall.globalName
+      ]
+    ];
+    if (event.toolCall.inputJson !== void 0) call.push([
+      3,
+      event.toolCall.inputJson
+    ]);
+    fields.push([
+      5,
+      call
+    ]);
+  } else if (event.toolResultConsumed !== void 0) fields.push([
+    6,
+    event.toolResultConsumed
+  ]);
+  else if (event.notify !== void 0) fields.push([
+    7,
+    event.notify
+  ]);
+  else if (event.storedWrite) {
+    fields.push([
+      9,
+      [
+        [
+          1,
+          event.storedWrite.key
+        ],
+        [
+          2,
+          event.storedWrite.valueJson
+        ]
+      ]
+    ]);
+  } else if (event.result) {
+    const { errorText, trimmedError } = event.result;
+    fields.push([
+      10,
+      trimmedError ? [
+        [
+          2,
+          [
+            [
+              1,
+              trimmedError.head
+            ],
+            [
+              2,
+              trimmedError.tail
+            ],
+            [
+              3,
+              trimmedError.totalBytes
+            ]
+          ]
+        ]
+      ] : errorText !== void 0 ? [
+        [
+          1,
+          errorText
+        ]
+      ] : []
+    ]);
+  } else if (event.exited) fields.push([
+    11,
+    [
+      [
+        1,
+        event.exited.reason
+      ]
+    ]
+  ]);
+  return fields;
+}
+function itemFields(item) {
+  if ("text" in item) return [
+    [
+      1,
+      item.text
+    ]
+  ];
+  if ("image" in item) return [
+    [
+      2,
+      [
+        [
+          1,
+          item.image.imageUrl
+        ],
+        [
+          2,
+          item.image.detail
+        ]
+      ]
+    ]
+  ];
+  if ("trimmedText" in item) {
+    const { head, tail, totalBytes } = item.trimmedText;
+    return [
+      [
+        4,
+        [
+          [
+            1,
+            head
+          ],
+          [
+            2,
+            tail
+          ],
+          [
+            3,
+            totalBytes
+          ]
+        ]
+      ]
+    ];
+  }
+  if ("droppedMedia" in item) return [
+    [
+      5,
+      [
+        [
+          1,
+          item.droppedMedia.kind
+        ],
+        [
+          2,
+          item.droppedMedia.bytes
+        ]
+      ]
+    ]
+  ];
+  return [];
+}
+function varintSize(value) {
+  let size = 1;
+  while (value >= 128) {
+    value = Math.floor(value / 128);
+    size++;
+  }
+  return size;
+}
+function sizeOf(fields) {
+  let size = 0;
+  for (const field of fields) {
+    let value = field[1];
+    if (typeof value === "number") {
+      size += 1 + varintSize(value);
+      continue;
+    }
+    if (typeof value === "string") value = field[1] = utf8.encode(value);
+    const length = value instanceof Uint8Array ? value.length : sizeOf(value);
+    size += 1 + varintSize(length) + length;
+  }
+  return size;
+}
+function writeVarint(out, pos, value) {
+  while (value >= 128) {
+    out[pos++] = value % 128 | 128;
+    value = Math.floor(value / 128);
+  }
+  out[pos++] = value;
+  return pos;
+}
+function writeFields(out, pos, fields) {
+  for (const [no, value] of fields) {
+    if (typeof value === "number") {
+      out[pos++] = no << 3;
+      pos = writeVarint(out, pos, value);
+    } else if (value instanceof Uint8Array) {
+      out[pos++] = no << 3 | 2;
+      pos = writeVarint(out, pos, value.length);
+      out.set(value, pos);
+      pos += value.length;
+    } else {
+      out[pos++] = no << 3 | 2;
+      pos = writeVarint(out, pos, sizeOf(value));
+      pos = writeFields(out, pos, value);
+    }
+  }
+  return pos;
+}
+function encodeFields(fields) {
+  const out = new Uint8Array(sizeOf(fields));
+  writeFields(out, 0, fields);
+  return out;
 }
 var LOCK_WAIT_MS = 20;
 function writeLocked(sink, id, bytes, write = writeAllSync) {
@@ -1021,12 +891,12 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
   }
   function notify(value) {
     live();
-    const message2 = toOutputText(value);
-    if (ReflectApply(stringTrim, message2, []) === "") throw "notify expects non-empty text";
-    if (byteLength(message2) > maxMessageBytes) {
+    const message = toOutputText(value);
+    if (ReflectApply(stringTrim, message, []) === "") throw "notify expects non-empty text";
+    if (byteLength(message) > maxMessageBytes) {
       throw "code-mode notification exceeds the " + maxMessageBytes + "-byte gRPC message limit";
     }
-    emit(3, message2, "");
+    emit(3, message, "");
     return void 0;
   }
   function yield_control() {
@@ -1078,8 +948,8 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
     live();
     const input = toJsonText(arg);
     if (input !== void 0 && byteLength(input) > maxMessageBytes) {
-      const message2 = "code-mode tool invocation exceeds the " + maxMessageBytes + "-byte gRPC message limit";
-      return new PromiseCtor((_resolve, reject) => reject(message2));
+      const message = "code-mode tool invocation exceeds the " + maxMessageBytes + "-byte gRPC message limit";
+      return new PromiseCtor((_resolve, reject) => reject(message));
     }
     let settlers;
     const promise = new PromiseCtor((resolve, reject) => {
@@ -1286,6 +1156,12 @@ var helpersScript;
 var CellRun = class {
   #start;
   #output;
+  /** Payload bytes of the counted outputs not yet acknowledged, oldest first from `#unackedHead`. */
+  #unacked = [];
+  #unackedHead = 0;
+  #unackedBytes = 0;
+  /** `CREDIT_ACKED` as last settled. */
+  #ackedSeen = 0;
   /** Writes frames to the runtime's stream; unset for a cell that posts its outputs whole. */
   #write;
   #phase = PHASE_RUNNING;
@@ -1413,22 +1289,22 @@ var CellRun = class {
     this.#enter((c) => c.run(fn));
   }
   /** Handles a control message other than `start`. */
-  control(message2) {
-    if (message2.t === "ping") {
+  control(message) {
+    if (message.t === "ping") {
       this.#post({
         t: "pong"
       });
-    } else if (message2.t === "stop") {
+    } else if (message.t === "stop") {
       if (this.#phase === PHASE_RUNNING) this.#phase = PHASE_STOPPED;
       this.#clearHostTimers();
       this.#post({
         t: "stopped"
       });
-    } else if (message2.t === "toolResult") {
+    } else if (message.t === "toolResult") {
       if (this.#phase !== PHASE_RUNNING) return;
-      const isError = "error" in message2 && typeof message2.error === "string";
-      const payload = isError ? message2.error : String(message2.json);
-      const id = String(message2.id);
+      const isError = "error" in message && typeof message.error === "string";
+      const payload = isError ? message.error : String(message.json);
+      const id = String(message.id);
       setHostImmediate(() => this.#enter((c) => c.deliver(id, isError, payload)));
     }
   }
@@ -1630,11 +1506,36 @@ var CellRun = class {
       n: utf8ByteLength(trimmed.head) + utf8ByteLength(trimmed.tail)
     });
   }
-  #postCounted(message2) {
+  #postCounted(message) {
     const words = this.#credit.words;
+    if (this.#credit.maxEvents === Infinity) {
+      Atomics.add(words, CREDIT_EVENTS, 1);
+      return this.#post(message);
+    }
+    this.#settleCredit();
+    this.#unacked.push(message.n);
+    this.#unackedBytes += message.n;
+    Atomics.store(words, CREDIT_BYTES, this.#unackedBytes);
     Atomics.add(words, CREDIT_EVENTS, 1);
-    Atomics.add(words, CREDIT_BYTES, message2.n);
-    this.#post(message2);
+    this.#post(message);
+  }
+  /** Settles the outputs the host has acknowledged since the last look (`CREDIT_ACKED`). */
+  #settleCredit() {
+    const words = this.#credit.words;
+    const acked = Atomics.load(words, CREDIT_ACKED);
+    const unacked = this.#unacked;
+    let head = this.#unackedHead;
+    while (this.#ackedSeen !== acked && head < unacked.length) {
+      this.#unackedBytes -= unacked[head++];
+      this.#ackedSeen = this.#ackedSeen + 1 | 0;
+    }
+    if (head === unacked.length) this.#ackedSeen = acked;
+    if (head > 1024 && head * 2 > unacked.length) {
+      this.#unacked = unacked.slice(head);
+      head = 0;
+    }
+    this.#unackedHead = head;
+    Atomics.store(words, CREDIT_BYTES, this.#unackedBytes);
   }
   /**
    * Waits while the cell is over its output credit (the item is already posted).
@@ -1647,7 +1548,8 @@ var CellRun = class {
     for (; ; ) {
       const generation = Atomics.load(words, CREDIT_GENERATION);
       if (this.#livePhase() !== PHASE_RUNNING) return false;
-      if (Atomics.load(words, CREDIT_EVENTS) <= credit.maxEvents && Atomics.load(words, CREDIT_BYTES) <= credit.maxBytes) return true;
+      this.#settleCredit();
+      if (this.#unacked.length - this.#unackedHead <= credit.maxEvents && this.#unackedBytes <= credit.maxBytes) return true;
       Atomics.wait(words, CREDIT_GENERATION, generation);
     }
   }
@@ -1655,33 +1557,27 @@ var CellRun = class {
    * Sends `message` (after `started`, when that is still pending): as frames written to the
    * runtime's stream when the cell has a writer, else posted whole (`cell_protocol.ts` item 3).
    */
-  #post(message2) {
+  #post(message) {
     const outputs = this.#startedPending ? [
       {
         t: "started"
       },
-      message2
+      message
     ] : [
-      message2
+      message
     ];
     this.#startedPending = false;
     try {
-      if (this.#write !== void 0 && message2.t !== "stopped" && message2.t !== "pong") {
+      if (this.#write !== void 0 && message.t !== "stopped" && message.t !== "pong") {
         let frames;
         try {
           frames = encodeCellFrames(this.#start.cellId, outputs);
         } catch {
         }
         if (frames !== void 0) {
-          const written = outputs.map(writtenOutput);
-          const note = written.length === 1 ? written[0] : written;
-          if (message2.t === "result") {
-            this.#write(frames);
-            this.#output?.postMessage(note);
-          } else {
-            this.#output?.postMessage(note);
-            this.#write(frames);
-          }
+          this.#write(frames);
+          Atomics.add(this.#credit.words, CELL_PROGRESS, 1);
+          if (message.t === "result") this.#output?.postMessage(WRITTEN_RESULT);
           return;
         }
       }
@@ -1690,20 +1586,14 @@ var CellRun = class {
     }
   }
 };
-function writtenOutput(output) {
-  return "n" in output ? {
-    t: output.t,
-    n: output.n,
-    w: true
-  } : {
-    t: output.t,
-    w: true
-  };
-}
+var WRITTEN_RESULT = {
+  t: "result",
+  w: true
+};
 function describeCompileError(error) {
   if (error !== null && typeof error === "object") {
-    const { name, message: message2 } = error;
-    if (typeof name === "string" && typeof message2 === "string") return `${name}: ${message2}`;
+    const { name, message } = error;
+    if (typeof name === "string" && typeof message === "string") return `${name}: ${message}`;
   }
   return String(error);
 }
@@ -1765,10 +1655,10 @@ function boot(port) {
   prepared.prepare();
   let cell;
   let warmed;
-  const start = (message2, inMacrotask) => {
+  const start = (message, inMacrotask) => {
     if (cell !== void 0) return;
     cell = prepared;
-    cell.begin(message2, warmed, inMacrotask);
+    cell.begin(message, warmed, inMacrotask);
   };
   let collected = false;
   const park = () => {
@@ -1776,8 +1666,8 @@ function boot(port) {
     if (cell !== void 0) return;
     Atomics.wait(words, CELL_DOORBELL, 0, collected ? PARK_MS : COLLECT_AFTER_MS);
     const received = receiveMessageOnPort(control);
-    const message2 = received?.message;
-    if (message2?.t === "start") return start(message2, true);
+    const message = received?.message;
+    if (message?.t === "start") return start(message, true);
     if (Atomics.load(words, CELL_DOORBELL) === 2) return;
     if (!collected) {
       collected = true;
@@ -1785,29 +1675,29 @@ function boot(port) {
     }
     setHostImmediate(park);
   };
-  port.on("message", (message2) => {
-    if (message2 === null || typeof message2 !== "object") return;
-    if (message2.t === "warm") {
+  port.on("message", (message) => {
+    if (message === null || typeof message !== "object") return;
+    if (message.t === "warm") {
       setHostImmediate(() => {
         prepared.warmUp();
         rehearse();
-        const { control, words, sink, sinkId } = message2;
-        message2.port.postMessage({
+        const { control, words, sink, sinkId } = message;
+        message.port.postMessage({
           t: "warmed"
         });
-        if (control === void 0 || words === void 0) return message2.port.close();
+        if (control === void 0 || words === void 0) return message.port.close();
         warmed = {
-          port: message2.port,
+          port: message.port,
           control,
           words,
           write: sink !== void 0 && sinkId ? (frames) => writeLocked(sink, sinkId, frames) : void 0
         };
         setHostImmediate(park);
       });
-    } else if (message2.t === "start") {
-      start(message2, false);
+    } else if (message.t === "start") {
+      start(message, false);
     } else {
-      cell?.control(message2);
+      cell?.control(message);
     }
   });
   port.postMessage({

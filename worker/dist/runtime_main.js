@@ -189,6 +189,164 @@ async function* readFrames(stream, maxFrameBytes, options = {}) {
   }
 }
 
+// worker/cell_protocol.ts
+var CREDIT_EVENTS = 0;
+var CREDIT_BYTES = 1;
+var CREDIT_GENERATION = 2;
+var CREDIT_STOP = 3;
+var CELL_DOORBELL = 4;
+var CREDIT_ACKED = 5;
+var CELL_PROGRESS = 6;
+var CELL_WORDS = 8;
+var SINK_LOCK = 0;
+var SINK_WORDS = 2;
+
+// worker/cell_events.ts
+var MAX_FRAME_BYTES = 68157440;
+function wireCellEvents(cellId, output) {
+  switch (output.t) {
+    case "started":
+      return [
+        {
+          cellId,
+          started: {}
+        }
+      ];
+    case "text":
+      return [
+        {
+          cellId,
+          contentItem: {
+            text: output.text
+          }
+        }
+      ];
+    case "trimmedText":
+      return [
+        {
+          cellId,
+          contentItem: {
+            trimmedText: {
+              head: output.text.head,
+              tail: output.text.tail,
+              totalBytes: output.text.total
+            }
+          }
+        }
+      ];
+    case "image":
+      return [
+        {
+          cellId,
+          contentItem: {
+            image: {
+              imageUrl: output.image.url,
+              detail: output.image.detail
+            }
+          }
+        }
+      ];
+    case "droppedImage":
+      return [
+        {
+          cellId,
+          contentItem: {
+            droppedMedia: {
+              kind: "image",
+              bytes: output.bytes
+            }
+          }
+        }
+      ];
+    case "yield":
+      return [
+        {
+          cellId,
+          yieldRequested: {}
+        }
+      ];
+    case "toolCall":
+      return [
+        {
+          cellId,
+          toolCall: output.input === void 0 ? {
+            runtimeToolCallId: output.id,
+            globalName: output.name
+          } : {
+            runtimeToolCallId: output.id,
+            globalName: output.name,
+            inputJson: output.input
+          }
+        }
+      ];
+    case "toolResultConsumed":
+      return [
+        {
+          cellId,
+          toolResultConsumed: output.id
+        }
+      ];
+    case "notify":
+      return [
+        {
+          cellId,
+          notify: output.text
+        }
+      ];
+    case "result": {
+      const events = output.writes.map(([key, valueJson]) => ({
+        cellId,
+        storedWrite: {
+          key,
+          valueJson
+        }
+      }));
+      events.push({
+        cellId,
+        result: output.trimmedError ? {
+          trimmedError: {
+            head: output.trimmedError.head,
+            tail: output.trimmedError.tail,
+            totalBytes: output.trimmedError.total
+          }
+        } : output.error === void 0 ? {} : {
+          errorText: output.error
+        }
+      });
+      return events;
+    }
+    case "stopped":
+    case "pong":
+      return [];
+  }
+}
+var utf8 = new TextEncoder();
+function tryLock(sink2, id) {
+  return Atomics.compareExchange(sink2, SINK_LOCK, 0, id) === 0;
+}
+function unlock(sink2, id) {
+  if (Atomics.compareExchange(sink2, SINK_LOCK, id, 0) !== id) return false;
+  Atomics.notify(sink2, SINK_LOCK);
+  return true;
+}
+function writeAllSync(bytes) {
+  let offset = Deno.stdout.writeSync(bytes);
+  while (offset < bytes.length) offset += Deno.stdout.writeSync(bytes.subarray(offset));
+}
+
+// worker/collect_garbage.ts
+import v8 from "node:v8";
+import vm from "node:vm";
+function collectGarbage() {
+  try {
+    v8.setFlagsFromString("--expose-gc");
+    const gc = vm.runInNewContext("gc");
+    v8.setFlagsFromString("--no-expose-gc");
+    gc();
+  } catch {
+  }
+}
+
 // proto/output_collector.ts
 import { Buffer } from "node:buffer";
 var MAX_TEXT_BYTES = 1048576;
@@ -345,7 +503,7 @@ var WORKER_TO_HOST = message(P + "WorkerToHost", [
     f(1, "detail", "string")
   ]), "message")
 ]);
-var utf8 = new TextEncoder();
+var utf82 = new TextEncoder();
 var MAX_UINT32 = 4294967295;
 function integer(value, type, field) {
   const n = Number(value);
@@ -410,7 +568,7 @@ function planField(value, field, plan) {
         plan.lengths.push(length);
         return tag + varintBytes(length) + length;
       }
-      const bytes = utf8.encode(text);
+      const bytes = utf82.encode(text);
       plan.strings.push(bytes);
       plan.lengths.push(bytes.length);
       return tag + varintBytes(bytes.length) + bytes.length;
@@ -672,161 +830,6 @@ function createWorkerCodec() {
   };
 }
 
-// worker/cell_protocol.ts
-var CREDIT_EVENTS = 0;
-var CREDIT_BYTES = 1;
-var CREDIT_GENERATION = 2;
-var CREDIT_STOP = 3;
-var CELL_DOORBELL = 4;
-var CELL_WORDS = 8;
-var SINK_LOCK = 0;
-var SINK_WORDS = 2;
-
-// worker/cell_events.ts
-var MAX_FRAME_BYTES = 68157440;
-function wireCellEvents(cellId, output) {
-  switch (output.t) {
-    case "started":
-      return [
-        {
-          cellId,
-          started: {}
-        }
-      ];
-    case "text":
-      return [
-        {
-          cellId,
-          contentItem: {
-            text: output.text
-          }
-        }
-      ];
-    case "trimmedText":
-      return [
-        {
-          cellId,
-          contentItem: {
-            trimmedText: {
-              head: output.text.head,
-              tail: output.text.tail,
-              totalBytes: output.text.total
-            }
-          }
-        }
-      ];
-    case "image":
-      return [
-        {
-          cellId,
-          contentItem: {
-            image: {
-              imageUrl: output.image.url,
-              detail: output.image.detail
-            }
-          }
-        }
-      ];
-    case "droppedImage":
-      return [
-        {
-          cellId,
-          contentItem: {
-            droppedMedia: {
-              kind: "image",
-              bytes: output.bytes
-            }
-          }
-        }
-      ];
-    case "yield":
-      return [
-        {
-          cellId,
-          yieldRequested: {}
-        }
-      ];
-    case "toolCall":
-      return [
-        {
-          cellId,
-          toolCall: output.input === void 0 ? {
-            runtimeToolCallId: output.id,
-            globalName: output.name
-          } : {
-            runtimeToolCallId: output.id,
-            globalName: output.name,
-            inputJson: output.input
-          }
-        }
-      ];
-    case "toolResultConsumed":
-      return [
-        {
-          cellId,
-          toolResultConsumed: output.id
-        }
-      ];
-    case "notify":
-      return [
-        {
-          cellId,
-          notify: output.text
-        }
-      ];
-    case "result": {
-      const events = output.writes.map(([key, valueJson]) => ({
-        cellId,
-        storedWrite: {
-          key,
-          valueJson
-        }
-      }));
-      events.push({
-        cellId,
-        result: output.trimmedError ? {
-          trimmedError: {
-            head: output.trimmedError.head,
-            tail: output.trimmedError.tail,
-            totalBytes: output.trimmedError.total
-          }
-        } : output.error === void 0 ? {} : {
-          errorText: output.error
-        }
-      });
-      return events;
-    }
-    case "stopped":
-    case "pong":
-      return [];
-  }
-}
-function tryLock(sink2, id) {
-  return Atomics.compareExchange(sink2, SINK_LOCK, 0, id) === 0;
-}
-function unlock(sink2, id) {
-  if (Atomics.compareExchange(sink2, SINK_LOCK, id, 0) !== id) return false;
-  Atomics.notify(sink2, SINK_LOCK);
-  return true;
-}
-function writeAllSync(bytes) {
-  let offset = Deno.stdout.writeSync(bytes);
-  while (offset < bytes.length) offset += Deno.stdout.writeSync(bytes.subarray(offset));
-}
-
-// worker/collect_garbage.ts
-import v8 from "node:v8";
-import vm from "node:vm";
-function collectGarbage() {
-  try {
-    v8.setFlagsFromString("--expose-gc");
-    const gc = vm.runInNewContext("gc");
-    v8.setFlagsFromString("--no-expose-gc");
-    gc();
-  } catch {
-  }
-}
-
 // worker/runtime.ts
 var codec = createWorkerCodec();
 var cellUrl = new URL("./cell.js", import.meta.url);
@@ -997,37 +1000,22 @@ function forward(running, output) {
     for (const one of output) forward(running, one);
     return;
   }
-  if ("n" in output && output.n !== void 0) running.unacked.push(output.n);
+  const final = output.t === "result" || output.t === "stopped";
+  if (final && running.finished) return;
   if (!("w" in output)) {
     for (const event of wireCellEvents(running.id, output)) sendCellEvent(event);
   }
-  switch (output.t) {
-    case "result":
-    case "stopped":
-      if (running.finished) return;
-      running.finished = true;
-      if ("w" in output) running.exitWritten = true;
-      reportExit(running);
-      endCellSoon(running);
-      return;
+  if (final) {
+    running.finished = true;
+    if ("w" in output) running.exitWritten = true;
+    reportExit(running);
+    endCellSoon(running);
   }
 }
 function credit(cellId, events) {
   const running = cells.get(cellId);
   if (!running) return;
-  drain(running);
-  let bytes = 0;
-  let n = 0;
-  while (n < events && running.unackedHead < running.unacked.length) {
-    bytes += running.unacked[running.unackedHead++];
-    n++;
-  }
-  if (running.unackedHead > 1024 && running.unackedHead * 2 > running.unacked.length) {
-    running.unacked = running.unacked.slice(running.unackedHead);
-    running.unackedHead = 0;
-  }
-  Atomics.sub(running.cell.words, CREDIT_EVENTS, n);
-  Atomics.sub(running.cell.words, CREDIT_BYTES, bytes);
+  Atomics.add(running.cell.words, CREDIT_ACKED, events);
   wake(running);
 }
 function wake(running) {
@@ -1035,7 +1023,9 @@ function wake(running) {
   Atomics.notify(running.cell.words, CREDIT_GENERATION);
 }
 function overCredit(running) {
-  return Atomics.load(running.cell.words, CREDIT_EVENTS) > config.creditEvents || Atomics.load(running.cell.words, CREDIT_BYTES) > config.creditBytes;
+  const words = running.cell.words;
+  const unacked = Atomics.load(words, CREDIT_EVENTS) - Atomics.load(words, CREDIT_ACKED) | 0;
+  return unacked > config.creditEvents || unacked > 0 && Atomics.load(words, CREDIT_BYTES) > config.creditBytes;
 }
 function drain(running) {
   for (; ; ) {
@@ -1089,8 +1079,7 @@ async function startCell(start) {
     started: false,
     lastSeen: performance.now(),
     exitReason: "normal",
-    unacked: [],
-    unackedHead: 0
+    progress: 0
   };
   cells.set(start.cellId, running);
   cell.worker.on("error", (error) => {
@@ -1160,7 +1149,9 @@ function checkParkedCells() {
   const overBudget = rssMb > active * config.heapMb * 2 + RSS_ALLOWANCE_MB;
   for (const running of cells.values()) {
     if (!running.started || running.finished) continue;
-    if (overCredit(running) || Atomics.load(sink, SINK_LOCK) === running.cell.sinkId) {
+    const progress = Atomics.load(running.cell.words, CELL_PROGRESS);
+    if (progress !== running.progress || overCredit(running) || Atomics.load(sink, SINK_LOCK) === running.cell.sinkId) {
+      running.progress = progress;
       running.lastSeen = now;
       running.ping = void 0;
       continue;
