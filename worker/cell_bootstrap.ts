@@ -71,7 +71,7 @@ import {
   PARK_MS,
   type WrittenOutput,
 } from "./cell_protocol.ts";
-import { encodeCellFrames, writeLocked } from "./cell_events.ts";
+import { encodeCellFrames, FrameScratch, writeLocked } from "./cell_events.ts";
 
 /** The string `exit()` throws; a cell it ends completes successfully (SPEC §5.3). */
 export const CELL_EXIT_SENTINEL = "__codex_code_mode_exit__";
@@ -1203,7 +1203,7 @@ class CellRun {
       if (this.#write !== undefined && message.t !== "stopped" && message.t !== "pong") {
         let frames: Uint8Array | undefined;
         try {
-          frames = encodeCellFrames(this.#start.cellId, outputs);
+          frames = encodeCellFrames(this.#start.cellId, outputs, FRAMES);
         } catch {
           // Over the frame limit (reduced forms keep items under it): posted whole, the runtime's
           // own encoding then fails the same way.
@@ -1222,6 +1222,9 @@ class CellRun {
     }
   }
 }
+
+/** This isolate's frame buffer: frames are written synchronously, before the next encoding. */
+const FRAMES = new FrameScratch();
 
 /** What the runtime is told of a result the cell wrote itself. */
 const WRITTEN_RESULT: WrittenOutput = { t: "result", w: true };

@@ -12,7 +12,8 @@
  *
  * @module
  */
-import { encodeFrame } from "../proto/frame_codec.ts";
+import { FrameError } from "../proto/frame_codec.ts";
+import { utf8ByteLength } from "../proto/output_collector.ts";
 import type { WireCellEvent } from "../proto/worker_codec.ts";
 import type { CellOutput } from "./cell_protocol.ts";
 import { SINK_LOCK } from "./cell_protocol.ts";
@@ -98,42 +99,76 @@ export function wireCellEvents(cellId: string, output: CellOutput): WireCellEven
 
 /**
  * The framed `WorkerToHost{cell_event}` messages of `outputs`, joined; after a `result`, the
- * cell's normal `exited` too (nothing more can come from the cell).
+ * cell's normal `exited` too (nothing more can come from the cell). Strings are encoded straight
+ * into one buffer, reused from call to call when `scratch` is given: a cell printing 64 KiB pieces
+ * then makes no garbage per piece beyond its own strings.
  *
  * @param cellId the cell's ID
  * @param outputs the outputs, in order
- * @returns the bytes to write
+ * @param scratch a reusable buffer (see {@link FrameScratch}); without it the result is fresh
+ * @returns the bytes to write: valid until the next call with the same `scratch`
  * @throws {FrameError} a frame over {@link MAX_FRAME_BYTES}
  */
-export function encodeCellFrames(cellId: string, outputs: readonly CellOutput[]): Uint8Array {
-  const frames: Uint8Array[] = [];
-  let total = 0;
-  const add = (event: WireCellEvent) => {
-    const frame = encodeFrame(encodeFields([[2, eventFields(event)]]), MAX_FRAME_BYTES);
-    frames.push(frame);
-    total += frame.length;
-  };
+export function encodeCellFrames(
+  cellId: string,
+  outputs: readonly CellOutput[],
+  scratch?: FrameScratch,
+): Uint8Array {
+  const messages: Field[][] = [];
   for (const output of outputs) {
-    for (const event of wireCellEvents(cellId, output)) add(event);
-    if (output.t === "result") add({ cellId, exited: { reason: "normal" } });
+    for (const event of wireCellEvents(cellId, output)) messages.push([[2, eventFields(event)]]);
+    if (output.t === "result") messages.push([[2, eventFields({ cellId, exited: { reason: "normal" } })]]);
   }
-  if (frames.length === 1) return frames[0];
-  const bytes = new Uint8Array(total);
-  let offset = 0;
-  for (const frame of frames) {
-    bytes.set(frame, offset);
-    offset += frame.length;
+  const plans = messages.map(plan);
+  let total = 0;
+  for (const { size } of plans) {
+    if (size > MAX_FRAME_BYTES) throw new FrameError(`frame length ${size} exceeds ${MAX_FRAME_BYTES} bytes`);
+    total += FRAME_HEADER_BYTES + size;
   }
-  return bytes;
+  const out = scratch ? scratch.take(total) : new Uint8Array(total);
+  let pos = 0;
+  messages.forEach((fields, i) => {
+    const { size, lengths } = plans[i];
+    out[pos++] = size >>> 24;
+    out[pos++] = (size >>> 16) & 0xff;
+    out[pos++] = (size >>> 8) & 0xff;
+    out[pos++] = size & 0xff;
+    pos = writeFields(out, pos, fields, lengths, { at: 0 });
+  });
+  return out;
+}
+
+const FRAME_HEADER_BYTES = 4;
+/** A scratch buffer larger than this is not kept after use. */
+const KEEP_SCRATCH_BYTES = 1_048_576;
+
+/** A buffer reused by {@link encodeCellFrames} (one per writing thread). */
+export class FrameScratch {
+  #buffer = new Uint8Array(4096);
+
+  /**
+   * A view of `bytes` bytes, valid until the next call.
+   *
+   * @param bytes the size needed
+   * @returns the view (a fresh buffer when it is over the size kept)
+   */
+  take(bytes: number): Uint8Array {
+    if (bytes > this.#buffer.length) {
+      const size = Math.max(bytes, this.#buffer.length * 2);
+      if (size > KEEP_SCRATCH_BYTES) return new Uint8Array(bytes);
+      this.#buffer = new Uint8Array(size);
+    }
+    return this.#buffer.subarray(0, bytes);
+  }
 }
 
 // ---- a protobuf encoder for CellEvent (field numbers: proto/codemode/worker/v1/worker.proto) -----
 
 /**
- * One field: its number (all under 16: one tag byte) and a varint, string, bytes or submessage.
- * Like the worker codec, every field present is written, defaults included.
+ * One field: its number (all under 16: one tag byte) and a varint, string or submessage. Like the
+ * worker codec, every field present is written, defaults included.
  */
-type Field = [no: number, value: number | string | Uint8Array | Field[]];
+type Field = [no: number, value: number | string | Field[]];
 
 const utf8 = new TextEncoder();
 
@@ -185,17 +220,32 @@ function varintSize(value: number): number {
   return size;
 }
 
-/** Strings become bytes here, once; returns the encoded size of `fields`. */
-function sizeOf(fields: Field[]): number {
+/**
+ * The encoded size of a message, and the byte lengths of its strings and submessages in writing
+ * order (a submessage's before its own fields'): each string is measured once, and written once,
+ * straight into the frame.
+ */
+function plan(fields: Field[]): { size: number; lengths: number[] } {
+  const lengths: number[] = [];
+  return { size: measure(fields, lengths), lengths };
+}
+
+function measure(fields: Field[], lengths: number[]): number {
   let size = 0;
-  for (const field of fields) {
-    let value = field[1];
+  for (const [, value] of fields) {
     if (typeof value === "number") {
       size += 1 + varintSize(value);
       continue;
     }
-    if (typeof value === "string") value = field[1] = utf8.encode(value);
-    const length = value instanceof Uint8Array ? value.length : sizeOf(value);
+    let length: number;
+    if (typeof value === "string") {
+      length = utf8ByteLength(value);
+      lengths.push(length);
+    } else {
+      const at = lengths.length;
+      lengths.push(0);
+      length = lengths[at] = measure(value, lengths);
+    }
     size += 1 + varintSize(length) + length;
   }
   return size;
@@ -210,29 +260,33 @@ function writeVarint(out: Uint8Array, pos: number, value: number): number {
   return pos;
 }
 
-function writeFields(out: Uint8Array, pos: number, fields: Field[]): number {
+/** Writes `fields` as measured by {@link plan}; `next.at` walks `lengths`. */
+function writeFields(
+  out: Uint8Array,
+  pos: number,
+  fields: Field[],
+  lengths: number[],
+  next: { at: number },
+): number {
   for (const [no, value] of fields) {
     if (typeof value === "number") {
       out[pos++] = no << 3;
       pos = writeVarint(out, pos, value);
-    } else if (value instanceof Uint8Array) {
-      out[pos++] = (no << 3) | 2;
-      pos = writeVarint(out, pos, value.length);
-      out.set(value, pos);
-      pos += value.length;
+      continue;
+    }
+    const length = lengths[next.at++];
+    out[pos++] = (no << 3) | 2;
+    pos = writeVarint(out, pos, length);
+    if (typeof value !== "string") {
+      pos = writeFields(out, pos, value, lengths, next);
+    } else if (length === value.length && length <= 32) {
+      for (let i = 0; i < length; i++) out[pos++] = value.charCodeAt(i); // ASCII
     } else {
-      out[pos++] = (no << 3) | 2;
-      pos = writeVarint(out, pos, sizeOf(value as Field[]));
-      pos = writeFields(out, pos, value as Field[]);
+      utf8.encodeInto(value, out.subarray(pos, pos + length));
+      pos += length;
     }
   }
   return pos;
-}
-
-function encodeFields(fields: Field[]): Uint8Array {
-  const out = new Uint8Array(sizeOf(fields));
-  writeFields(out, 0, fields);
-  return out;
 }
 
 /** How long a writer waits on the stream lock before it looks again (a dead holder is released). */

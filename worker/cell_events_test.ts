@@ -4,6 +4,7 @@ import { encodeFrame, FrameDecoder, FrameError } from "../proto/frame_codec.ts";
 import { createWorkerCodec } from "../proto/worker_codec.ts";
 import {
   encodeCellFrames,
+  FrameScratch,
   MAX_FRAME_BYTES,
   tryLock,
   unlock,
@@ -26,6 +27,14 @@ const CASES: [CellOutput, object[]][] = [
   [{ t: "started" }, [{ cellId: "7", started: {} }]],
   [{ t: "text", text: "héllo ✓", n: 11 }, [{ cellId: "7", contentItem: { text: "héllo ✓" } }]],
   [{ t: "text", text: "", n: 0 }, [{ cellId: "7", contentItem: { text: "" } }]],
+  [{ t: "text", text: "lone \ud800 surrogate", n: 17 }, [{
+    cellId: "7",
+    contentItem: { text: "lone \ud800 surrogate" },
+  }]],
+  [{ t: "text", text: "é".repeat(70_000), n: 140_000 }, [{
+    cellId: "7",
+    contentItem: { text: "é".repeat(70_000) },
+  }]],
   [
     { t: "trimmedText", text: { head: "ab", tail: "yz", total: 2 ** 40 }, n: 4 },
     [{ cellId: "7", contentItem: { trimmedText: { head: "ab", tail: "yz", totalBytes: 2 ** 40 } } }],
@@ -85,15 +94,35 @@ Deno.test("every cell output maps to its CellEvents, and the frames a cell write
 
 Deno.test("a cell's frames are byte for byte the runtime's own frames, joined in order", () => {
   const outputs: CellOutput[] = CASES.map(([output]) => output);
-  const expected: number[] = [];
+  const frames: Uint8Array[] = [];
   for (const output of outputs) {
     const events = wireCellEvents("12", output);
     if (output.t === "result") events.push({ cellId: "12", exited: { reason: "normal" } });
     for (const event of events) {
-      expected.push(...encodeFrame(codec.encodeWorkerToHost({ cellEvent: event }), MAX_FRAME_BYTES));
+      frames.push(encodeFrame(codec.encodeWorkerToHost({ cellEvent: event }), MAX_FRAME_BYTES));
     }
   }
-  assert.deepEqual([...encodeCellFrames("12", outputs)], expected);
+  const expected = new Uint8Array(frames.reduce((n, f) => n + f.length, 0));
+  frames.reduce((at, f) => (expected.set(f, at), at + f.length), 0);
+  assert.deepEqual(encodeCellFrames("12", outputs), expected);
+});
+
+Deno.test("with a scratch buffer, each call's frames are right until the next call; large ones get their own buffer", () => {
+  const scratch = new FrameScratch();
+  const outputs: CellOutput[][] = [
+    [{ t: "started" }, { t: "text", text: "a", n: 1 }],
+    [{ t: "text", text: "b".repeat(100_000), n: 100_000 }],
+    [{ t: "text", text: "c".repeat(2_000_000), n: 2_000_000 }],
+    [{ t: "result", writes: [["k", "1"]] }],
+  ];
+  let big: Uint8Array | undefined;
+  for (const batch of outputs) {
+    const frames = encodeCellFrames("3", batch, scratch);
+    assert.deepEqual([...frames], [...encodeCellFrames("3", batch)]);
+    if (batch[0].t === "text" && batch[0].n === 2_000_000) big = frames;
+  }
+  // Over the size kept: not overwritten by the later call.
+  assert.deepEqual(decodeAll(big!)[0]!.contentItem, { item: "text", text: "c".repeat(2_000_000) });
 });
 
 Deno.test("a frame over the limit is refused (the cell then posts the output whole)", () => {

@@ -117,8 +117,6 @@ var SINK_LOCK = 0;
 var PARK_MS = 1e3;
 
 // proto/frame_codec.ts
-var MAX_HEADER_LENGTH = 4294967295;
-var HEADER_BYTES = 4;
 var FrameError = class extends Error {
   /** What was violated, lower-case and specific; the same text as `message`. */
   detail;
@@ -134,26 +132,6 @@ var FrameError = class extends Error {
     this.detail = detail;
   }
 };
-function checkMaxFrameBytes(maxFrameBytes) {
-  if (!Number.isInteger(maxFrameBytes) || maxFrameBytes < 0 || maxFrameBytes > MAX_HEADER_LENGTH) {
-    throw new RangeError(`maxFrameBytes must be an integer from 0 to ${MAX_HEADER_LENGTH}, got ${maxFrameBytes}`);
-  }
-}
-function oversize(length, maxFrameBytes) {
-  return new FrameError(`frame length ${length} exceeds ${maxFrameBytes} bytes`);
-}
-function encodeFrame(body, maxFrameBytes) {
-  checkMaxFrameBytes(maxFrameBytes);
-  const length = body.length;
-  if (length > maxFrameBytes) throw oversize(length, maxFrameBytes);
-  const frame = new Uint8Array(HEADER_BYTES + length);
-  frame[0] = length >>> 24;
-  frame[1] = length >>> 16 & 255;
-  frame[2] = length >>> 8 & 255;
-  frame[3] = length & 255;
-  frame.set(body, HEADER_BYTES);
-  return frame;
-}
 
 // worker/cell_events.ts
 var MAX_FRAME_BYTES = 68157440;
@@ -274,37 +252,66 @@ function wireCellEvents(cellId, output) {
       return [];
   }
 }
-function encodeCellFrames(cellId, outputs) {
-  const frames = [];
-  let total = 0;
-  const add = (event) => {
-    const frame = encodeFrame(encodeFields([
+function encodeCellFrames(cellId, outputs, scratch) {
+  const messages = [];
+  for (const output of outputs) {
+    for (const event of wireCellEvents(cellId, output)) messages.push([
       [
         2,
         eventFields(event)
       ]
-    ]), MAX_FRAME_BYTES);
-    frames.push(frame);
-    total += frame.length;
-  };
-  for (const output of outputs) {
-    for (const event of wireCellEvents(cellId, output)) add(event);
-    if (output.t === "result") add({
-      cellId,
-      exited: {
-        reason: "normal"
-      }
+    ]);
+    if (output.t === "result") messages.push([
+      [
+        2,
+        eventFields({
+          cellId,
+          exited: {
+            reason: "normal"
+          }
+        })
+      ]
+    ]);
+  }
+  const plans = messages.map(plan);
+  let total = 0;
+  for (const { size } of plans) {
+    if (size > MAX_FRAME_BYTES) throw new FrameError(`frame length ${size} exceeds ${MAX_FRAME_BYTES} bytes`);
+    total += FRAME_HEADER_BYTES + size;
+  }
+  const out = scratch ? scratch.take(total) : new Uint8Array(total);
+  let pos = 0;
+  messages.forEach((fields, i) => {
+    const { size, lengths } = plans[i];
+    out[pos++] = size >>> 24;
+    out[pos++] = size >>> 16 & 255;
+    out[pos++] = size >>> 8 & 255;
+    out[pos++] = size & 255;
+    pos = writeFields(out, pos, fields, lengths, {
+      at: 0
     });
-  }
-  if (frames.length === 1) return frames[0];
-  const bytes = new Uint8Array(total);
-  let offset = 0;
-  for (const frame of frames) {
-    bytes.set(frame, offset);
-    offset += frame.length;
-  }
-  return bytes;
+  });
+  return out;
 }
+var FRAME_HEADER_BYTES = 4;
+var KEEP_SCRATCH_BYTES = 1048576;
+var FrameScratch = class {
+  #buffer = new Uint8Array(4096);
+  /**
+   * A view of `bytes` bytes, valid until the next call.
+   *
+   * @param bytes the size needed
+   * @returns the view (a fresh buffer when it is over the size kept)
+   */
+  take(bytes) {
+    if (bytes > this.#buffer.length) {
+      const size = Math.max(bytes, this.#buffer.length * 2);
+      if (size > KEEP_SCRATCH_BYTES) return new Uint8Array(bytes);
+      this.#buffer = new Uint8Array(size);
+    }
+    return this.#buffer.subarray(0, bytes);
+  }
+};
 var utf8 = new TextEncoder();
 function eventFields(event) {
   const fields = [
@@ -475,16 +482,29 @@ function varintSize(value) {
   }
   return size;
 }
-function sizeOf(fields) {
+function plan(fields) {
+  const lengths = [];
+  return {
+    size: measure(fields, lengths),
+    lengths
+  };
+}
+function measure(fields, lengths) {
   let size = 0;
-  for (const field of fields) {
-    let value = field[1];
+  for (const [, value] of fields) {
     if (typeof value === "number") {
       size += 1 + varintSize(value);
       continue;
     }
-    if (typeof value === "string") value = field[1] = utf8.encode(value);
-    const length = value instanceof Uint8Array ? value.length : sizeOf(value);
+    let length;
+    if (typeof value === "string") {
+      length = utf8ByteLength(value);
+      lengths.push(length);
+    } else {
+      const at = lengths.length;
+      lengths.push(0);
+      length = lengths[at] = measure(value, lengths);
+    }
     size += 1 + varintSize(length) + length;
   }
   return size;
@@ -497,28 +517,26 @@ function writeVarint(out, pos, value) {
   out[pos++] = value;
   return pos;
 }
-function writeFields(out, pos, fields) {
+function writeFields(out, pos, fields, lengths, next) {
   for (const [no, value] of fields) {
     if (typeof value === "number") {
       out[pos++] = no << 3;
       pos = writeVarint(out, pos, value);
-    } else if (value instanceof Uint8Array) {
-      out[pos++] = no << 3 | 2;
-      pos = writeVarint(out, pos, value.length);
-      out.set(value, pos);
-      pos += value.length;
+      continue;
+    }
+    const length = lengths[next.at++];
+    out[pos++] = no << 3 | 2;
+    pos = writeVarint(out, pos, length);
+    if (typeof value !== "string") {
+      pos = writeFields(out, pos, value, lengths, next);
+    } else if (length === value.length && length <= 32) {
+      for (let i = 0; i < length; i++) out[pos++] = value.charCodeAt(i);
     } else {
-      out[pos++] = no << 3 | 2;
-      pos = writeVarint(out, pos, sizeOf(value));
-      pos = writeFields(out, pos, value);
+      utf8.encodeInto(value, out.subarray(pos, pos + length));
+      pos += length;
     }
   }
   return pos;
-}
-function encodeFields(fields) {
-  const out = new Uint8Array(sizeOf(fields));
-  writeFields(out, 0, fields);
-  return out;
 }
 var LOCK_WAIT_MS = 20;
 function writeLocked(sink, id, bytes, write = writeAllSync) {
@@ -1571,7 +1589,7 @@ var CellRun = class {
       if (this.#write !== void 0 && message.t !== "stopped" && message.t !== "pong") {
         let frames;
         try {
-          frames = encodeCellFrames(this.#start.cellId, outputs);
+          frames = encodeCellFrames(this.#start.cellId, outputs, FRAMES);
         } catch {
         }
         if (frames !== void 0) {
@@ -1586,6 +1604,7 @@ var CellRun = class {
     }
   }
 };
+var FRAMES = new FrameScratch();
 var WRITTEN_RESULT = {
   t: "result",
   w: true

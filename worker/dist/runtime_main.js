@@ -189,6 +189,19 @@ async function* readFrames(stream, maxFrameBytes, options = {}) {
   }
 }
 
+// proto/output_collector.ts
+import { Buffer } from "node:buffer";
+var MAX_TEXT_BYTES = 1048576;
+var MAX_MEDIA_BYTES = 16777216;
+function varintBytes(n) {
+  let bytes = 1;
+  while (n >= 128) {
+    n = Math.floor(n / 128);
+    bytes++;
+  }
+  return bytes;
+}
+
 // worker/cell_protocol.ts
 var CREDIT_EVENTS = 0;
 var CREDIT_BYTES = 1;
@@ -345,19 +358,6 @@ function collectGarbage() {
     gc();
   } catch {
   }
-}
-
-// proto/output_collector.ts
-import { Buffer } from "node:buffer";
-var MAX_TEXT_BYTES = 1048576;
-var MAX_MEDIA_BYTES = 16777216;
-function varintBytes(n) {
-  let bytes = 1;
-  while (n >= 128) {
-    n = Math.floor(n / 128);
-    bytes++;
-  }
-  return bytes;
 }
 
 // proto/worker_codec.ts
