@@ -102,16 +102,39 @@ function oversize(length: number, maxFrameBytes: number): FrameError {
  * ```
  */
 export function encodeFrame(body: Uint8Array, maxFrameBytes: number): Uint8Array {
-  checkMaxFrameBytes(maxFrameBytes);
-  const length = body.length;
-  if (length > maxFrameBytes) throw oversize(length, maxFrameBytes);
-  const frame = new Uint8Array(HEADER_BYTES + length);
-  frame[0] = length >>> 24;
-  frame[1] = (length >>> 16) & 0xff;
-  frame[2] = (length >>> 8) & 0xff;
-  frame[3] = length & 0xff;
+  const frame = new Uint8Array(HEADER_BYTES + body.length);
+  writeFrameHeader(frame, 0, body.length, maxFrameBytes);
   frame.set(body, HEADER_BYTES);
   return frame;
+}
+
+/** The bytes of a frame's length header. */
+export const FRAME_HEADER_BYTES = HEADER_BYTES;
+
+/**
+ * Writes a frame's length header in place, for a body the caller writes right after it.
+ *
+ * @param out the buffer
+ * @param pos where the header goes
+ * @param length the body's length
+ * @param maxFrameBytes the largest body length allowed
+ * @returns the position after the header
+ * @throws {FrameError} if `length` exceeds `maxFrameBytes`
+ * @throws {RangeError} if `maxFrameBytes` is not an integer from 0 to 2^32 - 1
+ */
+export function writeFrameHeader(
+  out: Uint8Array,
+  pos: number,
+  length: number,
+  maxFrameBytes: number,
+): number {
+  checkMaxFrameBytes(maxFrameBytes);
+  if (length > maxFrameBytes) throw oversize(length, maxFrameBytes);
+  out[pos] = length >>> 24;
+  out[pos + 1] = (length >>> 16) & 0xff;
+  out[pos + 2] = (length >>> 8) & 0xff;
+  out[pos + 3] = length & 0xff;
+  return pos + HEADER_BYTES;
 }
 
 /**

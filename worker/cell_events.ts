@@ -12,7 +12,7 @@
  *
  * @module
  */
-import { FrameError } from "../proto/frame_codec.ts";
+import { FRAME_HEADER_BYTES, writeFrameHeader } from "../proto/frame_codec.ts";
 import { utf8ByteLength } from "../proto/output_collector.ts";
 import type { WireCellEvent } from "../proto/worker_codec.ts";
 import type { CellOutput } from "./cell_protocol.ts";
@@ -121,24 +121,17 @@ export function encodeCellFrames(
   }
   const plans = messages.map(plan);
   let total = 0;
-  for (const { size } of plans) {
-    if (size > MAX_FRAME_BYTES) throw new FrameError(`frame length ${size} exceeds ${MAX_FRAME_BYTES} bytes`);
-    total += FRAME_HEADER_BYTES + size;
-  }
+  for (const { size } of plans) total += FRAME_HEADER_BYTES + size;
   const out = scratch ? scratch.take(total) : new Uint8Array(total);
   let pos = 0;
   messages.forEach((fields, i) => {
     const { size, lengths } = plans[i];
-    out[pos++] = size >>> 24;
-    out[pos++] = (size >>> 16) & 0xff;
-    out[pos++] = (size >>> 8) & 0xff;
-    out[pos++] = size & 0xff;
+    pos = writeFrameHeader(out, pos, size, MAX_FRAME_BYTES);
     pos = writeFields(out, pos, fields, lengths, { at: 0 });
   });
   return out;
 }
 
-const FRAME_HEADER_BYTES = 4;
 /** A scratch buffer larger than this is not kept after use. */
 const KEEP_SCRATCH_BYTES = 1_048_576;
 

@@ -117,6 +117,8 @@ var SINK_LOCK = 0;
 var PARK_MS = 1e3;
 
 // proto/frame_codec.ts
+var MAX_HEADER_LENGTH = 4294967295;
+var HEADER_BYTES = 4;
 var FrameError = class extends Error {
   /** What was violated, lower-case and specific; the same text as `message`. */
   detail;
@@ -132,6 +134,24 @@ var FrameError = class extends Error {
     this.detail = detail;
   }
 };
+function checkMaxFrameBytes(maxFrameBytes) {
+  if (!Number.isInteger(maxFrameBytes) || maxFrameBytes < 0 || maxFrameBytes > MAX_HEADER_LENGTH) {
+    throw new RangeError(`maxFrameBytes must be an integer from 0 to ${MAX_HEADER_LENGTH}, got ${maxFrameBytes}`);
+  }
+}
+function oversize(length, maxFrameBytes) {
+  return new FrameError(`frame length ${length} exceeds ${maxFrameBytes} bytes`);
+}
+var FRAME_HEADER_BYTES = HEADER_BYTES;
+function writeFrameHeader(out, pos, length, maxFrameBytes) {
+  checkMaxFrameBytes(maxFrameBytes);
+  if (length > maxFrameBytes) throw oversize(length, maxFrameBytes);
+  out[pos] = length >>> 24;
+  out[pos + 1] = length >>> 16 & 255;
+  out[pos + 2] = length >>> 8 & 255;
+  out[pos + 3] = length & 255;
+  return pos + HEADER_BYTES;
+}
 
 // worker/cell_events.ts
 var MAX_FRAME_BYTES = 68157440;
@@ -275,25 +295,18 @@ function encodeCellFrames(cellId, outputs, scratch) {
   }
   const plans = messages.map(plan);
   let total = 0;
-  for (const { size } of plans) {
-    if (size > MAX_FRAME_BYTES) throw new FrameError(`frame length ${size} exceeds ${MAX_FRAME_BYTES} bytes`);
-    total += FRAME_HEADER_BYTES + size;
-  }
+  for (const { size } of plans) total += FRAME_HEADER_BYTES + size;
   const out = scratch ? scratch.take(total) : new Uint8Array(total);
   let pos = 0;
   messages.forEach((fields, i) => {
     const { size, lengths } = plans[i];
-    out[pos++] = size >>> 24;
-    out[pos++] = size >>> 16 & 255;
-    out[pos++] = size >>> 8 & 255;
-    out[pos++] = size & 255;
+    pos = writeFrameHeader(out, pos, size, MAX_FRAME_BYTES);
     pos = writeFields(out, pos, fields, lengths, {
       at: 0
     });
   });
   return out;
 }
-var FRAME_HEADER_BYTES = 4;
 var KEEP_SCRATCH_BYTES = 1048576;
 var FrameScratch = class {
   #buffer = new Uint8Array(4096);

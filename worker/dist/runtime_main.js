@@ -31,16 +31,19 @@ function oversize(length, maxFrameBytes) {
   return new FrameError(`frame length ${length} exceeds ${maxFrameBytes} bytes`);
 }
 function encodeFrame(body, maxFrameBytes) {
-  checkMaxFrameBytes(maxFrameBytes);
-  const length = body.length;
-  if (length > maxFrameBytes) throw oversize(length, maxFrameBytes);
-  const frame = new Uint8Array(HEADER_BYTES + length);
-  frame[0] = length >>> 24;
-  frame[1] = length >>> 16 & 255;
-  frame[2] = length >>> 8 & 255;
-  frame[3] = length & 255;
+  const frame = new Uint8Array(HEADER_BYTES + body.length);
+  writeFrameHeader(frame, 0, body.length, maxFrameBytes);
   frame.set(body, HEADER_BYTES);
   return frame;
+}
+function writeFrameHeader(out, pos, length, maxFrameBytes) {
+  checkMaxFrameBytes(maxFrameBytes);
+  if (length > maxFrameBytes) throw oversize(length, maxFrameBytes);
+  out[pos] = length >>> 24;
+  out[pos + 1] = length >>> 16 & 255;
+  out[pos + 2] = length >>> 8 & 255;
+  out[pos + 3] = length & 255;
+  return pos + HEADER_BYTES;
 }
 var FrameDecoder = class {
   #maxFrameBytes;
