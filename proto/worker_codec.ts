@@ -93,6 +93,8 @@ export interface WorkerToHost {
   cellEvent?: WireCellEvent;
   runtimeFault?: { detail: string };
   message?: string;
+  /** 10 (a newline byte) when set, so that Deno's line-buffered stdout writes a frame at once (see `worker.proto`); ignored by the host. */
+  lineEnd?: number;
 }
 
 /** Encoders and decoders of both envelopes. */
@@ -305,6 +307,7 @@ export const WORKER_TO_HOST: MessageSchema = message(P + "WorkerToHost", [
     "message",
   ),
   f(3, "runtimeFault", message(P + "RuntimeFault", [f(1, "detail", "string")]), "message"),
+  f(15, "lineEnd", "uint32"),
 ]);
 
 // ---- encoding ---------------------------------------------------------------------------------

@@ -18,6 +18,13 @@ import type { WireCellEvent } from "../proto/worker_codec.ts";
 import type { CellOutput } from "./cell_protocol.ts";
 import { SINK_LOCK } from "./cell_protocol.ts";
 
+/**
+ * `WorkerToHost.line_end`: a newline byte that ends every frame a runtime writes, so that Deno's
+ * line-buffered stdout writes the frame in one `write()` (see `worker.proto`). Defined here, not in
+ * the worker codec, which a cell isolate does not load.
+ */
+export const LINE_END = 10;
+
 /** The largest frame a runtime writes (and its host reads): a 64 MiB value plus its envelope. */
 export const MAX_FRAME_BYTES = 68_157_440;
 
@@ -98,8 +105,8 @@ export function wireCellEvents(cellId: string, output: CellOutput): WireCellEven
 }
 
 /**
- * The framed `WorkerToHost{cell_event}` messages of `outputs`, joined; after a `result`, the
- * cell's normal `exited` too (nothing more can come from the cell). Strings are encoded straight
+ * The framed `WorkerToHost{cell_event, line_end}` messages of `outputs`, joined; after a `result`,
+ * the cell's normal `exited` too (nothing more can come from the cell). Strings are encoded straight
  * into one buffer, reused from call to call when `scratch` is given: a cell printing 64 KiB pieces
  * then makes no garbage per piece beyond its own strings.
  *
@@ -116,8 +123,12 @@ export function encodeCellFrames(
 ): Uint8Array {
   const messages: Field[][] = [];
   for (const output of outputs) {
-    for (const event of wireCellEvents(cellId, output)) messages.push([[2, eventFields(event)]]);
-    if (output.t === "result") messages.push([[2, eventFields({ cellId, exited: { reason: "normal" } })]]);
+    for (const event of wireCellEvents(cellId, output)) {
+      messages.push([[2, eventFields(event)], LINE_END_FIELD]);
+    }
+    if (output.t === "result") {
+      messages.push([[2, eventFields({ cellId, exited: { reason: "normal" } })], LINE_END_FIELD]);
+    }
   }
   const plans = messages.map(plan);
   let total = 0;
@@ -164,6 +175,9 @@ export class FrameScratch {
 type Field = [no: number, value: number | string | Field[]];
 
 const utf8 = new TextEncoder();
+
+/** `WorkerToHost.line_end`: every frame ends with a newline byte (see `worker.proto`). */
+const LINE_END_FIELD: Field = [15, LINE_END];
 
 /** The fields of the events a cell writes (never `pending`, audio, or an `exited` detail). */
 function eventFields(event: WireCellEvent): Field[] {
@@ -334,7 +348,11 @@ export function unlock(sink: Int32Array, id: number): boolean {
   return true;
 }
 
-/** Writes all of `bytes` to stdout, blocking (a pipe write of the runtime blocks until taken). */
+/**
+ * Writes all of `bytes` to stdout, blocking (a pipe write of the runtime blocks until taken). Deno
+ * writes stdout through a line buffer, which sends the bytes after a write's last newline in a
+ * second `write()`: every frame ends with one (`WorkerToHost.line_end`), so it leaves in one.
+ */
 export function writeAllSync(bytes: Uint8Array): void {
   let offset = Deno.stdout.writeSync(bytes);
   while (offset < bytes.length) offset += Deno.stdout.writeSync(bytes.subarray(offset));

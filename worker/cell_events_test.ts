@@ -5,6 +5,7 @@ import { createWorkerCodec } from "../proto/worker_codec.ts";
 import {
   encodeCellFrames,
   FrameScratch,
+  LINE_END,
   MAX_FRAME_BYTES,
   tryLock,
   unlock,
@@ -99,12 +100,31 @@ Deno.test("a cell's frames are byte for byte the runtime's own frames, joined in
     const events = wireCellEvents("12", output);
     if (output.t === "result") events.push({ cellId: "12", exited: { reason: "normal" } });
     for (const event of events) {
-      frames.push(encodeFrame(codec.encodeWorkerToHost({ cellEvent: event }), MAX_FRAME_BYTES));
+      frames.push(
+        encodeFrame(codec.encodeWorkerToHost({ cellEvent: event, lineEnd: LINE_END }), MAX_FRAME_BYTES),
+      );
     }
   }
   const expected = new Uint8Array(frames.reduce((n, f) => n + f.length, 0));
   frames.reduce((at, f) => (expected.set(f, at), at + f.length), 0);
   assert.deepEqual(encodeCellFrames("12", outputs), expected);
+});
+
+Deno.test("every frame ends with a newline byte, so Deno's line-buffered stdout writes it in one write()", () => {
+  for (const [output] of CASES) {
+    const bytes = encodeCellFrames("7", [output]);
+    let at = 0;
+    while (at < bytes.length) {
+      const length = new DataView(bytes.buffer, bytes.byteOffset + at).getUint32(0);
+      at += 4 + length;
+      assert.equal(bytes[at - 1], 0x0a, `a frame of ${output.t} ends with a newline`);
+    }
+    assert.equal(at, bytes.length);
+    // The host's decoder takes the field and leaves the event as it was.
+    for (const frame of new FrameDecoder(MAX_FRAME_BYTES).push(bytes)) {
+      assert.equal(codec.decodeWorkerToHost(frame).lineEnd, LINE_END);
+    }
+  }
 });
 
 Deno.test("with a scratch buffer, each call's frames are right until the next call; large ones get their own buffer", () => {

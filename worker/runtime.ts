@@ -22,8 +22,8 @@
 import process from "node:process";
 import { setImmediate } from "node:timers";
 import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from "node:worker_threads";
-import { encodeFrame, readFrames } from "../proto/frame_codec.ts";
-import { MAX_FRAME_BYTES, tryLock, unlock, wireCellEvents, writeAllSync } from "./cell_events.ts";
+import { encodeFrame, FrameDecoder } from "../proto/frame_codec.ts";
+import { LINE_END, MAX_FRAME_BYTES, tryLock, unlock, wireCellEvents, writeAllSync } from "./cell_events.ts";
 import { collectGarbage } from "./collect_garbage.ts";
 import { MAX_MEDIA_BYTES, MAX_TEXT_BYTES } from "../proto/output_collector.ts";
 import {
@@ -91,6 +91,7 @@ const JOIN_BYTES = 256 * 1024;
 const RETRY_MS = 1;
 
 function send(message: WorkerToHost): void {
+  message.lineEnd = LINE_END;
   enqueue(encodeFrame(codec.encodeWorkerToHost(message), MAX_FRAME_BYTES));
 }
 
@@ -680,12 +681,23 @@ function prepareFirstSpare(): void {
  * session with another limit replaces it.
  */
 const PREWARM_IDLE_MS = 50;
+/** The runtime reads host frames in chunks of up to this many bytes. */
+const STDIN_CHUNK_BYTES = 65_536;
 const prewarming = setTimeout(prepareFirstSpare, PREWARM_IDLE_MS);
 
 // `Ready` has already gone out (runtime_entry.ts).
 try {
-  for await (const frame of readFrames(Deno.stdin.readable, MAX_FRAME_BYTES)) {
-    dispatch(codec.decodeHostToWorker(frame));
+  // `read()` into one reused buffer, not `Deno.stdin.readable`: no stream machinery per chunk
+  // (a pipe round trip ~0.1 ms faster), and frames are copied out of the buffer as they complete.
+  const decoder = new FrameDecoder(MAX_FRAME_BYTES);
+  const chunk = new Uint8Array(STDIN_CHUNK_BYTES);
+  for (;;) {
+    const n = await Deno.stdin.read(chunk);
+    if (n === null) {
+      decoder.finish();
+      break;
+    }
+    for (const frame of decoder.push(chunk.subarray(0, n))) dispatch(codec.decodeHostToWorker(frame));
   }
 } catch (error) {
   send({ runtimeFault: { detail: `host frame stream failed: ${error}` } });

@@ -154,6 +154,7 @@ function writeFrameHeader(out, pos, length, maxFrameBytes) {
 }
 
 // worker/cell_events.ts
+var LINE_END = 10;
 var MAX_FRAME_BYTES = 68157440;
 function wireCellEvents(cellId, output) {
   switch (output.t) {
@@ -275,23 +276,29 @@ function wireCellEvents(cellId, output) {
 function encodeCellFrames(cellId, outputs, scratch) {
   const messages = [];
   for (const output of outputs) {
-    for (const event of wireCellEvents(cellId, output)) messages.push([
-      [
-        2,
-        eventFields(event)
-      ]
-    ]);
-    if (output.t === "result") messages.push([
-      [
-        2,
-        eventFields({
-          cellId,
-          exited: {
-            reason: "normal"
-          }
-        })
-      ]
-    ]);
+    for (const event of wireCellEvents(cellId, output)) {
+      messages.push([
+        [
+          2,
+          eventFields(event)
+        ],
+        LINE_END_FIELD
+      ]);
+    }
+    if (output.t === "result") {
+      messages.push([
+        [
+          2,
+          eventFields({
+            cellId,
+            exited: {
+              reason: "normal"
+            }
+          })
+        ],
+        LINE_END_FIELD
+      ]);
+    }
   }
   const plans = messages.map(plan);
   let total = 0;
@@ -326,6 +333,10 @@ var FrameScratch = class {
   }
 };
 var utf8 = new TextEncoder();
+var LINE_END_FIELD = [
+  15,
+  LINE_END
+];
 function eventFields(event) {
   const fields = [
     [

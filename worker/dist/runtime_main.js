@@ -175,22 +175,6 @@ var FrameDecoder = class {
 function readLength(bytes, offset) {
   return bytes[offset] * 16777216 + (bytes[offset + 1] << 16) + (bytes[offset + 2] << 8) + bytes[offset + 3];
 }
-async function* readFrames(stream, maxFrameBytes, options = {}) {
-  const decoder = new FrameDecoder(maxFrameBytes, options);
-  const reader = stream.getReader();
-  try {
-    while (true) {
-      const { done, value } = await reader.read();
-      if (done) {
-        decoder.finish();
-        return;
-      }
-      for (const frame of decoder.push(value)) yield frame;
-    }
-  } finally {
-    reader.releaseLock();
-  }
-}
 
 // proto/output_collector.ts
 import { Buffer } from "node:buffer";
@@ -218,6 +202,7 @@ var SINK_LOCK = 0;
 var SINK_WORDS = 2;
 
 // worker/cell_events.ts
+var LINE_END = 10;
 var MAX_FRAME_BYTES = 68157440;
 function wireCellEvents(cellId, output) {
   switch (output.t) {
@@ -504,7 +489,8 @@ var WORKER_TO_HOST = message(P + "WorkerToHost", [
   ]), "message"),
   f(3, "runtimeFault", message(P + "RuntimeFault", [
     f(1, "detail", "string")
-  ]), "message")
+  ]), "message"),
+  f(15, "lineEnd", "uint32")
 ]);
 var utf82 = new TextEncoder();
 var MAX_UINT32 = 4294967295;
@@ -854,6 +840,7 @@ var retry;
 var JOIN_BYTES = 256 * 1024;
 var RETRY_MS = 1;
 function send(message2) {
+  message2.lineEnd = LINE_END;
   enqueue(encodeFrame(codec.encodeWorkerToHost(message2), MAX_FRAME_BYTES));
 }
 function enqueue(frame) {
@@ -1333,10 +1320,18 @@ function prepareFirstSpare() {
   refillSpare();
 }
 var PREWARM_IDLE_MS = 50;
+var STDIN_CHUNK_BYTES = 65536;
 var prewarming = setTimeout(prepareFirstSpare, PREWARM_IDLE_MS);
 try {
-  for await (const frame of readFrames(Deno.stdin.readable, MAX_FRAME_BYTES)) {
-    dispatch(codec.decodeHostToWorker(frame));
+  const decoder = new FrameDecoder(MAX_FRAME_BYTES);
+  const chunk = new Uint8Array(STDIN_CHUNK_BYTES);
+  for (; ; ) {
+    const n = await Deno.stdin.read(chunk);
+    if (n === null) {
+      decoder.finish();
+      break;
+    }
+    for (const frame of decoder.push(chunk.subarray(0, n))) dispatch(codec.decodeHostToWorker(frame));
   }
 } catch (error) {
   send({
