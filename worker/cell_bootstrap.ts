@@ -792,7 +792,7 @@ class CellRun {
   /** `CREDIT_ACKED` as last settled. */
   #ackedSeen = 0;
   /** Writes frames to the runtime's stream; unset for a cell that posts its outputs whole. */
-  #write: ((frames: Uint8Array) => void) | undefined;
+  #write: FrameWriter | undefined;
   #phase = PHASE_RUNNING;
   #hostTimers = new Map<number, ReturnType<typeof setHostTimer>>();
   #nextToolId = 0;
@@ -882,7 +882,7 @@ class CellRun {
     start: CellStart,
     warm: Warmed | undefined,
     inMacrotask: boolean,
-    write: ((frames: Uint8Array) => void) | undefined = warm?.write,
+    write: FrameWriter | undefined = warm?.write,
   ): void {
     this.#start = start;
     this.#output = start.output ?? warm?.port;
@@ -1226,6 +1226,9 @@ class CellRun {
 /** This isolate's frame buffer: frames are written synchronously, before the next encoding. */
 const FRAMES = new FrameScratch();
 
+/** Writes complete frames of a cell to the runtime's stream. */
+type FrameWriter = (frames: Uint8Array) => void;
+
 /** What the runtime is told of a result the cell wrote itself. */
 const WRITTEN_RESULT: WrittenOutput = { t: "result", w: true };
 
@@ -1252,6 +1255,9 @@ const REHEARSAL_SOURCE = [
   'try { JSON.parse("{"); } catch (e) { text(String(e)); }',
 ].join("\n");
 
+/** What the rehearsal writes: nothing. */
+const NO_BYTES = new Uint8Array(0);
+
 /**
  * Runs one throwaway cell in a throwaway context of this isolate, its output posted into a
  * channel that is closed right after. Every cell runs in a fresh isolate, and V8 compiles each
@@ -1262,8 +1268,6 @@ const REHEARSAL_SOURCE = [
  * Nothing of the rehearsal is reachable from the real context: its own `CellRun`, context and
  * shared words, and no timers (its source sets none).
  */
-const NO_BYTES = new Uint8Array(0);
-
 function rehearse(): void {
   const channel = new MessageChannel();
   try {
@@ -1310,7 +1314,7 @@ interface Warmed {
   control: NodePort;
   words: Int32Array;
   /** Writes the cell's frames under the stream lock, when the runtime handed its stream words. */
-  write?: (frames: Uint8Array) => void;
+  write?: FrameWriter;
 }
 
 /** Boots the cell isolate on `port`: posts `ready`, then serves one cell. */

@@ -13,7 +13,7 @@
  * @module
  */
 import { FRAME_HEADER_BYTES, writeFrameHeader } from "../proto/frame_codec.ts";
-import { utf8ByteLength } from "../proto/output_collector.ts";
+import { fieldBytes, utf8ByteLength, varintBytes } from "../proto/output_collector.ts";
 import type { WireCellEvent } from "../proto/worker_codec.ts";
 import type { CellOutput } from "./cell_protocol.ts";
 import { SINK_LOCK } from "./cell_protocol.ts";
@@ -218,15 +218,6 @@ function itemFields(item: NonNullable<WireCellEvent["contentItem"]>): Field[] {
   return []; // audio: never from a cell
 }
 
-function varintSize(value: number): number {
-  let size = 1;
-  while (value >= 128) {
-    value = Math.floor(value / 128);
-    size++;
-  }
-  return size;
-}
-
 /**
  * The encoded size of a message, and the byte lengths of its strings and submessages in writing
  * order (a submessage's before its own fields'): each string is measured once, and written once,
@@ -241,7 +232,7 @@ function measure(fields: Field[], lengths: number[]): number {
   let size = 0;
   for (const [, value] of fields) {
     if (typeof value === "number") {
-      size += 1 + varintSize(value);
+      size += 1 + varintBytes(value);
       continue;
     }
     let length: number;
@@ -253,7 +244,7 @@ function measure(fields: Field[], lengths: number[]): number {
       lengths.push(0);
       length = lengths[at] = measure(value, lengths);
     }
-    size += 1 + varintSize(length) + length;
+    size += fieldBytes(length);
   }
   return size;
 }

@@ -91,7 +91,7 @@ export const CELL_DOORBELL = 4;
 export const CREDIT_ACKED = 5;
 /** Bumped by the cell for every output it writes itself: the runtime's sign of life (watchdog). */
 export const CELL_PROGRESS = 6;
-/** Int32 words of the shared buffer of a cell (`CREDIT_*` and `CELL_DOORBELL`). */
+/** Int32 words of the shared buffer of a cell (the indices above). */
 export const CELL_WORDS = 8;
 /** The stream lock in the runtime's shared stream words: 0, or the lock ID of the thread writing. */
 export const SINK_LOCK = 0;

@@ -10,10 +10,9 @@
  *   it: a frame that finds the lock taken is retried a millisecond later.
  * - Every output a cell posted before it stopped is accounted for: the cell's output port is
  *   drained with `receiveMessageOnPort` before its Worker is terminated.
- * - Output credit (SPEC §8.10): the runtime remembers the payload bytes of every counted event it
- *   forwards, in order; a host `Credit{events: k}` acknowledges the next `k` of them, which it
- *   subtracts from the cell's shared counters before waking the cell. A stop request sets the
- *   cell's stop word and wakes it first.
+ * - Output credit (SPEC §8.10): the cell keeps the account of its unacknowledged outputs itself; a
+ *   host `Credit{events: k}` only adds `k` to the cell's `CREDIT_ACKED` word and wakes the cell. A
+ *   stop request sets the cell's stop word and wakes it first.
  *
  * This file is bundled into `worker/dist/runtime_main.js` (`deno task bundle`).
  *

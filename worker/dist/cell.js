@@ -28,6 +28,17 @@ function collectGarbage() {
 
 // proto/output_collector.ts
 import { Buffer } from "node:buffer";
+function varintBytes(n) {
+  let bytes = 1;
+  while (n >= 128) {
+    n = Math.floor(n / 128);
+    bytes++;
+  }
+  return bytes;
+}
+function fieldBytes(n) {
+  return 1 + varintBytes(n) + n;
+}
 function utf8ByteLength(s) {
   return Buffer.byteLength(s, "utf8");
 }
@@ -498,14 +509,6 @@ function itemFields(item) {
   ];
   return [];
 }
-function varintSize(value) {
-  let size = 1;
-  while (value >= 128) {
-    value = Math.floor(value / 128);
-    size++;
-  }
-  return size;
-}
 function plan(fields) {
   const lengths = [];
   return {
@@ -517,7 +520,7 @@ function measure(fields, lengths) {
   let size = 0;
   for (const [, value] of fields) {
     if (typeof value === "number") {
-      size += 1 + varintSize(value);
+      size += 1 + varintBytes(value);
       continue;
     }
     let length;
@@ -529,7 +532,7 @@ function measure(fields, lengths) {
       lengths.push(0);
       length = lengths[at] = measure(value, lengths);
     }
-    size += 1 + varintSize(length) + length;
+    size += fieldBytes(length);
   }
   return size;
 }
