@@ -202,6 +202,17 @@ export async function collect(stream: AsyncIterable<Msg>): Promise<Msg[]> {
   return out;
 }
 
+/** A cell that never settles but leaves its isolate idle: a stop confirms at once. */
+export const FOREVER = "await new Promise(() => {})";
+
+/**
+ * A cell that yields its Execute, then spins in synchronous code until its runtime is restarted.
+ * `yield_control()` checks the stop word after it writes the yield, so a Terminate that lands
+ * in between (the cell's thread preempted after its write) would stop the cell there,
+ * cooperatively; the `try` keeps such a cell spinning, so only a hard stop ends it.
+ */
+export const SPIN = "try { yield_control(); } catch {} while (true) {}";
+
 /** Whether a process with this pid exists. */
 export function processExists(pid: number): boolean {
   try {

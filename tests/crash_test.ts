@@ -9,6 +9,7 @@ import {
   CapturedLog,
   eventually,
   execute,
+  FOREVER,
   grpcError,
   inFlight,
   notified,
@@ -22,8 +23,6 @@ import {
   texts,
 } from "./_harness.ts";
 import { startH2Proxy } from "./_h2_proxy.ts";
-
-const FOREVER = "await new Promise(() => {})";
 
 /** Starts a never-ending cell whose Execute still awaits its outcome (wrapped, so not awaited). */
 async function observedForever(h: TestHost, s: OpenSession, source = FOREVER) {

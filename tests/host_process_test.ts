@@ -18,6 +18,7 @@ import {
   rawClient,
   run,
   serve,
+  SPIN,
   startHost,
 } from "./_harness.ts";
 
@@ -110,8 +111,8 @@ Deno.test("SIGTERM drains: leases end UNAVAILABLE, health turns NOT_SERVING, exi
     const b = await openSession(raw.client);
     a.pump();
     b.pump();
-    // yield_control() returns the Execute once the loop is running.
-    const spinning = await execute(raw.client, a.id, "yield_control(); while (true) {}", {
+    // The yield returns the Execute as the loop starts.
+    const spinning = await execute(raw.client, a.id, SPIN, {
       yieldTimeMs: 60_000,
     });
     assert.ok(spinning.outcome.yielded);
@@ -144,7 +145,7 @@ Deno.test("No runtime survives the host: SIGINT, and SIGKILL of the host while a
       using raw = rawClient(host.url);
       const s = await openSession(raw.client);
       s.pump();
-      await execute(raw.client, s.id, "yield_control(); while (true) {}", { yieldTimeMs: 60_000 });
+      await execute(raw.client, s.id, SPIN, { yieldTimeMs: 60_000 });
       let pids: number[] = [];
       await eventually(
         () =>

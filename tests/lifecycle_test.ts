@@ -7,17 +7,17 @@ import { Status } from "nice-grpc";
 import {
   eventually,
   execute,
+  FOREVER,
   grpcError,
   inFlight,
   notified,
   openSession,
   processExists,
   run,
+  SPIN,
   startHost,
   texts,
 } from "./_harness.ts";
-
-const FOREVER = "await new Promise(() => {})";
 
 Deno.test("yield_control() ends the first observation; a Wait gets the rest (scenario 23)", async () => {
   await using h = await startHost();
@@ -148,8 +148,8 @@ Deno.test("YieldObservation before Execute and during a Wait (scenario 30)", asy
 Deno.test("Terminate stops while (true) {} within 1 s (scenario 31)", async () => {
   await using h = await startHost({ warmSessions: 2 });
   await using s = await openSession(h.client);
-  // yield_control() proves the loop has started before Terminate is sent.
-  const first = await execute(h.client, s.id, "yield_control(); while (true) {}", { yieldTimeMs: 60_000 });
+  // The yield proves the loop is about to start before Terminate is sent.
+  const first = await execute(h.client, s.id, SPIN, { yieldTimeMs: 60_000 });
   assert.ok(first.outcome.yielded);
   const spawned = h.host.state.spawnCount;
   const started = performance.now();
@@ -333,7 +333,7 @@ Deno.test("A runtime restart completes the other cells with the restart error an
   const oldPid = h.host.state.session(s.id)!.runtimePid!;
   const blocked = execute(h.client, s.id, FOREVER, { yieldTimeMs: 60_000 });
   await eventually(() => (h.host.state.session(s.id)?.runningCells ?? 0) > 0, 5_000);
-  const spin = await execute(h.client, s.id, "yield_control(); while (true) {}", { yieldTimeMs: 60_000 });
+  const spin = await execute(h.client, s.id, SPIN, { yieldTimeMs: 60_000 });
   assert.equal(spin.started.cellId, "3");
   const started = performance.now();
   const terminated = await h.client.terminate({ sessionId: s.id, cellId: "3" });

@@ -8,19 +8,20 @@ import {
   collect,
   eventually,
   execute,
+  FOREVER,
   grpcError,
   type Msg,
   type OpenSession,
   openSession,
   type RawClient,
   run,
+  SPIN,
   startHost,
   texts,
 } from "./_harness.ts";
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
-const FOREVER = "await new Promise(() => {})";
 
 /** A tool definition for `enabled_tools`. */
 function tool(name: string, toolName: Msg = { name }, kind = 1): Msg {
@@ -627,7 +628,7 @@ Deno.test("A runtime restart cancels the tool calls of the other cells (scenario
     yieldTimeMs: 60_000,
   });
   assert.ok(await eventually(() => d.calls.length === 1));
-  const spin = await execute(h.client, s.id, "yield_control(); while (true) {}", { yieldTimeMs: 60_000 });
+  const spin = await execute(h.client, s.id, SPIN, { yieldTimeMs: 60_000 });
   assert.ok((await h.client.terminate({ sessionId: s.id, cellId: spin.started.cellId })).liveCell.terminated);
   assert.equal(
     (await blocked).outcome.completed?.errorText,
