@@ -5,7 +5,8 @@
  * - Runtime frames become actor runtime events in order; the frame reader never waits. Output
  *   credit goes back to the runtime (SPEC §8.10): in Client mode as each counted event arrives, in
  *   Server mode as the actor takes it from its bounded queue (an event that does not fit waits
- *   there as the cell's one blocked send).
+ *   there as the cell's one blocked send). While the cell holds less than half of either limit,
+ *   the `Credit` frame waits up to 2 ms, and a cell that ends meanwhile gets none.
  * - Outcomes leave through the mode's pipeline (SPEC §8.3–§8.5): Client mode renders the window
  *   as it is, and an outcome too large for one gRPC message fails `RESOURCE_EXHAUSTED` and is
  *   re-buffered with a one-line replacement; Server mode adds the `Script error:` item at commit,
@@ -40,6 +41,7 @@ import {
   type CellState,
   type CompletedEvent,
   type EndReason,
+  eventPayloadBytes,
   ObserveMode,
   type RuntimeEvent,
   RuntimeEventChannel,
@@ -258,6 +260,15 @@ export interface CellOptions {
   maxOutputTokens: number;
 }
 
+/**
+ * How long acknowledged output waits before its credit goes back while the cell is far from its
+ * limits (under half its events and half its bytes unacknowledged): most cells end within it, and
+ * an ended cell needs no credit, so a short cell's outputs cost no `Credit` frame and no wake-up
+ * of its runtime. Nearer the limits the credit goes back at once, so a flooding cell never waits
+ * for it beyond the time its frames take to be read.
+ */
+const CREDIT_DELAY_MS = 2;
+
 /** The runtime events that consume output credit (SPEC §8.10). */
 const COUNTED = new Set<string>([
   "contentItem",
@@ -291,8 +302,13 @@ export class Cell {
   #writes = new Map<string, string>();
   #sequence = 0;
   #maxTokens: number;
+  /** Counted events acknowledged but not yet credited back, and their payload bytes. */
   #unacked = 0;
-  #creditQueued = false;
+  #unackedBytes = 0;
+  /** A credit return is scheduled for the next turn of the event loop. */
+  #creditNow = false;
+  /** The timer of a deferred credit return ({@link CREDIT_DELAY_MS}). */
+  #creditTimer: unknown;
 
   /** @param options see {@link CellOptions} */
   constructor(options: CellOptions) {
@@ -309,7 +325,7 @@ export class Cell {
       mode: options.host.mode,
       capacity: options.host.queue.capacity,
       bytes: options.host.queue.bytes,
-      onTake: server ? (entry) => COUNTED.has(entry.type) && this.#ack() : undefined,
+      onTake: server ? (entry, bytes) => COUNTED.has(entry.type) && this.#ack(bytes) : undefined,
     });
     this.#actor = startCellActor({
       host: {
@@ -354,20 +370,35 @@ export class Cell {
   }
 
   /**
-   * One counted event acknowledged; the credit goes back in one frame per burst, after the frames
-   * read with it have been handled: a cell's last output usually arrives with its result and exit,
-   * and an ended cell needs no credit (no pipe write and no runtime wake-up before its outcome).
+   * One counted event acknowledged (SPEC §8.10). Its credit goes back in one frame per burst:
+   * after the frames read with it have been handled once the cell holds half of either limit,
+   * else after {@link CREDIT_DELAY_MS}. An ended cell needs no credit.
+   *
+   * @param bytes the event's payload bytes
    */
-  #ack(): void {
+  #ack(bytes: number): void {
     this.#unacked++;
-    if (this.#creditQueued) return;
-    this.#creditQueued = true;
-    setImmediate(() => {
-      this.#creditQueued = false;
-      const events = this.#unacked;
-      this.#unacked = 0;
-      if (events > 0 && !this.#ended) this.#host.credit(this, events);
-    });
+    this.#unackedBytes += bytes;
+    if (this.#creditNow) return;
+    const { capacity, bytes: maxBytes } = this.#host.queue;
+    if (this.#unacked * 2 >= capacity || this.#unackedBytes * 2 >= maxBytes) {
+      this.#creditNow = true;
+      setImmediate(() => this.#returnCredit());
+    } else if (this.#creditTimer === undefined) {
+      this.#creditTimer = this.#host.clock.setTimeout(() => this.#returnCredit(), CREDIT_DELAY_MS);
+    }
+  }
+
+  #returnCredit(): void {
+    this.#creditNow = false;
+    if (this.#creditTimer !== undefined) {
+      this.#host.clock.clearTimeout(this.#creditTimer);
+      this.#creditTimer = undefined;
+    }
+    const events = this.#unacked;
+    this.#unacked = 0;
+    this.#unackedBytes = 0;
+    if (events > 0 && !this.#ended) this.#host.credit(this, events);
   }
 
   /** Allocates the execution's next tool-call `sequence` (1, 2, …). */
@@ -502,8 +533,9 @@ export class Cell {
       }
     }
     if (this.#host.mode === "client" || !runtimeEvent) {
-      if (COUNTED.has(event.event ?? "")) this.#ack();
-      if (runtimeEvent) this.#events.trySend(runtimeEvent);
+      const bytes = runtimeEvent ? eventPayloadBytes(runtimeEvent) : 0;
+      if (COUNTED.has(event.event ?? "")) this.#ack(bytes);
+      if (runtimeEvent) this.#events.trySend(runtimeEvent, bytes);
       return;
     }
     // Server mode: an event that does not fit waits as the blocked send; credit returns on take.
@@ -518,6 +550,10 @@ export class Cell {
   end(reason: EndReason = { kind: "default" }): void {
     if (this.#ended) return;
     this.#ended = true;
+    if (this.#creditTimer !== undefined) {
+      this.#host.clock.clearTimeout(this.#creditTimer);
+      this.#creditTimer = undefined;
+    }
     this.#events.end(reason);
     this.#maybeClosed();
   }

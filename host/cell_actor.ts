@@ -115,8 +115,11 @@ export interface RuntimeEventChannelOptions {
   capacity?: number;
   /** Server mode: queued payload bytes at most (`outputEventQueueBytes`). Default 2,097,152. */
   bytes?: number;
-  /** Called with every entry the consumer takes, in order (the host returns output credit). */
-  onTake?: (entry: ChannelEntry) => void;
+  /**
+   * Called with every entry the consumer takes, in order, and its payload bytes
+   * ({@link eventPayloadBytes}; the host returns output credit).
+   */
+  onTake?: (entry: ChannelEntry, bytes: number) => void;
 }
 
 /**
@@ -200,7 +203,7 @@ export class RuntimeEventChannel {
   #ended = false;
   #closed = false;
   #onReady: (() => void) | undefined;
-  readonly #onTake: ((entry: ChannelEntry) => void) | undefined;
+  readonly #onTake: ((entry: ChannelEntry, bytes: number) => void) | undefined;
 
   /**
    * Creates an empty channel.
@@ -239,11 +242,11 @@ export class RuntimeEventChannel {
    * Sends an event only if it fits now.
    *
    * @param event the runtime event
+   * @param bytes its payload bytes, when the caller has counted them already
    * @returns true when accepted; false when it would have to wait, or after `end()`/`close()`
    */
-  trySend(event: RuntimeEvent): boolean {
+  trySend(event: RuntimeEvent, bytes: number = eventPayloadBytes(event)): boolean {
     if (this.#ended || this.#closed) return false;
-    const bytes = eventPayloadBytes(event);
     if (this.#waiting.length > 0 || !this.#fits(bytes)) return false;
     this.#accept(event, bytes);
     return true;
@@ -302,7 +305,7 @@ export class RuntimeEventChannel {
       this.#accept(w.entry, w.bytes);
       w.resolve(true);
     }
-    this.#onTake?.(entry);
+    this.#onTake?.(entry, bytes);
     return entry;
   }
 

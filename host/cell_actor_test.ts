@@ -13,7 +13,7 @@ import {
   sendYield,
   startCellActor,
 } from "./cell_actor.ts";
-import type { Clock } from "./clock.ts";
+import { FakeClock } from "./fake_clock_test_util.ts";
 import {
   createOutputCollector,
   MAX_MEDIA_BYTES,
@@ -24,46 +24,6 @@ import {
 
 // ---------------------------------------------------------------------------------------------
 // Test doubles
-
-/** A manual clock: time moves only in {@link FakeClock.advance}. */
-class FakeClock implements Clock {
-  #now = 0;
-  #next = 1;
-  #timers = new Map<number, { at: number; fn: () => void }>();
-
-  now(): number {
-    return this.#now;
-  }
-
-  setTimeout(fn: () => void, ms: number): unknown {
-    const id = this.#next++;
-    this.#timers.set(id, { at: this.#now + Math.max(0, ms), fn });
-    return id;
-  }
-
-  clearTimeout(handle: unknown): void {
-    this.#timers.delete(handle as number);
-  }
-
-  get timers(): number {
-    return this.#timers.size;
-  }
-
-  advance(ms: number): void {
-    const target = this.#now + ms;
-    for (;;) {
-      let due: [number, { at: number; fn: () => void }] | undefined;
-      for (const entry of this.#timers) {
-        if (entry[1].at <= target && (!due || entry[1].at < due[1].at)) due = entry;
-      }
-      if (!due) break;
-      this.#timers.delete(due[0]);
-      this.#now = due[1].at;
-      due[1].fn();
-    }
-    this.#now = target;
-  }
-}
 
 /** Like the seed's TestHost and RecordingHost: commits (optionally held) and records callbacks. */
 class TestHost implements CellActorHost {
