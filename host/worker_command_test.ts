@@ -35,7 +35,7 @@ Deno.test("buildWorkerCommand() passes no V8 heap flag by default, so cell Worke
   assert.equal(command.args.at(-2), "--allow-read=/rt");
 });
 
-Deno.test("buildWorkerCommand() passes exactly six environment variables with DENO_DIR in the work dir", () => {
+Deno.test("buildWorkerCommand() passes the six environment variables of §9.3 (DENO_DIR in the work dir) and MALLOC_ARENA_MAX", () => {
   const { env } = buildWorkerCommand(base);
   assert.deepEqual(env, {
     NO_COLOR: "1",
@@ -44,6 +44,7 @@ Deno.test("buildWorkerCommand() passes exactly six environment variables with DE
     DENO_UNSTABLE_ALLOW_ALL_BY_DEFAULT: "0",
     DENO_UNSTABLE_RELAXED_PERMISSIONS: "0",
     DENO_DIR: "/tmp/code-mode-host/w-1-1/deno_dir",
+    MALLOC_ARENA_MAX: "2",
   });
 });
 
