@@ -391,14 +391,17 @@ export class Cell {
 
   #returnCredit(): void {
     this.#creditNow = false;
-    if (this.#creditTimer !== undefined) {
-      this.#host.clock.clearTimeout(this.#creditTimer);
-      this.#creditTimer = undefined;
-    }
+    this.#cancelCreditTimer();
     const events = this.#unacked;
     this.#unacked = 0;
     this.#unackedBytes = 0;
     if (events > 0 && !this.#ended) this.#host.credit(this, events);
+  }
+
+  #cancelCreditTimer(): void {
+    if (this.#creditTimer === undefined) return;
+    this.#host.clock.clearTimeout(this.#creditTimer);
+    this.#creditTimer = undefined;
   }
 
   /** Allocates the execution's next tool-call `sequence` (1, 2, …). */
@@ -550,10 +553,7 @@ export class Cell {
   end(reason: EndReason = { kind: "default" }): void {
     if (this.#ended) return;
     this.#ended = true;
-    if (this.#creditTimer !== undefined) {
-      this.#host.clock.clearTimeout(this.#creditTimer);
-      this.#creditTimer = undefined;
-    }
+    this.#cancelCreditTimer();
     this.#events.end(reason);
     this.#maybeClosed();
   }

@@ -45,8 +45,8 @@ export interface WorkerCommand {
  *
  * The environment is SPEC §9.3's six variables plus `MALLOC_ARENA_MAX=2`, a deliberate departure
  * from §9.3 (scenario 109 says exactly six): issue 7 requires ≤ 60 MB RSS per idle session, and
- * the arena limit is what brings it there (58.0 → 55.6 MiB, measured). It is a constant, so no
- * variable of the host's own environment reaches a runtime.
+ * the arena limit is what brings it there (see the comment at the variable). It is a constant,
+ * so no variable of the host's own environment reaches a runtime.
  *
  * @param options see {@link WorkerCommandOptions}
  * @returns the command; `args` excludes `command` itself
@@ -87,7 +87,7 @@ export function buildWorkerCommand(options: WorkerCommandOptions): WorkerCommand
       DENO_DIR: `${options.workDir.replace(/\/+$/, "")}/deno_dir`,
       // glibc gives each thread that allocates its own malloc arena; an idle runtime's threads
       // (main, the spare's, Deno's blocking pool, V8's helpers) left ~7 MiB resident in five of
-      // them. Two arenas: RSS per idle session 58.0 → 55.6 MiB, cells and floods as fast.
+      // them. Two arenas: RSS per idle session 58.0 → 55.7 MiB, cells and floods as fast.
       MALLOC_ARENA_MAX: "2",
     },
     cwd: options.workDir,
