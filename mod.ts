@@ -30,12 +30,12 @@ export {
   type HostOptions,
   type HostState,
   type RuntimeTestHook,
-} from "./host/server.ts";
-export { DEFAULT_LIMITS, type Limits, resolveLimits } from "./host/limits.ts";
+} from "./host/doors/grpc/server.ts";
+export { DEFAULT_LIMITS, type Limits, resolveLimits } from "./host/core/limits.ts";
 export { CodeModeError, type CodeModeErrorCode } from "./proto/errors.ts";
-export { normalizeCodeModeIdentifier } from "./host/identifiers.ts";
-export { type LogFields, Logger, type LogLevel } from "./host/log.ts";
-export { type Clock as HostClock, realClock as hostRealClock } from "./host/clock.ts";
+export { normalizeCodeModeIdentifier } from "./host/core/identifiers.ts";
+export { type LogFields, Logger, type LogLevel } from "./host/ops/log.ts";
+export { type Clock as HostClock, realClock as hostRealClock } from "./host/core/clock.ts";
 export { GrpcCodeModeSessionProvider, type ProviderOptions } from "./client/provider.ts";
 export { GrpcCodeModeSession, NoopCodeModeSessionDelegate } from "./client/session.ts";
 export { realClock } from "./client/clock.ts";

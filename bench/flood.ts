@@ -13,8 +13,8 @@
  * @module
  */
 import { createChannel, createClient } from "nice-grpc";
-import { createHost } from "../host/server.ts";
-import { Logger } from "../host/log.ts";
+import { createHost } from "../host/doors/grpc/server.ts";
+import { Logger } from "../host/ops/log.ts";
 import { codeModeHostDefinition } from "../proto/loader.ts";
 
 const MIB = 1024 * 1024;

@@ -8,8 +8,8 @@
  * @module
  */
 import { Buffer } from "node:buffer";
-import { createOutputCollector } from "../proto/output_collector.ts";
-import { truncateEntries } from "../proto/token_truncation.ts";
+import { createOutputCollector } from "../host/output/output_collector.ts";
+import { truncateEntries } from "../host/output/token_truncation.ts";
 
 const PIECE = "y".repeat(64 * 1024);
 const SMALL = "x".repeat(1024);

@@ -1,5 +1,5 @@
 /** Micro costs of the host's source check (SPEC §5.4–§5.5) on 1 MB sources. */
-import { checkCellSource } from "../host/source_check.ts";
+import { checkCellSource } from "../host/core/source_check.ts";
 
 const line = "{ const v = [1, 2, 3].map((x) => x * 2).join(','); text(v); }\n";
 const big = line.repeat(Math.ceil(1_000_000 / line.length));

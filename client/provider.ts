@@ -17,7 +17,7 @@ import { ChannelCredentials } from "@grpc/grpc-js";
 import { type Channel, ClientError, createChannel, createClient, Metadata, Status } from "nice-grpc";
 import { CodeModeError } from "../proto/errors.ts";
 import { codeModeHostDefinition } from "../proto/loader.ts";
-import { utf8ByteLength } from "../proto/output_collector.ts";
+import { utf8ByteLength } from "../proto/bytes.ts";
 import { Binding, type Msg, type RawClient, statusError } from "./binding.ts";
 import { realClock, TIMED_OUT, withDeadline } from "./clock.ts";
 import { type ParsedEndpoint, parseEndpoint } from "./endpoint.ts";

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { utf8ByteLength, utf8Prefix } from "../proto/output_collector.ts";
+import { utf8ByteLength, utf8Prefix } from "../proto/bytes.ts";
 
 /**
  * The description of every gRPC status code, indexed by the numeric code 0..16 (SPEC §10.9).

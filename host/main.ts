@@ -6,8 +6,8 @@
  */
 import { parseArgs } from "node:util";
 import { ListenError, parseListenUrl } from "./listen_url.ts";
-import { Logger, type LogLevel } from "./log.ts";
-import { createHost } from "./server.ts";
+import { Logger, type LogLevel } from "./ops/log.ts";
+import { createHost } from "./doors/grpc/server.ts";
 
 const LEVELS = ["debug", "info", "warn", "error"];
 

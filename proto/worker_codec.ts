@@ -15,7 +15,7 @@
  *
  * @module
  */
-import { varintBytes } from "./output_collector.ts";
+import { varintBytes } from "./bytes.ts";
 
 export { WORKER_PROTOCOL_VERSION } from "./worker_ready.ts";
 

@@ -14,8 +14,8 @@ import {
   type Status,
 } from "nice-grpc";
 import { codeModeHostDefinition } from "../proto/loader.ts";
-import { createHost, type Host, type HostOptions } from "../host/server.ts";
-import { Logger } from "../host/log.ts";
+import { createHost, type Host, type HostOptions } from "../host/doors/grpc/server.ts";
+import { Logger } from "../host/ops/log.ts";
 
 // deno-lint-ignore no-explicit-any
 export type Msg = any;

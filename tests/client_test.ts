@@ -8,8 +8,8 @@ import { type CallContext, ServerError, type ServerMiddleware, Status } from "ni
 import { GrpcCodeModeSessionProvider } from "../client/provider.ts";
 import { NoopCodeModeSessionDelegate } from "../client/session.ts";
 import { RESET_MESSAGE } from "../client/status_text.ts";
-import { createHost } from "../host/server.ts";
-import { Logger } from "../host/log.ts";
+import { createHost } from "../host/doors/grpc/server.ts";
+import { Logger } from "../host/ops/log.ts";
 import { eventually, serve, startHost } from "./_harness.ts";
 import { FakeClock, RecordingDelegate, rejection, relay, run, textResponse } from "./_client_harness.ts";
 

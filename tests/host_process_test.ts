@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { Status } from "nice-grpc";
 import { createChannel, createClient } from "nice-grpc";
 import { HealthDefinition } from "nice-grpc-server-health";
-import { removeStaleDirectories } from "../host/runtime_files.ts";
+import { removeStaleDirectories } from "../host/runtime/runtime_files.ts";
 import {
   CapturedLog,
   collect,

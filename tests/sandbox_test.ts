@@ -4,7 +4,7 @@
  * beyond reading its runtime directory (SPEC §5.2, §9.3, scenario 110).
  */
 import assert from "node:assert/strict";
-import { buildWorkerCommand } from "../host/worker_command.ts";
+import { buildWorkerCommand } from "../host/runtime/worker_command.ts";
 import { openSession, run, startHost } from "./_harness.ts";
 import { HELPER_FUNCTIONS } from "./_spec_lists.ts";
 

@@ -51,7 +51,7 @@ import {
 } from "node:worker_threads";
 import { CELL_FILE_NAME, CELL_LINE_OFFSET, wrapCellSource } from "../proto/cell_source.ts";
 import { collectGarbage } from "./collect_garbage.ts";
-import { utf8ByteLength, utf8Prefix, utf8Suffix } from "../proto/output_collector.ts";
+import { utf8ByteLength, utf8Prefix, utf8Suffix } from "../proto/bytes.ts";
 import {
   CELL_DOORBELL,
   CELL_PROGRESS,

@@ -13,7 +13,7 @@
  * @module
  */
 import { FRAME_HEADER_BYTES, writeFrameHeader } from "../proto/frame_codec.ts";
-import { fieldBytes, utf8ByteLength, varintBytes } from "../proto/output_collector.ts";
+import { fieldBytes, utf8ByteLength, varintBytes } from "../proto/bytes.ts";
 import type { WireCellEvent } from "../proto/worker_codec.ts";
 import type { CellOutput } from "./cell_protocol.ts";
 import { SINK_LOCK } from "./cell_protocol.ts";

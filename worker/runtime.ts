@@ -24,7 +24,7 @@ import { MessageChannel, type MessagePort, receiveMessageOnPort, Worker } from "
 import { encodeFrame, FrameDecoder } from "../proto/frame_codec.ts";
 import { LINE_END, MAX_FRAME_BYTES, tryLock, unlock, wireCellEvents, writeAllSync } from "./cell_events.ts";
 import { collectGarbage } from "./collect_garbage.ts";
-import { MAX_MEDIA_BYTES, MAX_TEXT_BYTES } from "../proto/output_collector.ts";
+import { MAX_MEDIA_BYTES, MAX_TEXT_BYTES } from "../proto/bytes.ts";
 import {
   createWorkerCodec,
   type HostToWorker,

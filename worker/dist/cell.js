@@ -26,7 +26,7 @@ function collectGarbage() {
   }
 }
 
-// proto/output_collector.ts
+// proto/bytes.ts
 import { Buffer } from "node:buffer";
 function varintBytes(n) {
   let bytes = 1;
@@ -45,7 +45,7 @@ function utf8ByteLength(s) {
 function isLow(c) {
   return c >= 56320 && c <= 57343;
 }
-function charAt(s, i) {
+function utf8CharAt(s, i) {
   const c = s.charCodeAt(i);
   if (c < 128) return [
     1,
@@ -90,7 +90,7 @@ function utf8Prefix(s, maxBytes) {
   let units = 0;
   let bytes = 0;
   while (units < s.length) {
-    const [b, u] = charAt(s, units);
+    const [b, u] = utf8CharAt(s, units);
     if (bytes + b > maxBytes) break;
     bytes += b;
     units += u;

@@ -176,7 +176,7 @@ function readLength(bytes, offset) {
   return bytes[offset] * 16777216 + (bytes[offset + 1] << 16) + (bytes[offset + 2] << 8) + bytes[offset + 3];
 }
 
-// proto/output_collector.ts
+// proto/bytes.ts
 import { Buffer } from "node:buffer";
 var MAX_TEXT_BYTES = 1048576;
 var MAX_MEDIA_BYTES = 16777216;

@@ -28,7 +28,16 @@
  * @module
  */
 
-import { Buffer } from "node:buffer";
+import {
+  fieldBytes,
+  MAX_MEDIA_BYTES,
+  MAX_MESSAGE_BYTES,
+  MAX_TEXT_BYTES,
+  utf8ByteLength,
+  utf8CharAt,
+  utf8Prefix,
+  utf8Suffix,
+} from "../../proto/bytes.ts";
 
 /** One content item as delivered to a client. */
 export type OutputItem =
@@ -126,41 +135,6 @@ export interface OutputLimits {
   maxMediaBytes?: number;
   /** Client mode: encoded content bytes a window retains (`maxMessageBytes`). Default 67,108,864. */
   maxMessageBytes?: number;
-}
-
-/** `MAX_TEXT` of SPEC §8.6. */
-export const MAX_TEXT_BYTES = 1_048_576;
-/** `MAX_MEDIA` of SPEC §8.6. */
-export const MAX_MEDIA_BYTES = 16_777_216;
-/** `maxMessageBytes` of SPEC §2.8. */
-export const MAX_MESSAGE_BYTES = 67_108_864;
-
-/**
- * The bytes of a protobuf varint.
- *
- * @param n a non-negative integer
- * @returns its varint length (1…10)
- *
- * @example
- * ```ts
- * import assert from "node:assert/strict";
- * import { varintBytes } from "./output_collector.ts";
- *
- * assert.deepEqual([0, 127, 128, 16_384].map(varintBytes), [1, 1, 2, 3]);
- * ```
- */
-export function varintBytes(n: number): number {
-  let bytes = 1;
-  while (n >= 128) {
-    n = Math.floor(n / 128);
-    bytes++;
-  }
-  return bytes;
-}
-
-/** A length-delimited field of `n` payload bytes with a one-byte tag. */
-export function fieldBytes(n: number): number {
-  return 1 + varintBytes(n) + n;
 }
 
 /**
@@ -307,105 +281,6 @@ function sameItem(a: OutputItem, b: OutputItem): boolean {
     case "audio":
       return b.type === "audio" && a.audioUrl === b.audioUrl;
   }
-}
-
-/**
- * The UTF-8 byte length of a string (a lone surrogate counts as its 3-byte replacement).
- *
- * @param s the string
- * @returns its UTF-8 byte length
- *
- * @example
- * ```ts
- * import assert from "node:assert/strict";
- * import { utf8ByteLength } from "./output_collector.ts";
- *
- * assert.equal(utf8ByteLength("aé🦀"), 7);
- * ```
- */
-export function utf8ByteLength(s: string): number {
-  // Node's UTF-8 length also counts a lone surrogate as its 3-byte replacement, and it is ~80×
-  // faster than a loop in JavaScript (this runs for every byte of output, twice).
-  return Buffer.byteLength(s, "utf8");
-}
-
-function isLow(c: number): boolean {
-  return c >= 0xdc00 && c <= 0xdfff;
-}
-
-/** Bytes and code units of the character starting at `i`. */
-function charAt(s: string, i: number): [bytes: number, units: number] {
-  const c = s.charCodeAt(i);
-  if (c < 0x80) return [1, 1];
-  if (c < 0x800) return [2, 1];
-  if (c >= 0xd800 && c <= 0xdbff && isLow(s.charCodeAt(i + 1))) return [4, 2];
-  return [3, 1];
-}
-
-/** Bytes and code units of the character ending just before `end`. */
-function charBefore(s: string, end: number): [bytes: number, units: number] {
-  const c = s.charCodeAt(end - 1);
-  if (c < 0x80) return [1, 1];
-  if (c < 0x800) return [2, 1];
-  if (isLow(c) && end >= 2) {
-    const h = s.charCodeAt(end - 2);
-    if (h >= 0xd800 && h <= 0xdbff) return [4, 2];
-  }
-  return [3, 1];
-}
-
-/**
- * The longest prefix of whole characters of at most `maxBytes` UTF-8 bytes.
- *
- * @param s the string
- * @param maxBytes the byte budget
- * @returns the code-unit length of the prefix and its byte length
- *
- * @example
- * ```ts
- * import assert from "node:assert/strict";
- * import { utf8Prefix } from "./output_collector.ts";
- *
- * assert.deepEqual(utf8Prefix("a🦀b", 4), { units: 1, bytes: 1 });
- * ```
- */
-export function utf8Prefix(s: string, maxBytes: number): { units: number; bytes: number } {
-  let units = 0;
-  let bytes = 0;
-  while (units < s.length) {
-    const [b, u] = charAt(s, units);
-    if (bytes + b > maxBytes) break;
-    bytes += b;
-    units += u;
-  }
-  return { units, bytes };
-}
-
-/**
- * The longest suffix of whole characters of at most `maxBytes` UTF-8 bytes.
- *
- * @param s the string
- * @param maxBytes the byte budget
- * @returns the code-unit length of the suffix and its byte length
- *
- * @example
- * ```ts
- * import assert from "node:assert/strict";
- * import { utf8Suffix } from "./output_collector.ts";
- *
- * assert.deepEqual(utf8Suffix("a🦀b", 4), { units: 1, bytes: 1 });
- * ```
- */
-export function utf8Suffix(s: string, maxBytes: number): { units: number; bytes: number } {
-  let units = 0;
-  let bytes = 0;
-  while (units < s.length) {
-    const [b, u] = charBefore(s, s.length - units);
-    if (bytes + b > maxBytes) break;
-    bytes += b;
-    units += u;
-  }
-  return { units, bytes };
 }
 
 /**
@@ -718,7 +593,7 @@ class ServerOutputCollector implements OutputCollector {
         let cut = 0;
         let removed = 0;
         while (removed < excess) {
-          const [b, u] = charAt(e.text, cut);
+          const [b, u] = utf8CharAt(e.text, cut);
           removed += b;
           cut += u;
         }

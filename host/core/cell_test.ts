@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { Cell, type CellHost } from "./cell.ts";
-import { FakeClock } from "./fake_clock_test_util.ts";
-import type { OutputMode } from "../proto/output_collector.ts";
+import { FakeClock } from "../testing.ts";
+import type { OutputMode } from "../output/output_collector.ts";
 
 /** A cell whose session records its `Credit` returns (the counts, in order). */
 function creditCell(mode: OutputMode, queue = { capacity: 8, bytes: 1_000 }) {

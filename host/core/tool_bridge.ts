@@ -11,7 +11,7 @@
  *
  * @module
  */
-import { publicProtoRoot } from "../proto/loader.ts";
+import { publicProtoRoot } from "../../proto/loader.ts";
 import { LeaseQueue } from "./lease_queue.ts";
 import type { Permit, Permits } from "./permits.ts";
 import { RecentIds } from "./permits.ts";

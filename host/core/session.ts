@@ -10,16 +10,16 @@
  * @module
  */
 import { ServerError, Status } from "nice-grpc";
-import type { HostToWorker, WorkerToHost } from "../proto/worker_codec.ts";
+import type { HostToWorker, WorkerToHost } from "../../proto/worker_codec.ts";
 import { Cell, type CellHost, type Outcome } from "./cell.ts";
 import type { CellState, CompletedEvent } from "./cell_actor.ts";
 import type { Clock } from "./clock.ts";
 import { CodeModeError } from "./errors.ts";
 import { LeaseQueue } from "./lease_queue.ts";
 import type { Limits } from "./limits.ts";
-import type { LogFields, Logger } from "./log.ts";
+import type { LogFields, Logger } from "../ops/log.ts";
 import { type Permit, Permits, RecentIds } from "./permits.ts";
-import { crashReason, type RuntimeEnd, type RuntimeTransport } from "./runtime_transport.ts";
+import { crashReason, type RuntimeEnd, type RuntimeTransport } from "../runtime/runtime_transport.ts";
 import { checkCellSource } from "./source_check.ts";
 import {
   type Subscription,
@@ -28,7 +28,7 @@ import {
   type ToolNameInfo,
   TooManySubscriptions,
 } from "./tool_bridge.ts";
-import { utf8ByteLength } from "../proto/output_collector.ts";
+import { utf8ByteLength } from "../../proto/bytes.ts";
 
 /** Output truncation modes (the public enum numbers). */
 export const OUTPUT_CLIENT = 1;

@@ -10,13 +10,13 @@
  *
  * @module
  */
-import { encodeFrame, FrameError, readFrames } from "../proto/frame_codec.ts";
+import { encodeFrame, FrameError, readFrames } from "../../proto/frame_codec.ts";
 import {
   type HostToWorker,
   WORKER_PROTOCOL_VERSION,
   type WorkerCodec,
   type WorkerToHost,
-} from "../proto/worker_codec.ts";
+} from "../../proto/worker_codec.ts";
 import type { RuntimeEnd, RuntimeTransport } from "./runtime_transport.ts";
 import { buildWorkerCommand } from "./worker_command.ts";
 

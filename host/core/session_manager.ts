@@ -3,16 +3,16 @@
  *
  * @module
  */
-import { createWorkerCodec, type WorkerCodec } from "../proto/worker_codec.ts";
+import { createWorkerCodec, type WorkerCodec } from "../../proto/worker_codec.ts";
 import type { Clock } from "./clock.ts";
 import { CodeModeError } from "./errors.ts";
 import type { Limits } from "./limits.ts";
-import type { Logger } from "./log.ts";
+import type { Logger } from "../ops/log.ts";
 import { type Permit, Permits } from "./permits.ts";
-import type { RuntimeTransport } from "./runtime_transport.ts";
+import type { RuntimeTransport } from "../runtime/runtime_transport.ts";
 import { Session } from "./session.ts";
 import { validateIdentifier } from "./validate.ts";
-import { spawnWorkerProcess } from "./worker_process.ts";
+import { spawnWorkerProcess } from "../runtime/worker_process.ts";
 
 /** How long a taken warm runtime's replacement waits while the pool still holds others. */
 const REFILL_DELAY_MS = 250;

@@ -27,8 +27,8 @@ import {
   type OutputLimits,
   type OutputMode,
   type PushedItem,
-  utf8ByteLength,
-} from "../proto/output_collector.ts";
+} from "../output/output_collector.ts";
+import { utf8ByteLength } from "../../proto/bytes.ts";
 
 /** A tool name as the runtime reports it. */
 export interface ToolName {
@@ -404,7 +404,7 @@ export interface CellResponder {
  * ```ts
  * import assert from "node:assert/strict";
  * import { sendYield } from "./cell_actor.ts";
- * import { createOutputCollector } from "../proto/output_collector.ts";
+ * import { createOutputCollector } from "../output/output_collector.ts";
  *
  * const out = createOutputCollector("client");
  * out.push({ type: "text", text: "kept" });
@@ -446,7 +446,7 @@ export interface CellStateOptions {
  * ```ts
  * import assert from "node:assert/strict";
  * import { CellState } from "./cell_actor.ts";
- * import { createOutputCollector } from "../proto/output_collector.ts";
+ * import { createOutputCollector } from "../output/output_collector.ts";
  * import { realClock } from "./clock.ts";
  *
  * const state = new CellState({ clock: realClock });

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import vm from "node:vm";
-import { CELL_FILE_NAME, CELL_LINE_OFFSET, wrapCellSource } from "../proto/cell_source.ts";
+import { CELL_FILE_NAME, CELL_LINE_OFFSET, wrapCellSource } from "../../proto/cell_source.ts";
 import { checkCellSource, type SourceCheck } from "./source_check.ts";
 
 /** Asserts that the check accepted the source, and returns what the runtime would evaluate. */

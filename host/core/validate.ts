@@ -3,7 +3,7 @@
  *
  * @module
  */
-import { utf8ByteLength } from "../proto/output_collector.ts";
+import { utf8ByteLength } from "../../proto/bytes.ts";
 import { CodeModeError } from "./errors.ts";
 
 /** The `{field}` names SPEC §2.6 renders in messages. */

@@ -13,7 +13,7 @@ import {
   CELL_SOURCE_PREFIX,
   CELL_SOURCE_SUFFIX,
   wrapCellSource,
-} from "../proto/cell_source.ts";
+} from "../../proto/cell_source.ts";
 
 /** The host's decision about a cell's source, made before the cell starts. */
 export type SourceCheck =

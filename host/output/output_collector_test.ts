@@ -4,16 +4,18 @@ import {
   contentItemEncodedBytes,
   createOutputCollector,
   diagnosticErrorText,
-  MAX_MEDIA_BYTES,
-  MAX_TEXT_BYTES,
   type OutputCollector,
   type OutputItem,
   type PushedItem,
   sameRendering,
+} from "./output_collector.ts";
+import {
+  MAX_MEDIA_BYTES,
+  MAX_TEXT_BYTES,
   utf8ByteLength,
   utf8Prefix,
   utf8Suffix,
-} from "./output_collector.ts";
+} from "../../proto/bytes.ts";
 
 const text = (t: string): OutputItem => ({ type: "text", text: t });
 const image = (url: string): OutputItem => ({ type: "image", imageUrl: url, detail: "auto" });
@@ -409,7 +411,7 @@ Deno.test("Client: a window retains its items until their encoded size passes ma
 });
 
 Deno.test("contentItemEncodedBytes matches the protobuf encoding of ExecutionOutcome.content_items", async () => {
-  const { parseProtos, PROTO_FILES, readProtoText } = await import("./loader.ts");
+  const { parseProtos, PROTO_FILES, readProtoText } = await import("../../proto/loader.ts");
   const root = parseProtos([readProtoText(PROTO_FILES.codeModeHost)]);
   const Outcome = root.lookupType("codex.code_mode.v1.ExecutionOutcome");
   const items: PushedItem[] = [

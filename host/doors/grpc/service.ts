@@ -6,16 +6,16 @@
  */
 import type { CallContext } from "nice-grpc";
 import { ServerError, Status } from "nice-grpc";
-import { type Outcome, serverMissingCellContent } from "./cell.ts";
-import { MAX_TIMER_MS } from "./clock.ts";
-import { CodeModeError, toServerError } from "./errors.ts";
-import { normalizeCodeModeIdentifier } from "./identifiers.ts";
-import type { Logger } from "./log.ts";
-import type { Permit } from "./permits.ts";
-import { OUTPUT_CLIENT, OUTPUT_SERVER, type Session } from "./session.ts";
-import type { SessionManager } from "./session_manager.ts";
-import type { Subscription, ToolDefinitionInfo, ToolNameInfo } from "./tool_bridge.ts";
-import { validateIdentifier } from "./validate.ts";
+import { type Outcome, serverMissingCellContent } from "../../core/cell.ts";
+import { MAX_TIMER_MS } from "../../core/clock.ts";
+import { CodeModeError, toServerError } from "../../core/errors.ts";
+import { normalizeCodeModeIdentifier } from "../../core/identifiers.ts";
+import type { Logger } from "../../ops/log.ts";
+import type { Permit } from "../../core/permits.ts";
+import { OUTPUT_CLIENT, OUTPUT_SERVER, type Session } from "../../core/session.ts";
+import type { SessionManager } from "../../core/session_manager.ts";
+import type { Subscription, ToolDefinitionInfo, ToolNameInfo } from "../../core/tool_bridge.ts";
+import { validateIdentifier } from "../../core/validate.ts";
 
 // deno-lint-ignore no-explicit-any
 type Message = any;

@@ -13,14 +13,14 @@ import {
   sendYield,
   startCellActor,
 } from "./cell_actor.ts";
-import { FakeClock } from "./fake_clock_test_util.ts";
+import { FakeClock } from "../testing.ts";
 import {
   createOutputCollector,
-  MAX_MEDIA_BYTES,
   type OutputCollector,
   type OutputItem,
   type OutputMode,
-} from "../proto/output_collector.ts";
+} from "../output/output_collector.ts";
+import { MAX_MEDIA_BYTES } from "../../proto/bytes.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Test doubles

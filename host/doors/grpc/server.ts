@@ -13,15 +13,19 @@ import {
   codeModeHostDefinition,
   fileDescriptorSet,
   publicProtoRoot,
-} from "../proto/loader.ts";
-import { type Clock, realClock } from "./clock.ts";
-import { type Limits, resolveLimits } from "./limits.ts";
-import { Logger, type LogLevel } from "./log.ts";
-import { hostTempParent, prepareRuntimeDirectory, removeStaleDirectories } from "./runtime_files.ts";
+} from "../../../proto/loader.ts";
+import { type Clock, realClock } from "../../core/clock.ts";
+import { type Limits, resolveLimits } from "../../core/limits.ts";
+import { Logger, type LogLevel } from "../../ops/log.ts";
+import {
+  hostTempParent,
+  prepareRuntimeDirectory,
+  removeStaleDirectories,
+} from "../../runtime/runtime_files.ts";
 import { createCodeModeService } from "./service.ts";
 import { bearerTokenMiddleware } from "./access.ts";
 import { startTlsTerminator, type TlsTerminator } from "./tls_terminator.ts";
-import { SessionManager } from "./session_manager.ts";
+import { SessionManager } from "../../core/session_manager.ts";
 import { withGoawayGuard } from "./http2_guard.ts";
 
 /**

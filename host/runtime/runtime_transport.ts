@@ -4,7 +4,7 @@
  *
  * @module
  */
-import type { HostToWorker, WorkerToHost } from "../proto/worker_codec.ts";
+import type { HostToWorker, WorkerToHost } from "../../proto/worker_codec.ts";
 
 /** How a runtime ended. */
 export type RuntimeEnd =

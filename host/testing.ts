@@ -3,7 +3,7 @@
  *
  * @module
  */
-import type { Clock } from "./clock.ts";
+import type { Clock } from "./core/clock.ts";
 
 /** A manual clock: time moves only in {@link FakeClock.advance}. */
 export class FakeClock implements Clock {

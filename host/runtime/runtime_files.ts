@@ -8,9 +8,9 @@
  */
 /** Files of the runtime directory and where they come from (relative to this module). */
 const SOURCES: [name: string, read: () => Uint8Array][] = [
-  ["runtime.js", () => Deno.readFileSync(new URL("../worker/dist/runtime.js", import.meta.url))],
-  ["runtime_main.js", () => Deno.readFileSync(new URL("../worker/dist/runtime_main.js", import.meta.url))],
-  ["cell.js", () => Deno.readFileSync(new URL("../worker/dist/cell.js", import.meta.url))],
+  ["runtime.js", () => Deno.readFileSync(new URL("../../worker/dist/runtime.js", import.meta.url))],
+  ["runtime_main.js", () => Deno.readFileSync(new URL("../../worker/dist/runtime_main.js", import.meta.url))],
+  ["cell.js", () => Deno.readFileSync(new URL("../../worker/dist/cell.js", import.meta.url))],
 ];
 
 /** The host-private parent of runtime and work directories: `<TMPDIR>/code-mode-host`. */

@@ -35,14 +35,8 @@
  * @module
  */
 
-import {
-  mergeEntries,
-  type OutputItem,
-  type RenderedEntry,
-  utf8ByteLength,
-  utf8Prefix,
-  utf8Suffix,
-} from "./output_collector.ts";
+import { mergeEntries, type OutputItem, type RenderedEntry } from "./output_collector.ts";
+import { utf8ByteLength, utf8Prefix, utf8Suffix } from "../../proto/bytes.ts";
 
 // Re-exported so that this module's public signatures are documented in full (`deno doc --lint`).
 export type { OutputItem, RenderedEntry };

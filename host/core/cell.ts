@@ -18,22 +18,20 @@
  * @module
  */
 import { setImmediate } from "node:timers";
-import type { WireCellEvent, WireItem } from "../proto/worker_codec.ts";
+import type { WireCellEvent, WireItem } from "../../proto/worker_codec.ts";
 import {
   createOutputCollector,
   diagnosticErrorText,
   type ErrorText,
   errorTextBytes,
   errorTextString,
-  fieldBytes,
   type OutputCollector,
   type OutputItem,
   type OutputMode,
   type PushedItem,
-  utf8ByteLength,
-  varintBytes,
-} from "../proto/output_collector.ts";
-import { truncateEntries } from "../proto/token_truncation.ts";
+} from "../output/output_collector.ts";
+import { fieldBytes, utf8ByteLength, varintBytes } from "../../proto/bytes.ts";
+import { truncateEntries } from "../output/token_truncation.ts";
 import {
   CellActorError,
   type CellActorHandle,

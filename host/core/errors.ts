@@ -5,8 +5,8 @@
  */
 import { ServerError, Status } from "nice-grpc";
 
-export { CodeModeError, type CodeModeErrorCode } from "../proto/errors.ts";
-import { CodeModeError } from "../proto/errors.ts";
+export { CodeModeError, type CodeModeErrorCode } from "../../proto/errors.ts";
+import { CodeModeError } from "../../proto/errors.ts";
 
 /**
  * Maps any failure to a nice-grpc `ServerError`: domain errors keep their code and message,
