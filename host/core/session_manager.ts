@@ -34,6 +34,8 @@ export interface SessionManagerOptions {
   clock: Clock;
   runtime: RuntimeFactoryOptions;
   warmSessions: number;
+  /** Makes one session runtime (default: a runtime subprocess from `runtime`); tests pass a fake. */
+  spawn?: () => RuntimeTransport;
 }
 
 /** What OpenSession asks for. */
@@ -109,7 +111,7 @@ export class SessionManager implements AsyncDisposable {
   #spawn(): RuntimeTransport {
     this.#spawned++;
     const o = this.#options;
-    const runtime = spawnWorkerProcess({
+    const runtime = o.spawn?.() ?? spawnWorkerProcess({
       codec: this.#codec,
       deno: o.runtime.deno,
       prefix: o.runtime.prefix,
