@@ -32,10 +32,15 @@ export class FakeClock implements Clock {
     return this.#now;
   }
 
-  /** Schedules `fn`; the delay is clamped as the real clock clamps it (0 … {@link MAX_TIMER_MS}). */
+  /**
+   * Schedules `fn` after `ms`. Like the platform's timers (and unlike `realClock`, which
+   * clamps), a delay beyond {@link MAX_TIMER_MS} or not a number fires after 1 ms, so a test
+   * catches a huge yield time that reached the clock unclamped.
+   */
   setTimeout(fn: () => void, ms: number): unknown {
     const id = this.#next++;
-    this.#timers.set(id, { at: this.#now + Math.min(MAX_TIMER_MS, Math.max(0, ms)), fn });
+    const delay = ms > MAX_TIMER_MS || Number.isNaN(ms) ? 1 : Math.max(0, ms);
+    this.#timers.set(id, { at: this.#now + delay, fn });
     return id;
   }
 
@@ -94,6 +99,26 @@ export class FakeClock implements Clock {
     }
     this.#now = target;
     await turn();
+  }
+
+  /**
+   * Moves time in steps of `stepMs`, one turn of the event loop apart, until `promise` settles:
+   * for work that crosses real I/O (a socket, a runtime process) before it reaches a timer.
+   * Time then moves about as fast as real time, so keep what must not fire far away.
+   *
+   * @param promise what to wait for
+   * @param stepMs how far each step moves
+   * @returns the promise's value
+   */
+  async runUntil<T>(promise: Promise<T>, stepMs = 1): Promise<T> {
+    let settled = false;
+    const watched = promise.finally(() => settled = true);
+    watched.catch(() => {});
+    while (!settled) {
+      this.advance(stepMs);
+      await turn();
+    }
+    return await watched;
   }
 
   #earliest(target: number): [number, { at: number; fn: () => void }] | undefined {

@@ -24,6 +24,10 @@ export class FakeClock implements Clock {
       }, { once: true });
     });
   }
+  /** Sleeps waiting for their time (deadlines armed and not yet settled or aborted). */
+  get sleeping(): number {
+    return this.#sleepers.length;
+  }
   advance(ms: number): void {
     this.#now += ms;
     const due = this.#sleepers.filter((s) => s.due <= this.#now);

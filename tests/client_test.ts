@@ -143,7 +143,7 @@ Deno.test("134: deadlines run on the provider clock: Terminate times out after 6
   let settled = false;
   const outcome = started.initialResponse().finally(() => settled = true);
   outcome.catch(() => {});
-  await new Promise((r) => setTimeout(r, 50));
+  assert.ok(await eventually(() => clock.sleeping === 1), "the outcome's deadline is armed");
   clock.advance(179_000);
   await new Promise((r) => setTimeout(r, 50));
   assert.equal(settled, false, "the execution outcome deadline is 60 s + 120 s + 1 s");
@@ -161,7 +161,7 @@ Deno.test("134: deadlines run on the provider clock: Terminate times out after 6
   await cell.initialResponse();
   const terminating = other.terminate(cell.cellId);
   terminating.catch(() => {});
-  await new Promise((r) => setTimeout(r, 50));
+  assert.ok(await eventually(() => clock.sleeping === 1), "the Terminate's deadline is armed");
   clock.advance(60_001);
   assert.equal(
     (await rejection(terminating)).message,

@@ -23,6 +23,7 @@ import {
   texts,
 } from "./_harness.ts";
 import { startH2Proxy } from "./_h2_proxy.ts";
+import { FakeClock } from "../host/testing.ts";
 
 /** Starts a never-ending cell whose Execute still awaits its outcome (wrapped, so not awaited). */
 async function observedForever(h: TestHost, s: OpenSession, source = FOREVER) {
@@ -267,13 +268,15 @@ Deno.test("Cancelling the lease gives the Execute and the Wait the results of Cl
 });
 
 Deno.test("An idle session is closed after idleSessionTimeoutMs; a running cell keeps it (scenario 21e)", async () => {
-  await using h = await startHost({ limits: { idleSessionTimeoutMs: 500 }, warmSessions: 2 });
+  // The host's timers run on a fake clock: the idle second passes at once.
+  const clock = new FakeClock();
+  await using h = await startHost({ clock, limits: { idleSessionTimeoutMs: 500 }, warmSessions: 2 });
   const idle = await openSession(h.client);
   idle.pump();
   const busy = await openSession(h.client);
   busy.pump();
-  await execute(h.client, busy.id, FOREVER, { yieldTimeMs: 1 });
-  await new Promise((r) => setTimeout(r, 1_000));
+  await clock.runUntil(execute(h.client, busy.id, FOREVER, { yieldTimeMs: 1 }));
+  clock.advance(1_000);
   assert.equal(await idle.end, undefined, "the idle lease ended OK");
   assert.equal((await grpcError(execute(h.client, idle.id, "text(1)"))).code, Status.NOT_FOUND);
   assert.ok(h.host.state.session(busy.id), "a session with a running cell stays");

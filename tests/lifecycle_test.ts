@@ -18,6 +18,7 @@ import {
   startHost,
   texts,
 } from "./_harness.ts";
+import { FakeClock } from "../host/testing.ts";
 
 Deno.test("yield_control() ends the first observation; a Wait gets the rest (scenario 23)", async () => {
   await using h = await startHost();
@@ -405,13 +406,22 @@ Deno.test("A cell stopped before its isolate began is not hard-stopped while the
 });
 
 Deno.test("Huge yield times are clamped, never treated as 'yield now' (scenario 39c)", async () => {
-  await using h = await startHost();
+  // The host's timers run on a fake clock, which (as the platform's timers do) fires a delay
+  // beyond 2^31-1 ms after 1 ms: the host must clamp. The second passes at once; the short real
+  // wait after it is for an outcome wrongly sent to reach this client over the socket.
+  const clock = new FakeClock();
+  const second = async () => {
+    clock.advance(1_000);
+    await new Promise((r) => setTimeout(r, 100));
+  };
+  await using h = await startHost({ clock });
   await using s = await openSession(h.client);
-  await execute(h.client, s.id, FOREVER, { yieldTimeMs: 1 });
+  await clock.runUntil(execute(h.client, s.id, FOREVER, { yieldTimeMs: 1 }));
   let settled = false;
   const waiting = h.client.wait({ sessionId: s.id, cellId: "1", waitId: "w", yieldTimeMs: "4294967296" })
     .finally(() => settled = true);
-  await new Promise((r) => setTimeout(r, 1_000));
+  assert.ok(await inFlight(h, s.id, 1), "the Wait reached the host");
+  await second();
   assert.equal(settled, false);
   await h.client.yieldObservation({ sessionId: s.id, waitId: "w" });
   assert.ok((await waiting).liveCell.yielded);
@@ -427,7 +437,7 @@ Deno.test("Huge yield times are clamped, never treated as 'yield now' (scenario 
   const next = big.next().then((r: IteratorResult<{ outcome: { yielded?: unknown } }>) =>
     seen.outcome = r.value.outcome
   );
-  await new Promise((r) => setTimeout(r, 1_000));
+  await second();
   assert.ok(!("outcome" in seen), "still pending after 1 s");
   await h.client.yieldObservation({ sessionId: s.id, executionId: "big" });
   await next;
