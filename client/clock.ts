@@ -3,6 +3,7 @@
  *
  * @module
  */
+import { MAX_INT32 } from "../proto/bytes.ts";
 import type { Clock } from "./types.ts";
 
 /**
@@ -30,7 +31,7 @@ export const realClock: Clock = {
       const timer = setTimeout(() => {
         signal?.removeEventListener("abort", onAbort);
         resolve();
-      }, Math.max(0, Math.min(ms, 2_147_483_647)));
+      }, Math.max(0, Math.min(ms, MAX_INT32)));
       signal?.addEventListener("abort", onAbort, { once: true });
     });
   },

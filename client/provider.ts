@@ -17,8 +17,9 @@ import { ChannelCredentials } from "@grpc/grpc-js";
 import { type Channel, ClientError, createChannel, createClient, Metadata, Status } from "nice-grpc";
 import { CodeModeError } from "../proto/errors.ts";
 import { codeModeHostDefinition } from "../proto/loader.ts";
-import { utf8ByteLength } from "../proto/bytes.ts";
+import { MAX_INT32, MAX_MESSAGE_BYTES, utf8ByteLength } from "../proto/bytes.ts";
 import { Binding, type Msg, type RawClient, statusError } from "./binding.ts";
+import type { OpeningRequest } from "./binding_opener.ts";
 import { realClock, TIMED_OUT, withDeadline } from "./clock.ts";
 import { type ParsedEndpoint, parseEndpoint } from "./endpoint.ts";
 import { GrpcCodeModeSession } from "./session.ts";
@@ -52,16 +53,6 @@ const MAX_SESSION_ID_BYTES = 256;
 const ADMISSION_DELAYS_MS = [0, 50, 100, 200];
 const MAX_ATTEMPTS = 5;
 const MODE_CHANGED = "gRPC code-mode host changed the session output truncation mode on reconnect";
-
-/** What opening a binding needs from the public session. */
-export interface OpeningRequest {
-  /** The mode to ask for: the requested one first, the pinned one later. */
-  mode: CodeModeOutputTruncation;
-  /** Set once the first binding selected a mode: `mode` is then the one it must keep. */
-  pinned: boolean;
-  limits: CodeModeSessionOptions["cellExecutionLimits"];
-  signal?: AbortSignal;
-}
 
 /**
  * Opens Codex-compatible sessions on one host endpoint, over one shared connection.
@@ -136,6 +127,7 @@ export class GrpcCodeModeSessionProvider {
         throw new CodeModeError(undefined, (error as Error).message);
       }
     }
+    // The provider is the session's BindingOpener (binding_opener.ts), checked structurally here.
     return await GrpcCodeModeSession.open(this, options);
   }
 
@@ -166,11 +158,11 @@ export class GrpcCodeModeSessionProvider {
         "grpc.keepalive_time_ms": this.#options.keepaliveIntervalMs,
         "grpc.keepalive_timeout_ms": this.#options.keepaliveTimeoutMs,
         "grpc.keepalive_permit_without_calls": 1,
-        "grpc.client_idle_timeout_ms": 2_147_483_647,
+        "grpc.client_idle_timeout_ms": MAX_INT32,
         "grpc.initial_reconnect_backoff_ms": 50,
         "grpc.max_reconnect_backoff_ms": 50,
-        "grpc.max_receive_message_length": 67_108_864,
-        "grpc.max_send_message_length": 67_108_864,
+        "grpc.max_receive_message_length": MAX_MESSAGE_BYTES,
+        "grpc.max_send_message_length": MAX_MESSAGE_BYTES,
         ...(this.#options.tlsServerName === undefined
           ? {}
           : { "grpc.ssl_target_name_override": this.#options.tlsServerName }),

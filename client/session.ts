@@ -16,7 +16,7 @@ import { CodeModeError, type CodeModeErrorCode } from "../proto/errors.ts";
 import { TIMED_OUT, withDeadline } from "./clock.ts";
 import { deferred } from "./deferred.ts";
 import { type Binding, type CellRecord, type Msg, retiresBinding, statusError } from "./binding.ts";
-import type { GrpcCodeModeSessionProvider } from "./provider.ts";
+import type { BindingOpener } from "./binding_opener.ts";
 import { boundErrorText, RESET_MESSAGE, timeoutText } from "./status_text.ts";
 import type {
   CodeModeOutputTruncation,
@@ -107,7 +107,7 @@ function routeLostIn(trailer: Trailer): boolean {
 /** The session implementation behind {@link CodeModeSession}. */
 export class GrpcCodeModeSession implements CodeModeSession {
   readonly outputTruncation: CodeModeOutputTruncation;
-  readonly #provider: GrpcCodeModeSessionProvider;
+  readonly #provider: BindingOpener;
   readonly #options: CodeModeSessionOptions;
   #binding: Binding;
   #opening: Promise<unknown> = Promise.resolve();
@@ -117,7 +117,7 @@ export class GrpcCodeModeSession implements CodeModeSession {
   readonly #waitLocks = new Map<string, Promise<void>>();
 
   private constructor(
-    provider: GrpcCodeModeSessionProvider,
+    provider: BindingOpener,
     options: CodeModeSessionOptions,
     binding: Binding,
     mode: CodeModeOutputTruncation,
@@ -129,14 +129,15 @@ export class GrpcCodeModeSession implements CodeModeSession {
   }
 
   /**
-   * Opens the first binding (SPEC §10.4 step 7).
+   * Opens the first binding (SPEC §10.4 step 7). Called by the provider's `createSession`.
    *
-   * @param provider the provider
+   * @param provider what opens bindings: the provider
    * @param options mode and limits
    * @returns the session
+   * @ignore
    */
   static async open(
-    provider: GrpcCodeModeSessionProvider,
+    provider: BindingOpener,
     options: CodeModeSessionOptions,
   ): Promise<GrpcCodeModeSession> {
     const { binding, mode } = await provider.openBinding({

@@ -1,7 +1,7 @@
 /**
- * The session-recovery seed (`../shared/seeds/session_recovery_tests.rs.txt`), ported: the client
- * library against the real host, with connections counted by TCP relays and statuses injected by a
- * server middleware.
+ * The specification's session-recovery seed (Codex's `session_recovery_tests.rs`), ported: the
+ * client library against the real host, with connections counted by TCP relays and statuses injected
+ * by a server middleware.
  */
 import assert from "node:assert/strict";
 import { type CallContext, ServerError, type ServerMiddleware, Status } from "nice-grpc";
