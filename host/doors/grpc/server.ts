@@ -157,8 +157,9 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
   const server: Server = options.authToken === undefined
     ? outer
     : outer.use(bearerTokenMiddleware(options.authToken));
-  // The definition is built at run time from the .proto files; the implementation is typed
-  // against proto/code_mode_types.ts, which a test keeps equal to the .proto file.
+  // The definition is built at run time from the .proto files, so its method types are not
+  // known to the compiler: the implementation is typed against proto/code_mode_types.ts instead,
+  // which a test keeps equal to the .proto file.
   type AnyDefinition = Parameters<Server["add"]>[0];
   type AnyImplementation = Parameters<Server["add"]>[1];
   const core = new CodeModeCore({ manager });
