@@ -47,7 +47,7 @@ import {
   type TerminalEvent,
 } from "./cell_actor.ts";
 import type { Clock } from "./clock.ts";
-import { CodeModeError } from "./errors.ts";
+import { HostError } from "./errors.ts";
 import type { ToolDefinitionInfo } from "./tool_bridge.ts";
 
 /** A public `ContentItem` as a plain object for the encoder. */
@@ -236,7 +236,7 @@ function droppedOutputText(bytes: number, limit: number): string {
 /** Maps actor refusals to the SPEC statuses. */
 function toStatus(error: unknown): unknown {
   if (error instanceof CellActorError && error.kind !== "closed") {
-    return new CodeModeError("FAILED_PRECONDITION", error.message);
+    return new HostError("cell_busy", error.message, { cause: error });
   }
   return error;
 }
@@ -464,8 +464,8 @@ export class Cell {
       }
       this.#actor.state.rebuffer(event, replacement);
     }
-    throw new CodeModeError(
-      "RESOURCE_EXHAUSTED",
+    throw new HostError(
+      "too_large",
       `code-mode execution outcome exceeds the ${limit}-byte gRPC message limit`,
     );
   }
@@ -579,7 +579,7 @@ export class Cell {
    * @param options `signal`: the caller went away (nothing is consumed); `yieldSignal`: yield early;
    *   `startedAt`: the RPC's `performance.now()` at its start (for the size of its response)
    * @returns the outcome
-   * @throws {CodeModeError} `FAILED_PRECONDITION` when another observer is attached or a termination runs
+   * @throws {HostError} `cell_busy` when another observer is attached or a termination runs
    */
   observe(
     yieldMs: number,
@@ -596,8 +596,8 @@ export class Cell {
    *
    * @param startedAt the Terminate's `performance.now()` at its start (for the size of its response)
    * @returns `terminated` with the drained output, or the committed natural completion
-   * @throws {CodeModeError} `FAILED_PRECONDITION` `exec cell {id} is already terminating`;
-   *   `RESOURCE_EXHAUSTED` when the outcome is too large to send (Client mode)
+   * @throws {HostError} `cell_busy` `exec cell {id} is already terminating`;
+   *   `too_large` when the outcome is too large to send (Client mode)
    */
   terminate(startedAt?: number): Promise<Outcome> {
     return this.#settle(this.#actor.terminate(), startedAt);

@@ -9,12 +9,11 @@
  *
  * @module
  */
-import { ServerError, Status } from "nice-grpc";
 import type { HostToWorker, WorkerToHost } from "../../proto/worker_codec.ts";
 import { Cell, type CellHost, type Outcome } from "./cell.ts";
 import type { CellState, CompletedEvent } from "./cell_actor.ts";
 import type { Clock } from "./clock.ts";
-import { CodeModeError } from "./errors.ts";
+import { HostError } from "./errors.ts";
 import { LeaseQueue } from "./lease_queue.ts";
 import type { Limits } from "./limits.ts";
 import type { LogFields, Logger } from "../ops/log.ts";
@@ -210,9 +209,9 @@ export class Session {
     return this.#lease.drain(signal);
   }
 
-  /** @throws {CodeModeError} `CANCELLED` `code-mode session is closed` once closing began */
+  /** @throws {HostError} `session_closed` `code-mode session is closed` once closing began */
   ensureOpen(): void {
-    if (this.#state !== "open") throw new CodeModeError("CANCELLED", CLOSED_MESSAGE);
+    if (this.#state !== "open") throw new HostError("session_closed", CLOSED_MESSAGE);
   }
 
   #attach(runtime: RuntimeTransport): void {
@@ -275,7 +274,7 @@ export class Session {
     this.#options.log.error(`code-mode host session failed: ${reason}`, { session_ref: this.ref, ...fields });
     this.#closing.abort();
     this.#remove();
-    const status = new ServerError(Status.INTERNAL, `${owner}: ${reason}`);
+    const status = new HostError("session_crashed", `${owner}: ${reason}`);
     this.#bridge.closeAll(status);
     for (const cell of [...this.#running.values()]) cell.end();
     this.#lease.end(status);
@@ -295,11 +294,11 @@ export class Session {
    *
    * @param executionId the client's ID
    * @returns the execution's yield signal (pre-fired if a YieldObservation came first)
-   * @throws {CodeModeError} `ALREADY_EXISTS` when reused, `CANCELLED` when the session closed
+   * @throws {HostError} `id_reused` when reused, `session_closed` when the session closed
    */
   reserveExecution(executionId: string): AbortSignal {
     if (this.#activeExecutions.has(executionId) || this.#recentExecutions.has(executionId)) {
-      throw new CodeModeError("ALREADY_EXISTS", `code-mode execution ID \`${executionId}\` was reused`);
+      throw new HostError("id_reused", `code-mode execution ID \`${executionId}\` was reused`);
     }
     this.ensureOpen();
     const yieldNow = new AbortController();
@@ -530,14 +529,14 @@ export class Session {
    *
    * @param filters its tool-name filters (already validated)
    * @returns the subscription; pass it to {@link Session.unsubscribe} when its stream ends
-   * @throws {CodeModeError} `RESOURCE_EXHAUSTED` beyond `maxSubscriptionsPerSession`
+   * @throws {HostError} `overloaded` beyond `maxSubscriptionsPerSession`
    */
   subscribe(filters: readonly ToolNameInfo[]): Subscription {
     try {
       return this.#bridge.subscribe(filters);
     } catch (error) {
       if (error instanceof TooManySubscriptions) {
-        throw new CodeModeError("RESOURCE_EXHAUSTED", "code-mode session has too many tool subscriptions");
+        throw new HostError("overloaded", "code-mode session has too many tool subscriptions");
       }
       throw error;
     }
@@ -660,15 +659,15 @@ export class Session {
    *
    * @param waitId the client's ID
    * @returns its cancellation and yield signals, and `finish` to call when the Wait ends
-   * @throws {CodeModeError} `ALREADY_EXISTS` when reused, `CANCELLED` when pre-cancelled
+   * @throws {HostError} `id_reused` when reused, `cancelled` when pre-cancelled
    */
   registerWait(waitId: string): { cancel: AbortSignal; yieldNow: AbortSignal; finish(): void } {
     if (this.#activeWaits.has(waitId) || this.#recentWaits.has(waitId)) {
-      throw new CodeModeError("ALREADY_EXISTS", `code-mode wait ID \`${waitId}\` was reused`);
+      throw new HostError("id_reused", `code-mode wait ID \`${waitId}\` was reused`);
     }
     this.#recentWaits.add(waitId);
     if (this.#preCancelled.delete(waitId)) {
-      throw new CodeModeError("CANCELLED", "code-mode wait was cancelled");
+      throw new HostError("cancelled", "code-mode wait was cancelled");
     }
     const done = Promise.withResolvers<void>();
     const wait: ActiveWait = {
@@ -714,7 +713,7 @@ export class Session {
   async cancelWait(waitId: string): Promise<void> {
     const active = this.#activeWaits.get(waitId);
     if (active) {
-      active.cancel.abort(new CodeModeError("CANCELLED", "code-mode wait was cancelled"));
+      active.cancel.abort(new HostError("cancelled", "code-mode wait was cancelled"));
       await active.done;
     } else if (!this.#recentWaits.has(waitId)) {
       this.#preCancelled.add(waitId);
@@ -726,8 +725,8 @@ export class Session {
   /**
    * Closes the session (SPEC §3.4) and resolves once it has been removed from the registry.
    *
-   * @param trigger what closed it; `shutdown` ends the lease `UNAVAILABLE`, `overflow` ends it
-   *   `RESOURCE_EXHAUSTED`, anything else OK
+   * @param trigger what closed it; `shutdown` ends the lease `shutting_down`, `overflow` ends it
+   *   `lease_overflow`, anything else OK
    */
   async close(
     trigger: "close" | "lease" | "shutdown" | "overflow" | "idle" | "subscription" = "close",
@@ -737,7 +736,7 @@ export class Session {
     this.#closing.abort();
     this.#clearIdleTimer();
     if (this.#restarting) await this.#restarting;
-    const closed = new CodeModeError("CANCELLED", CLOSED_MESSAGE);
+    const closed = new HostError("session_closed", CLOSED_MESSAGE);
     for (const wait of this.#activeWaits.values()) wait.cancel.abort(closed);
     // Pending tool invocations are dropped and subscription streams end (SPEC §3.4 steps 4–5).
     this.#bridge.closeAll();
@@ -748,9 +747,9 @@ export class Session {
     await this.#runtime.stop();
     await Promise.all(terminations);
     const status = trigger === "shutdown"
-      ? new ServerError(Status.UNAVAILABLE, "code-mode host is shutting down")
+      ? new HostError("shutting_down", "code-mode host is shutting down")
       : trigger === "overflow"
-      ? new ServerError(Status.RESOURCE_EXHAUSTED, "code-mode session event queue is full")
+      ? new HostError("lease_overflow", "code-mode session event queue is full")
       : undefined;
     this.#state = "closed";
     this.#lease.end(status);

@@ -5,10 +5,10 @@
  */
 import { createWorkerCodec, type WorkerCodec } from "../../proto/worker_codec.ts";
 import type { Clock } from "./clock.ts";
-import { CodeModeError } from "./errors.ts";
+import { HostError } from "./errors.ts";
 import type { Limits } from "./limits.ts";
 import type { Logger } from "../ops/log.ts";
-import { type Permit, Permits } from "./permits.ts";
+import { type Permit, Permits, RecentIds } from "./permits.ts";
 import type { RuntimeTransport } from "../runtime/runtime_transport.ts";
 import { Session } from "./session.ts";
 import { validateIdentifier } from "./validate.ts";
@@ -40,6 +40,8 @@ export interface SessionManagerOptions {
 
 /** What OpenSession asks for. */
 export interface OpenOptions {
+  /** A caller-chosen session ID (already validated); default a fresh UUIDv4. */
+  sessionId?: string;
   outputMode: number;
   maxYieldTimeMs?: bigint;
   cellHeapMb: number;
@@ -57,6 +59,8 @@ export class SessionManager implements AsyncDisposable {
   #options: SessionManagerOptions;
   #codec: WorkerCodec;
   #sessions = new Map<string, Session>();
+  /** IDs of sessions that were removed, so that a caller-chosen ID is never reused. */
+  #removedIds: RecentIds;
   #slots: Permits;
   #nextRef = 0;
   #warm: RuntimeTransport[] = [];
@@ -70,6 +74,7 @@ export class SessionManager implements AsyncDisposable {
     this.#options = options;
     this.limits = options.limits;
     this.#slots = new Permits(options.limits.maxSessions);
+    this.#removedIds = new RecentIds(options.limits.maxRecentIds);
     this.requests = new Permits(options.limits.maxInFlightRequests);
     this.controls = new Permits(options.limits.maxInFlightControlRequests);
     this.activeCells = new Permits(options.limits.maxActiveCells);
@@ -155,7 +160,7 @@ export class SessionManager implements AsyncDisposable {
    * Takes a runtime: a warm one when available, else a fresh spawn; waits for its `Ready`.
    *
    * @returns a ready runtime
-   * @throws {CodeModeError} `INTERNAL` when it failed to start (e.g. version mismatch)
+   * @throws {HostError} `runtime_failed` when it failed to start (e.g. version mismatch)
    */
   async takeRuntime(): Promise<RuntimeTransport> {
     let runtime = this.#warm.shift();
@@ -182,9 +187,9 @@ export class SessionManager implements AsyncDisposable {
       await runtime.ready;
     } catch (error) {
       await runtime.kill();
-      throw new CodeModeError("INTERNAL", (error as Error).message);
+      throw new HostError("runtime_failed", (error as Error).message, { cause: error });
     }
-    if (!runtime.alive) throw new CodeModeError("INTERNAL", "code-mode session runtime ended before use");
+    if (!runtime.alive) throw new HostError("runtime_failed", "code-mode session runtime ended before use");
     return runtime;
   }
 
@@ -192,12 +197,12 @@ export class SessionManager implements AsyncDisposable {
    * Takes a session slot (SPEC §3.1 step 1).
    *
    * @returns the slot, held until the session is removed
-   * @throws {CodeModeError} `UNAVAILABLE` while draining, `RESOURCE_EXHAUSTED` when full
+   * @throws {HostError} `shutting_down` while draining, `overloaded` when full
    */
   acquireSlot(): Permit {
-    if (this.#draining) throw new CodeModeError("UNAVAILABLE", "code-mode host is shutting down");
+    if (this.#draining) throw new HostError("shutting_down", "code-mode host is shutting down");
     const slot = this.#slots.tryAcquire();
-    if (!slot) throw new CodeModeError("RESOURCE_EXHAUSTED", "code-mode host has too many sessions");
+    if (!slot) throw new HostError("overloaded", "code-mode host has too many sessions");
     return slot;
   }
 
@@ -211,18 +216,23 @@ export class SessionManager implements AsyncDisposable {
   async open(options: OpenOptions, slot: Permit): Promise<Session> {
     let runtime: RuntimeTransport;
     try {
+      const taken = this.#chosenIdRefusal(options.sessionId);
+      if (taken) throw taken;
       runtime = await this.takeRuntime();
     } catch (error) {
       slot.release();
       throw error;
     }
-    if (this.#draining) {
+    const refusal = this.#draining
+      ? new HostError("shutting_down", "code-mode host is shutting down")
+      : this.#chosenIdRefusal(options.sessionId);
+    if (refusal) {
       slot.release();
       await runtime.stop();
-      throw new CodeModeError("UNAVAILABLE", "code-mode host is shutting down");
+      throw refusal;
     }
     const session = new Session({
-      id: crypto.randomUUID(),
+      id: options.sessionId ?? crypto.randomUUID(),
       ref: ++this.#nextRef,
       outputMode: options.outputMode,
       maxYieldTimeMs: options.maxYieldTimeMs,
@@ -235,6 +245,7 @@ export class SessionManager implements AsyncDisposable {
       hostDelegatePermits: this.delegates,
       onRemoved: (removed) => {
         if (this.#sessions.get(removed.id) === removed) this.#sessions.delete(removed.id);
+        this.#removedIds.add(removed.id);
         slot.release();
       },
     });
@@ -243,23 +254,38 @@ export class SessionManager implements AsyncDisposable {
     return session;
   }
 
+  /** The refusal of a caller-chosen session ID that is open or was used before, if any. */
+  #chosenIdRefusal(id: string | undefined): HostError | undefined {
+    if (id === undefined) return undefined;
+    if (this.#sessions.has(id)) {
+      return new HostError("session_exists", `code-mode session ID \`${id}\` is already open`);
+    }
+    if (this.#removedIds.has(id)) {
+      return new HostError("id_reused", `code-mode session ID \`${id}\` was reused`);
+    }
+    return undefined;
+  }
+
   /**
    * Validates a session ID and finds its session (SPEC §2.6–§2.7).
    *
    * @param sessionId the request's `session_id`
+   * @param options `uuid`: the ID must parse as a UUID (default true: host-generated IDs)
    * @returns the session
-   * @throws {CodeModeError} `INVALID_ARGUMENT` for a malformed ID, `NOT_FOUND` for an unknown one
+   * @throws {HostError} `invalid_request` for a malformed ID, `unknown_session` for an unknown one
    */
-  lookup(sessionId: string | undefined): Session {
-    const id = validateIdentifier(sessionId, "session ID", this.limits.maxIdentifierBytes, { uuid: true });
+  lookup(sessionId: string | undefined, options: { uuid?: boolean } = {}): Session {
+    const id = validateIdentifier(sessionId, "session ID", this.limits.maxIdentifierBytes, {
+      uuid: options.uuid ?? true,
+    });
     const session = this.#sessions.get(id);
-    if (!session) throw new CodeModeError("NOT_FOUND", `unknown code-mode session ${id}`);
+    if (!session) throw new HostError("unknown_session", `unknown code-mode session ${id}`);
     session.touch();
     return session;
   }
 
   /**
-   * Takes a permit or fails with `RESOURCE_EXHAUSTED`.
+   * Takes a permit or fails with `overloaded`.
    *
    * @param kind which permit
    * @returns the permit
@@ -267,8 +293,8 @@ export class SessionManager implements AsyncDisposable {
   permit(kind: "request" | "control"): Permit {
     const permit = (kind === "request" ? this.requests : this.controls).tryAcquire();
     if (!permit) {
-      throw new CodeModeError(
-        "RESOURCE_EXHAUSTED",
+      throw new HostError(
+        "overloaded",
         kind === "request"
           ? "code-mode host has too many in-flight requests"
           : "code-mode host has too many in-flight control requests",

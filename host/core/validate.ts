@@ -4,7 +4,7 @@
  * @module
  */
 import { utf8ByteLength } from "../../proto/bytes.ts";
-import { CodeModeError } from "./errors.ts";
+import { HostError } from "./errors.ts";
 
 /** The `{field}` names SPEC §2.6 renders in messages. */
 export type IdentifierField =
@@ -29,7 +29,7 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
  * @param maxBytes the configured `maxIdentifierBytes`
  * @param options `uuid`: must parse as a UUID; `allowEmpty`: skip the empty check
  * @returns the value
- * @throws {CodeModeError} `INVALID_ARGUMENT` with the SPEC message
+ * @throws {HostError} `invalid_request` with the SPEC message
  * @example
  * ```ts
  * import assert from "node:assert/strict";
@@ -44,13 +44,13 @@ export function validateIdentifier(
 ): string {
   const text = value ?? "";
   if (text.length === 0 && !options.allowEmpty) {
-    throw new CodeModeError("INVALID_ARGUMENT", `code-mode ${field} must not be empty`);
+    throw new HostError("invalid_request", `code-mode ${field} must not be empty`);
   }
   if (text.length > maxBytes / 3 && utf8ByteLength(text) > maxBytes) {
-    throw new CodeModeError("INVALID_ARGUMENT", `code-mode ${field} exceeds ${maxBytes} bytes`);
+    throw new HostError("invalid_request", `code-mode ${field} exceeds ${maxBytes} bytes`);
   }
   if (options.uuid && !UUID.test(text)) {
-    throw new CodeModeError("INVALID_ARGUMENT", `code-mode ${field} must be a UUID`);
+    throw new HostError("invalid_request", `code-mode ${field} must be a UUID`);
   }
   return text;
 }

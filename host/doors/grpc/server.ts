@@ -23,6 +23,8 @@ import {
   removeStaleDirectories,
 } from "../../runtime/runtime_files.ts";
 import { createCodeModeService } from "./service.ts";
+import { errorMiddleware } from "./errors.ts";
+import { CodeModeCore } from "../../core/code_mode_core.ts";
 import { bearerTokenMiddleware } from "./access.ts";
 import { startTlsTerminator, type TlsTerminator } from "./tls_terminator.ts";
 import { SessionManager } from "../../core/session_manager.ts";
@@ -156,12 +158,14 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
     ? outer
     : outer.use(bearerTokenMiddleware(options.authToken));
   // The definition is built at run time from the .proto files, so its method types are not
-  // known to the compiler: the service implementation is checked by its own tests instead.
+  // known to the compiler: the implementation is typed against proto/code_mode_types.ts instead,
+  // which a test keeps equal to the .proto file.
   type AnyDefinition = Parameters<Server["add"]>[0];
   type AnyImplementation = Parameters<Server["add"]>[1];
-  server.add(
+  const core = new CodeModeCore({ manager });
+  server.with(errorMiddleware(log)).add(
     codeModeHostDefinition() as unknown as AnyDefinition,
-    createCodeModeService({ manager, log, routeToken: options.routeToken }) as unknown as AnyImplementation,
+    createCodeModeService({ core, routeToken: options.routeToken }) as unknown as AnyImplementation,
   );
   const health = HealthState();
   server.add(HealthDefinition, HealthServiceImpl(health));

@@ -1,0 +1,671 @@
+/**
+ * The transport-neutral API of the host (SPEC §3–§8): every operation a front door offers, as
+ * typed functions and async iterables over a {@link SessionManager}. A door converts its wire
+ * form to these requests, calls one method, and converts the result back; every domain rule
+ * (identifiers, limits, permits, tool definitions, tool output JSON, missing cells, effective
+ * yield) is checked here, so every door gives the same answers and the same messages.
+ *
+ * - Failures are {@link HostError}s with the SPEC's exact messages; the door maps the codes.
+ * - Validation happens in the SPEC's order (it decides which message a request with several
+ *   faults gets).
+ * - Cancellation is an `AbortSignal` in an options bag: the caller went away.
+ *
+ * @module
+ */
+import { serverMissingCellContent } from "./cell.ts";
+import type { ContentItem, Outcome } from "./cell.ts";
+import { MAX_TIMER_MS } from "./clock.ts";
+import { HostError } from "./errors.ts";
+import { normalizeCodeModeIdentifier } from "./identifiers.ts";
+import type { Limits } from "./limits.ts";
+import type { Permit } from "./permits.ts";
+import { OUTPUT_CLIENT, OUTPUT_SERVER, type Session, type SessionEvent } from "./session.ts";
+import type { SessionManager } from "./session_manager.ts";
+import type { ToolDefinitionInfo, ToolNameInfo } from "./tool_bridge.ts";
+import { validateIdentifier } from "./validate.ts";
+
+export type { ContentItem } from "./cell.ts";
+
+/** A session's output truncation mode (SPEC §8.1). */
+export type SessionOutputMode = "client" | "server";
+
+/** A tool's name and optional namespace (`functions` when absent or empty). */
+export type ToolName = ToolNameInfo;
+
+/** `ToolKind` numbers (SPEC §2.3). */
+export const TOOL_KIND_FUNCTION = 1;
+/** A freeform tool. */
+export const TOOL_KIND_FREEFORM = 2;
+
+/** What an open asks for (SPEC §3.1). */
+export interface OpenSessionRequest {
+  /**
+   * A session ID chosen by the caller (a door whose clients name their sessions); only with
+   * {@link CodeModeCoreOptions.clientSessionIds}. Default: the host generates a UUIDv4.
+   */
+  sessionId?: string;
+  /** Default `client`. */
+  outputMode?: SessionOutputMode;
+  /** The session's cap on every yield time. */
+  maxYieldTimeMs?: bigint;
+  /** Heap limit of each cell's isolate (default `limits.defaultMaxHeapSizeBytes`). */
+  maxHeapSizeBytes?: bigint;
+}
+
+/** An event of a session's lease (SPEC §3.2). */
+export type LeaseEvent =
+  | { type: "opened"; sessionId: string; outputMode: SessionOutputMode }
+  | { type: "toolCallCancelled"; invocationId: string }
+  | {
+    type: "notification";
+    notificationId: string;
+    executionId: string;
+    cellId: string;
+    callId: string;
+    text: string;
+  }
+  | { type: "cellClosed"; executionId: string; cellId: string; finalToolCallSequence: number };
+
+/** An open session's lease. */
+export interface Lease {
+  /** The session's ID. */
+  readonly sessionId: string;
+  /** The session's output mode. */
+  readonly outputMode: SessionOutputMode;
+  /**
+   * The lease's events: `opened` first, then the session's events, until the session ends. It
+   * ends by throwing a {@link HostError} when the session crashed (`session_crashed`), the host
+   * shut down (`shutting_down`) or the event queue overflowed (`lease_overflow`). Iterate it once.
+   *
+   * @param signal the lease holder went away: iteration stops and the session closes
+   */
+  events(signal?: AbortSignal): AsyncGenerator<LeaseEvent>;
+}
+
+/** One tool a cell may call (SPEC §2.3, §7.1). */
+export interface ToolDefinition {
+  /** The JS-facing name before normalisation. */
+  name: string;
+  toolName?: ToolName;
+  description?: string;
+  /** {@link TOOL_KIND_FUNCTION} or {@link TOOL_KIND_FREEFORM}; anything else is refused. */
+  kind?: number;
+  /** UTF-8 JSON, when given. */
+  inputSchemaJson?: Uint8Array;
+  /** UTF-8 JSON, when given. */
+  outputSchemaJson?: Uint8Array;
+}
+
+/** What an Execute asks for (SPEC §4.1). */
+export interface ExecuteRequest {
+  sessionId: string;
+  executionId: string;
+  toolCallId: string;
+  source: string;
+  enabledTools?: readonly ToolDefinition[];
+  /** Default `limits.defaultExecYieldTimeMs`. */
+  yieldTimeMs?: bigint;
+  /** Server mode: the output token budget (default `limits.defaultMaxOutputTokens`). */
+  maxOutputTokens?: bigint;
+  /** W3C trace parent, passed to tool calls. */
+  traceparent?: string;
+}
+
+/** How an observation ended (SPEC §4.2). */
+export type ExecutionOutcome =
+  & {
+    cellId: string;
+    contentItems: ContentItem[];
+    /** Time the host spent on the request, in nanoseconds. */
+    hostDurationNs: number;
+  }
+  & ({ kind: "yielded" } | { kind: "terminated" } | { kind: "completed"; errorText?: string });
+
+/** What an Execute streams: `started` once, then (unless the caller went away) `outcome`. */
+export type ExecuteEvent =
+  | { type: "started"; executionId: string; cellId: string }
+  | { type: "outcome"; outcome: ExecutionOutcome };
+
+/** What Wait and Terminate answer: the cell's outcome, or the missing-cell outcome (SPEC §4.11). */
+export interface ObservationResult {
+  state: "liveCell" | "missingCell";
+  outcome: ExecutionOutcome;
+}
+
+/** What a Wait asks for (SPEC §4.3). */
+export interface WaitRequest {
+  sessionId: string;
+  cellId: string;
+  waitId: string;
+  /** Default 0 (an immediate poll). */
+  yieldTimeMs?: bigint;
+}
+
+/** What a YieldObservation names (SPEC §4.4). */
+export interface YieldObservationRequest {
+  sessionId: string;
+  /** The observation to end early; absent is refused. */
+  observation?: { kind: "execution"; executionId: string } | { kind: "wait"; waitId: string };
+}
+
+/** One tool call sent to a subscriber (SPEC §7.3). */
+export interface ToolCall {
+  sessionId: string;
+  executionId: string;
+  cellId: string;
+  invocationId: string;
+  runtimeToolCallId: string;
+  toolName: ToolName;
+  toolKind: number;
+  /** UTF-8 JSON; absent when the cell passed no value. */
+  inputJson?: Uint8Array;
+  sequence: number;
+  traceparent?: string;
+}
+
+/** A registered tool subscription (SPEC §7.6). Dispose it (or call `close`) when its stream ends. */
+export interface ToolCallSubscription extends Disposable {
+  /**
+   * The calls routed to this subscription, until the session ends or `signal` aborts; it throws
+   * `session_crashed` when the session crashed.
+   *
+   * @param signal the subscriber went away
+   */
+  calls(signal?: AbortSignal): AsyncGenerator<ToolCall>;
+  /** Unregisters the subscription; with unanswered calls the session closes (rule 5). Idempotent. */
+  close(): void;
+}
+
+/** What a CompleteToolCall carries (SPEC §7.4). */
+export interface CompleteToolCallRequest {
+  sessionId: string;
+  invocationId: string;
+  /** Absent is refused. */
+  outcome?: { type: "succeeded"; outputJson: Uint8Array } | { type: "failed"; message: string };
+}
+
+/** Options of a {@link CodeModeCore}. */
+export interface CodeModeCoreOptions {
+  /** The registry, admission and runtimes behind the API. */
+  manager: SessionManager;
+  /**
+   * Whether callers choose session IDs (1–`maxIdentifierBytes` bytes, any text) instead of the
+   * host generating UUIDs (default false: every session ID a request names must be a UUID).
+   */
+  clientSessionIds?: boolean;
+}
+
+const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
+const NEVER = new AbortController().signal;
+
+function nanosSince(start: number): number {
+  return Math.max(0, Math.round((performance.now() - start) * 1e6));
+}
+
+function toOutcome(cellId: string, outcome: Outcome, start: number): ExecutionOutcome {
+  const base = { cellId, contentItems: outcome.items, hostDurationNs: nanosSince(start) };
+  if (outcome.kind === "completed") {
+    return outcome.errorText === undefined
+      ? { ...base, kind: "completed" }
+      : { ...base, kind: "completed", errorText: outcome.errorText };
+  }
+  return { ...base, kind: outcome.kind };
+}
+
+function toLeaseEvent(event: SessionEvent): LeaseEvent {
+  if ("opened" in event) {
+    const { sessionId, outputTruncation } = event.opened;
+    return {
+      type: "opened",
+      sessionId,
+      outputMode: outputTruncation === OUTPUT_SERVER ? "server" : "client",
+    };
+  }
+  if ("toolCallCancelled" in event) return { type: "toolCallCancelled", ...event.toolCallCancelled };
+  if ("notification" in event) return { type: "notification", ...event.notification };
+  return { type: "cellClosed", ...event.cellClosed };
+}
+
+function isAbort(error: unknown, signal: AbortSignal): boolean {
+  return signal.aborted && (error === signal.reason || (error as Error)?.name === "AbortError");
+}
+
+function parseJsonBytes(bytes: Uint8Array): string {
+  const text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+  JSON.parse(text);
+  return text;
+}
+
+/**
+ * The host's operations over a session manager.
+ *
+ * @example
+ * ```ts ignore
+ * const core = new CodeModeCore({ manager });
+ * const lease = await core.openSession({});
+ * for await (const event of core.execute({ sessionId: lease.sessionId, executionId: "e1",
+ *   toolCallId: "c1", source: "text('hi')" })) console.log(event.type);
+ * ```
+ */
+export class CodeModeCore {
+  #manager: SessionManager;
+  #limits: Limits;
+  #clientSessionIds: boolean;
+
+  /** @param options see {@link CodeModeCoreOptions} */
+  constructor(options: CodeModeCoreOptions) {
+    this.#manager = options.manager;
+    this.#limits = options.manager.limits;
+    this.#clientSessionIds = options.clientSessionIds ?? false;
+  }
+
+  /** The limits in force. */
+  get limits(): Limits {
+    return this.#limits;
+  }
+
+  #id(value: string | undefined, field: Parameters<typeof validateIdentifier>[1]): string {
+    return validateIdentifier(value, field, this.#limits.maxIdentifierBytes);
+  }
+
+  #lookup(sessionId: string): Session {
+    return this.#manager.lookup(sessionId, { uuid: !this.#clientSessionIds });
+  }
+
+  /** Effective yield time: requested, capped by the session, clamped to a timer (SPEC §4.1). */
+  #effectiveYield(requested: bigint, session: Session): number {
+    let ms = requested;
+    if (session.maxYieldTimeMs !== undefined && session.maxYieldTimeMs < ms) ms = session.maxYieldTimeMs;
+    return Number(ms > BigInt(MAX_TIMER_MS) ? BigInt(MAX_TIMER_MS) : ms);
+  }
+
+  /** SPEC §4.11; a Server-mode session also gets the `Script error:` item (§8.4). */
+  #missingCell(cellId: string, session: Session, start: number): ObservationResult {
+    const errorText = `exec cell ${cellId} not found`;
+    const contentItems = session.outputMode === OUTPUT_SERVER
+      ? serverMissingCellContent(errorText, this.#limits.defaultMaxOutputTokens)
+      : [];
+    return {
+      state: "missingCell",
+      outcome: { cellId, contentItems, kind: "completed", errorText, hostDurationNs: nanosSince(start) },
+    };
+  }
+
+  #toolName(name: ToolName): ToolName {
+    this.#id(name.name, "tool name");
+    if (name.namespace !== undefined) {
+      validateIdentifier(name.namespace, "tool namespace", this.#limits.maxIdentifierBytes, {
+        allowEmpty: true,
+      });
+      return { name: name.name, namespace: name.namespace };
+    }
+    return { name: name.name };
+  }
+
+  #validateTools(
+    tools: readonly ToolDefinition[] | undefined,
+  ): { globalName: string; description: string; definition: ToolDefinitionInfo }[] {
+    const out: { globalName: string; description: string; definition: ToolDefinitionInfo }[] = [];
+    for (const def of tools ?? []) {
+      this.#id(def.name, "tool definition name");
+      if (!def.toolName) throw new HostError("invalid_request", "tool definition is missing its tool name");
+      const toolName = this.#toolName(def.toolName);
+      if (def.kind !== TOOL_KIND_FUNCTION && def.kind !== TOOL_KIND_FREEFORM) {
+        throw new HostError("invalid_request", "tool definition has an invalid kind");
+      }
+      for (
+        const [bytes, label] of [[def.inputSchemaJson, "input"], [def.outputSchemaJson, "output"]] as const
+      ) {
+        if (bytes === undefined) continue;
+        try {
+          parseJsonBytes(bytes);
+        } catch (error) {
+          throw new HostError(
+            "invalid_request",
+            `invalid tool ${label} schema: ${(error as Error).message}`,
+            {
+              cause: error,
+            },
+          );
+        }
+      }
+      out.push({
+        globalName: normalizeCodeModeIdentifier(def.name),
+        description: def.description ?? "",
+        definition: { toolName, kind: def.kind },
+      });
+    }
+    return out;
+  }
+
+  /**
+   * Opens a session (SPEC §3.1).
+   *
+   * @param request mode, limits and (for client-named sessions) the ID
+   * @returns the session's lease
+   * @throws {HostError} `overloaded`, `shutting_down`, `invalid_request` (heap size, session ID),
+   *   `session_exists`, `id_reused`, `runtime_failed`
+   */
+  async openSession(request: OpenSessionRequest): Promise<Lease> {
+    const limits = this.#limits;
+    using _permit = this.#manager.permit("request");
+    const slot = this.#manager.acquireSlot();
+    let sessionId: string | undefined;
+    try {
+      const heapBytes = request.maxHeapSizeBytes;
+      if (heapBytes !== undefined && heapBytes > MAX_SAFE) {
+        throw new HostError("invalid_request", "maximum heap size exceeds this platform");
+      }
+      if (heapBytes !== undefined && heapBytes < BigInt(limits.minHeapSizeBytes)) {
+        throw new HostError(
+          "invalid_request",
+          `maximum heap size must be at least ${limits.minHeapSizeBytes} bytes`,
+        );
+      }
+      if (request.sessionId !== undefined || this.#clientSessionIds) {
+        if (!this.#clientSessionIds) {
+          throw new HostError("invalid_request", "code-mode session IDs are chosen by the host");
+        }
+        sessionId = this.#id(request.sessionId, "session ID");
+      }
+    } catch (error) {
+      slot.release();
+      throw error;
+    }
+    const heap = Number(request.maxHeapSizeBytes ?? BigInt(limits.defaultMaxHeapSizeBytes));
+    const outputMode = request.outputMode === "server" ? "server" : "client";
+    const session = await this.#manager.open({
+      sessionId,
+      outputMode: outputMode === "server" ? OUTPUT_SERVER : OUTPUT_CLIENT,
+      maxYieldTimeMs: request.maxYieldTimeMs,
+      cellHeapMb: Math.ceil(heap / 1_048_576),
+    }, slot);
+    return {
+      sessionId: session.id,
+      outputMode,
+      events: async function* (signal?: AbortSignal): AsyncGenerator<LeaseEvent> {
+        try {
+          for await (const event of session.lease(signal)) yield toLeaseEvent(event);
+        } finally {
+          if (signal?.aborted) void session.close("lease");
+        }
+      },
+    };
+  }
+
+  /**
+   * Closes a session (SPEC §3.4) and resolves once it is gone.
+   *
+   * @param sessionId the session
+   * @throws {HostError} `invalid_request`, `unknown_session`, `overloaded`
+   */
+  async closeSession(sessionId: string): Promise<void> {
+    const session = this.#lookup(sessionId);
+    using _permit = this.#manager.permit("control");
+    await session.close("close");
+  }
+
+  /**
+   * Starts a cell and observes it (SPEC §4.1): `started` as soon as the cell has its ID, then its
+   * initial observation's outcome. When `signal` aborts after `started`, the cell is abandoned
+   * (terminated in the background) and no outcome follows.
+   *
+   * @param request the Execute
+   * @param options `signal`: the caller went away
+   * @returns the events
+   * @throws {HostError} `invalid_request`, `unknown_session`, `overloaded`, `id_reused`,
+   *   `session_closed`, `too_large`
+   */
+  async *execute(
+    request: ExecuteRequest,
+    options: { signal?: AbortSignal } = {},
+  ): AsyncGenerator<ExecuteEvent> {
+    const start = performance.now();
+    const signal = options.signal ?? NEVER;
+    const manager = this.#manager;
+    const session = this.#lookup(request.sessionId);
+    const executionId = this.#id(request.executionId, "execution ID");
+    using _permit = manager.permit("request");
+    const toolCallId = this.#id(request.toolCallId, "tool call ID");
+    const tools = this.#validateTools(request.enabledTools);
+    const maxTokens = request.maxOutputTokens;
+    if (maxTokens !== undefined && maxTokens > MAX_SAFE) {
+      throw new HostError("invalid_request", "maximum output tokens exceeds this platform");
+    }
+    // Active-cell permits travel with the cell until its CellClosed; released here on refusal.
+    const permits: Permit[] = [];
+    let yieldSignal: AbortSignal;
+    try {
+      const hostPermit = manager.activeCells.tryAcquire();
+      if (!hostPermit) throw new HostError("overloaded", "code-mode host has too many active cells");
+      permits.push(hostPermit);
+      const sessionPermit = session.activeCells.tryAcquire();
+      if (!sessionPermit) throw new HostError("overloaded", "code-mode session has too many active cells");
+      permits.push(sessionPermit);
+      yieldSignal = session.reserveExecution(executionId);
+    } catch (error) {
+      for (const p of permits) p.release();
+      throw error;
+    }
+    try {
+      const yieldMs = this.#effectiveYield(
+        request.yieldTimeMs ?? BigInt(this.#limits.defaultExecYieldTimeMs),
+        session,
+      );
+      const cell = await session.startCell({
+        executionId,
+        toolCallId,
+        source: request.source,
+        tools: tools.map(({ globalName, description }) => ({ globalName, description })),
+        definitions: new Map(tools.map((t) => [t.globalName, t.definition])),
+        traceparent: request.traceparent,
+        permits,
+        initial: { yieldMs, yieldSignal, signal, startedAt: start },
+        // B = 4·T stays exact in a double up to 2^51 tokens; larger budgets never truncate anyway.
+        maxOutputTokens: maxTokens === undefined
+          ? undefined
+          : Number(maxTokens > 2n ** 50n ? 2n ** 50n : maxTokens),
+      });
+      yield { type: "started", executionId, cellId: cell.id };
+      let outcome: Outcome;
+      try {
+        outcome = await session.track(() => cell.initial);
+      } catch (error) {
+        if (signal.aborted) session.abandon(cell);
+        throw error;
+      }
+      if (signal.aborted) {
+        session.abandon(cell);
+        return;
+      }
+      yield { type: "outcome", outcome: toOutcome(cell.id, outcome, start) };
+    } finally {
+      session.releaseExecution(executionId);
+    }
+  }
+
+  /**
+   * Observes a cell until it yields, completes or is terminated (SPEC §4.3).
+   *
+   * @param request the Wait
+   * @param options `signal`: the caller went away (fails `cancelled`, nothing is consumed)
+   * @returns the cell's outcome, or the missing-cell outcome
+   * @throws {HostError} `invalid_request`, `unknown_session`, `overloaded`, `session_closed`,
+   *   `id_reused`, `cancelled`, `cell_busy`, `too_large`
+   */
+  async wait(request: WaitRequest, options: { signal?: AbortSignal } = {}): Promise<ObservationResult> {
+    const start = performance.now();
+    const callerSignal = options.signal ?? NEVER;
+    const session = this.#lookup(request.sessionId);
+    const cellId = this.#id(request.cellId, "cell ID");
+    const waitId = this.#id(request.waitId, "wait ID");
+    using _permit = this.#manager.permit("request");
+    session.ensureOpen();
+    const wait = session.registerWait(waitId);
+    try {
+      const cell = session.cell(cellId);
+      if (!cell) return this.#missingCell(cellId, session, start);
+      if (wait.cancel.aborted) throw wait.cancel.reason;
+      const signal = AbortSignal.any([callerSignal, wait.cancel]);
+      const yieldMs = this.#effectiveYield(request.yieldTimeMs ?? 0n, session);
+      let outcome: Outcome;
+      try {
+        outcome = await session.track(() =>
+          cell.observe(yieldMs, { signal, yieldSignal: wait.yieldNow, startedAt: start })
+        );
+      } catch (error) {
+        if (wait.cancel.aborted) throw wait.cancel.reason;
+        if (isAbort(error, callerSignal)) {
+          throw new HostError("cancelled", "code-mode wait was cancelled", { cause: error });
+        }
+        throw error;
+      }
+      return { state: "liveCell", outcome: toOutcome(cellId, outcome, start) };
+    } finally {
+      wait.finish();
+    }
+  }
+
+  /**
+   * Terminates a cell and returns its final outcome (SPEC §4.5).
+   *
+   * @param request the session and cell
+   * @returns the cell's outcome, or the missing-cell outcome
+   * @throws {HostError} `invalid_request`, `unknown_session`, `overloaded`, `session_closed`,
+   *   `cell_busy`, `too_large`
+   */
+  async terminate(request: { sessionId: string; cellId: string }): Promise<ObservationResult> {
+    const start = performance.now();
+    const session = this.#lookup(request.sessionId);
+    const cellId = this.#id(request.cellId, "cell ID");
+    using _permit = this.#manager.permit("request");
+    session.ensureOpen();
+    const cell = session.cell(cellId);
+    if (!cell) return this.#missingCell(cellId, session, start);
+    const outcome = await session.track(() => cell.terminate(start));
+    return { state: "liveCell", outcome: toOutcome(cellId, outcome, start) };
+  }
+
+  /**
+   * Ends an execution's initial observation or a Wait early (SPEC §4.4); an ID not seen yet is
+   * remembered.
+   *
+   * @param request the session and the observation
+   * @throws {HostError} `invalid_request`, `unknown_session`, `overloaded`
+   */
+  yieldObservation(request: YieldObservationRequest): void {
+    const session = this.#lookup(request.sessionId);
+    using _permit = this.#manager.permit("control");
+    const observation = request.observation;
+    if (observation?.kind === "execution") {
+      session.yieldObservation(this.#id(observation.executionId, "execution ID"), "execution");
+    } else if (observation?.kind === "wait") {
+      session.yieldObservation(this.#id(observation.waitId, "wait ID"), "wait");
+    } else {
+      throw new HostError("invalid_request", "missing code-mode observation ID");
+    }
+  }
+
+  /**
+   * Cancels a Wait and resolves once it has retired (SPEC §4.4).
+   *
+   * @param request the session and wait ID
+   * @throws {HostError} `invalid_request`, `unknown_session`, `overloaded`
+   */
+  async cancelWait(request: { sessionId: string; waitId: string }): Promise<void> {
+    const session = this.#lookup(request.sessionId);
+    const waitId = this.#id(request.waitId, "wait ID");
+    using _permit = this.#manager.permit("control");
+    await session.cancelWait(waitId);
+  }
+
+  /**
+   * Acknowledges a notification (SPEC §7.8): checked, otherwise a no-op.
+   *
+   * @param request the session and notification ID
+   * @throws {HostError} `invalid_request`, `unknown_session`, `overloaded`
+   */
+  acknowledgeNotification(request: { sessionId: string; notificationId: string }): void {
+    this.#lookup(request.sessionId);
+    validateIdentifier(request.notificationId, "notification ID", this.#limits.maxIdentifierBytes, {
+      uuid: true,
+    });
+    using _permit = this.#manager.permit("control");
+  }
+
+  /**
+   * Registers a tool subscription (SPEC §7.6).
+   *
+   * @param request the session and tool-name filters (empty: every tool)
+   * @returns the subscription, registered before this returns
+   * @throws {HostError} `invalid_request`, `unknown_session`, `overloaded`
+   */
+  subscribeToToolCalls(
+    request: { sessionId: string; toolNames?: readonly ToolName[] },
+  ): ToolCallSubscription {
+    const session = this.#lookup(request.sessionId);
+    using _permit = this.#manager.permit("control");
+    const filters = request.toolNames ?? [];
+    if (filters.length > this.#limits.maxToolFilters) {
+      throw new HostError(
+        "invalid_request",
+        `code-mode tool subscription exceeds ${this.#limits.maxToolFilters} filters`,
+      );
+    }
+    const names = filters.map((filter) => this.#toolName(filter));
+    const subscription = session.subscribe(names);
+    let closed = false;
+    const close = () => {
+      if (closed) return;
+      closed = true;
+      session.unsubscribe(subscription);
+    };
+    return {
+      calls: (signal) => subscription.stream(signal ?? NEVER),
+      close,
+      [Symbol.dispose]: close,
+    };
+  }
+
+  /**
+   * Delivers a tool call's result (SPEC §7.4); a finished or cancelled invocation accepts and
+   * ignores it.
+   *
+   * @param request the session, invocation and outcome
+   * @throws {HostError} `invalid_request` (IDs, output JSON, missing outcome), `unknown_session`,
+   *   `overloaded`, `unknown_invocation`
+   */
+  completeToolCall(request: CompleteToolCallRequest): void {
+    const session = this.#lookup(request.sessionId);
+    using _permit = this.#manager.permit("control");
+    const invocationId = validateIdentifier(
+      request.invocationId,
+      "tool invocation ID",
+      this.#limits.maxIdentifierBytes,
+      { uuid: true },
+    );
+    if (!session.issuedInvocation(invocationId)) {
+      throw new HostError("unknown_invocation", `unknown code-mode tool invocation ${invocationId}`);
+    }
+    const outcome = request.outcome;
+    if (outcome?.type === "succeeded") {
+      let text: string;
+      try {
+        text = parseJsonBytes(outcome.outputJson);
+      } catch (error) {
+        throw new HostError(
+          "invalid_request",
+          `invalid code-mode tool output JSON: ${(error as Error).message}`,
+          {
+            cause: error,
+          },
+        );
+      }
+      session.completeToolCall(invocationId, { outputJson: text });
+    } else if (outcome?.type === "failed") {
+      session.completeToolCall(invocationId, { failed: outcome.message });
+    } else {
+      throw new HostError("invalid_request", "tool completion is missing its outcome");
+    }
+  }
+}

@@ -1,0 +1,92 @@
+/**
+ * The one place where failures become gRPC statuses (STYLE: Errors): a nice-grpc server
+ * middleware over the code-mode service.
+ *
+ * - A {@link HostError} becomes the status of its code ({@link STATUS_OF}) with its message.
+ * - A `ServerError` passes as it is.
+ * - Anything else becomes `INTERNAL` `code-mode host internal error`; its stack is logged.
+ * - A streaming call whose client already went away ends quietly: the failure is the client's
+ *   cancellation, and nobody is left to receive a status.
+ *
+ * @module
+ */
+import {
+  type CallContext,
+  ServerError,
+  type ServerMiddleware,
+  type ServerMiddlewareCall,
+  Status,
+} from "nice-grpc";
+import { HostError, type HostErrorCode } from "../../core/errors.ts";
+import type { Logger } from "../../ops/log.ts";
+
+/** The gRPC status of each domain code. */
+export const STATUS_OF: Readonly<Record<HostErrorCode, Status>> = {
+  invalid_request: Status.INVALID_ARGUMENT,
+  unknown_session: Status.NOT_FOUND,
+  unknown_invocation: Status.NOT_FOUND,
+  id_reused: Status.ALREADY_EXISTS,
+  session_exists: Status.ALREADY_EXISTS,
+  overloaded: Status.RESOURCE_EXHAUSTED,
+  too_large: Status.RESOURCE_EXHAUSTED,
+  lease_overflow: Status.RESOURCE_EXHAUSTED,
+  shutting_down: Status.UNAVAILABLE,
+  session_closed: Status.CANCELLED,
+  cancelled: Status.CANCELLED,
+  cell_busy: Status.FAILED_PRECONDITION,
+  session_crashed: Status.INTERNAL,
+  runtime_failed: Status.INTERNAL,
+  internal: Status.INTERNAL,
+};
+
+/** The message of a failure the host did not expect. */
+export const INTERNAL_MESSAGE = "code-mode host internal error";
+
+/**
+ * Maps a failure to the status a client receives, logging what the host did not expect.
+ *
+ * @param error what was thrown
+ * @param log where an unexpected failure's stack goes
+ * @returns the error to end the call with
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { Status } from "nice-grpc";
+ * import { HostError } from "../../core/errors.ts";
+ * import { Logger } from "../../ops/log.ts";
+ *
+ * const e = toServerError(new HostError("unknown_session", "unknown code-mode session x"), new Logger());
+ * assert.equal(e.code, Status.NOT_FOUND);
+ * assert.equal(e.details, "unknown code-mode session x");
+ * ```
+ */
+export function toServerError(error: unknown, log: Logger): ServerError {
+  if (error instanceof ServerError) return error;
+  if (error instanceof HostError) return new ServerError(STATUS_OF[error.code], error.message);
+  log.error("unexpected failure in an RPC", { error: String((error as Error)?.stack ?? error) });
+  return new ServerError(Status.INTERNAL, INTERNAL_MESSAGE);
+}
+
+/**
+ * The error middleware: install it on the code-mode service with `server.with(…)`.
+ *
+ * @param log where unexpected failures are logged
+ * @returns the middleware
+ * @example
+ * ```ts ignore
+ * server.with(errorMiddleware(log)).add(definition, implementation);
+ * ```
+ */
+export function errorMiddleware(log: Logger): ServerMiddleware {
+  return async function* <Request, Response>(
+    call: ServerMiddlewareCall<Request, Response>,
+    context: CallContext,
+  ): AsyncGenerator<Response, Response | void, undefined> {
+    try {
+      return yield* call.next(call.request, context);
+    } catch (error) {
+      if (call.responseStream && context.signal.aborted) return;
+      throw toServerError(error, log);
+    }
+  };
+}
