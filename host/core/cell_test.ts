@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { Cell, type CellHost } from "./cell.ts";
+import { Cell } from "./cell.ts";
+import type { CellPort } from "./cell_port.ts";
 import { FakeClock } from "../testing.ts";
 import type { OutputMode } from "../output/output_collector.ts";
 
@@ -7,12 +8,12 @@ import type { OutputMode } from "../output/output_collector.ts";
 function creditCell(mode: OutputMode, queue = { capacity: 8, bytes: 1_000 }) {
   const clock = new FakeClock();
   const credits: number[] = [];
-  const host: CellHost = {
+  const port: CellPort = {
     clock,
     mode,
     maxMessageBytes: 1_048_576,
     queue,
-    credit: (_cell, events) => credits.push(events),
+    credit: (events) => void credits.push(events),
     commit: (_writes, buildEvent, state) => Promise.resolve(state.commitCompletion(buildEvent, () => {})),
     stop: () => {},
     forget: () => {},
@@ -24,7 +25,7 @@ function creditCell(mode: OutputMode, queue = { capacity: 8, bytes: 1_000 }) {
     id: "1",
     executionId: "e",
     toolCallId: "c",
-    host,
+    port: () => port,
     heapLimitMb: 64,
     initial: { yieldMs: 60_000 },
     maxOutputTokens: 1_000,
