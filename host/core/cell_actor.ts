@@ -141,8 +141,6 @@ export interface CellActorOptions {
   cellId?: string;
   /** Server collector limits. Default: the SPEC's. */
   outputLimits?: OutputLimits;
-  /** The shared cell state. Default: a new one. */
-  state?: CellState;
 }
 
 /** The handle of a running cell actor. */
@@ -286,7 +284,7 @@ class CellActor {
     this.#events = options.events;
     this.#clock = options.clock;
     this.#cellId = options.cellId;
-    this.#state = options.state ?? new CellState({ clock: options.clock, cellId: options.cellId });
+    this.#state = new CellState({ clock: options.clock, cellId: options.cellId });
     this.#output = createOutputCollector(options.mode, options.outputLimits);
     this.#failureHandler = options.failureHandler;
 

@@ -591,6 +591,18 @@ Deno.test("A5 on Result notifications are drained and tool calls cancelled befor
   await h.cell.done;
 });
 
+Deno.test("A5 Server mode: a committed completion with an error ends with the Script error item", async () => {
+  const h = spawn(() => ObserveMode.yieldAfter(60_000), { mode: "server" });
+  h.events.trySend(content("before"));
+  h.events.trySend({ type: "result", storedValueWrites: new Map(), errorText: "boom" });
+  assertEvent(
+    await h.cell.initial,
+    completed(collector("server", "before", "Script error:\nboom"), 0, "boom"),
+  );
+  h.events.end();
+  await h.cell.done;
+});
+
 Deno.test("A6 a completion delivered directly has resultBufferedFor 0; a buffered one measures until delivery", async () => {
   const h = spawn(() => ObserveMode.yieldAfter(0));
   await h.cell.initial;
