@@ -1,7 +1,11 @@
 /**
- * One cell as the session sees it: a thin adapter between the session runtime's frames and the
- * cell actor of SPEC §4.12 (`cell_actor.ts`), which owns the observation semantics.
+ * One cell as the session sees it: it turns the session runtime's frames into runtime events for
+ * its cell actor (SPEC §4.12, `cell_actor.ts`, which owns the observation semantics) and the
+ * actor's outcomes into wire outcomes.
  *
+ * - The session hands the cell one port (`cell_port.ts`); the cell hands the port's actor part to
+ *   the actor unchanged, so a commit, a notification, a tool call or a stop goes from the actor to
+ *   the session directly, and an outcome comes back actor → cell → session → front door.
  * - Runtime frames become actor runtime events in order; the frame reader never waits. Output
  *   credit goes back to the runtime (SPEC §8.10): in Client mode as each counted event arrives, in
  *   Server mode as the actor takes it from its bounded queue (an event that does not fit waits
@@ -9,8 +13,8 @@
  *   the `Credit` frame waits up to 2 ms, and a cell that ends meanwhile gets none.
  * - Outcomes leave through the mode's pipeline (SPEC §8.3–§8.5): Client mode renders the window
  *   as it is, and an outcome too large for one gRPC message fails `RESOURCE_EXHAUSTED` and is
- *   re-buffered with a one-line replacement; Server mode adds the `Script error:` item at commit,
- *   truncates to the cell's token budget and caps `error_text`.
+ *   re-buffered with a one-line replacement; Server mode (whose actor adds the `Script error:`
+ *   item at commit) truncates to the cell's token budget and caps `error_text`.
  * - The isolate's exit (or its runtime's end) is the actor's end-of-stream, with the reason that
  *   selects the A9 error text (heap limit, runtime restart, or the default).
  * - `CellClosed` is emitted once both the actor has ended and the isolate has stopped.
@@ -32,21 +36,10 @@ import {
 } from "../output/output_collector.ts";
 import { fieldBytes, utf8ByteLength, varintBytes } from "../../proto/bytes.ts";
 import { truncateEntries } from "../output/token_truncation.ts";
-import {
-  CellActorError,
-  type CellActorHandle,
-  type CellEvent,
-  type CellState,
-  type CompletedEvent,
-  type EndReason,
-  eventPayloadBytes,
-  ObserveMode,
-  type RuntimeEvent,
-  RuntimeEventChannel,
-  startCellActor,
-  type TerminalEvent,
-} from "./cell_actor.ts";
-import type { Clock } from "./clock.ts";
+import { type CellActorHandle, ObserveMode, scriptErrorItem, startCellActor } from "./cell_actor.ts";
+import { type EndReason, eventPayloadBytes, type RuntimeEvent, RuntimeEventChannel } from "./cell_channel.ts";
+import type { CellPort } from "./cell_port.ts";
+import { CellActorError, type CellEvent, type TerminalEvent } from "./cell_state.ts";
 import { HostError } from "./errors.ts";
 import type { ToolDefinitionInfo } from "./tool_bridge.ts";
 
@@ -61,40 +54,6 @@ export interface Outcome {
   kind: "yielded" | "completed" | "terminated";
   items: ContentItem[];
   errorText?: string;
-}
-
-/** What a cell needs from its session. */
-export interface CellHost {
-  clock: Clock;
-  mode: OutputMode;
-  /** `maxMessageBytes`: the largest outcome a Client-mode observation can send. */
-  maxMessageBytes: number;
-  /** Server mode: the cell's event queue bounds (`outputEventQueueCapacity`, `…Bytes`). */
-  queue: { capacity: number; bytes: number };
-  /** Returns output credit for the cell's next `events` counted events (a `Credit` frame). */
-  credit(cell: Cell, events: number): void;
-  /** Commits the cell's writes atomically with its completion; see `CellActorHost`. */
-  commit(
-    writes: Map<string, string>,
-    buildEvent: () => CompletedEvent,
-    state: CellState,
-  ): Promise<"committed" | "rejected">;
-  /** Asks the runtime to stop the cell (StopCell; a hard stop follows if it cannot confirm). */
-  stop(cell: Cell): void;
-  /** The cell's terminal outcome was delivered: Wait/Terminate now see it as missing. */
-  forget(cell: Cell): void;
-  /** The cell's isolate has stopped and its actor has ended. */
-  closed(cell: Cell): void;
-  /** Publishes a `notify()` of the cell. */
-  notify(cell: Cell, text: string): void;
-  /** Handles a tool call of the cell (answers the runtime itself). */
-  invokeTool(
-    cell: Cell,
-    id: string,
-    name: string,
-    input: string | undefined,
-    signal: AbortSignal,
-  ): Promise<void>;
 }
 
 const DETAILS: Record<string, number> = { auto: 1, low: 2, high: 3, original: 4 };
@@ -145,17 +104,6 @@ function toContentItems(items: OutputItem[]): ContentItem[] {
       ? { image: { imageUrl: item.imageUrl, detail: DETAILS[item.detail] ?? 3 } }
       : { audio: { audioUrl: item.audioUrl } }
   );
-}
-
-/** The `Script error:` item of a Server-mode completion with an error (SPEC §8.4 step 2). */
-function scriptErrorItem(error: ErrorText): PushedItem {
-  const prefix = "Script error:\n";
-  return typeof error === "string" ? { type: "text", text: prefix + error } : {
-    type: "trimmedText",
-    head: prefix + error.head,
-    tail: error.tail,
-    totalBytes: utf8ByteLength(prefix) + error.totalBytes,
-  };
 }
 
 /**
@@ -250,7 +198,11 @@ export interface CellOptions {
   definitions?: ReadonlyMap<string, ToolDefinitionInfo>;
   /** The Execute's `traceparent`, copied into its tool calls. */
   traceparent?: string;
-  host: CellHost;
+  /**
+   * Builds the cell's port to its session (called once, by the constructor, with the new cell);
+   * the cell hands the port's actor part to its actor.
+   */
+  port: (cell: Cell) => CellPort;
   heapLimitMb: number;
   /** The Execute's initial observation: its yield time starts now; `startedAt` is the RPC's start. */
   initial: { yieldMs: number; yieldSignal?: AbortSignal; signal?: AbortSignal; startedAt?: number };
@@ -288,7 +240,7 @@ export class Cell {
   /** The initial (Execute) observation's outcome. */
   readonly initial: Promise<Outcome>;
 
-  #host: CellHost;
+  #port: CellPort;
   #events: RuntimeEventChannel;
   #actor: CellActorHandle;
   #heapLimitMb: number;
@@ -315,53 +267,31 @@ export class Cell {
     this.toolCallId = options.toolCallId;
     this.definitions = options.definitions ?? new Map();
     this.traceparent = options.traceparent;
-    this.#host = options.host;
     this.#heapLimitMb = options.heapLimitMb;
     this.#maxTokens = options.maxOutputTokens;
-    const server = options.host.mode === "server";
+    const port = this.#port = options.port(this);
     this.#events = new RuntimeEventChannel({
-      mode: options.host.mode,
-      capacity: options.host.queue.capacity,
-      bytes: options.host.queue.bytes,
-      onTake: server ? (entry, bytes) => COUNTED.has(entry.type) && this.#ack(bytes) : undefined,
+      mode: port.mode,
+      capacity: port.queue.capacity,
+      bytes: port.queue.bytes,
+      onTake: port.mode === "server"
+        ? (entry, bytes) => COUNTED.has(entry.type) && this.#ack(bytes)
+        : undefined,
     });
     this.#actor = startCellActor({
-      host: {
-        commitCompletion: (writes, buildEvent, state) =>
-          options.host.commit(writes, () => {
-            const event = buildEvent();
-            if (server && event.errorText !== undefined) event.content.push(scriptErrorItem(event.errorText));
-            return event;
-          }, state),
-        notify: (_callId, text) => {
-          options.host.notify(this, text);
-          return Promise.resolve();
-        },
-        invokeTool: (call, signal) =>
-          options.host.invokeTool(
-            this,
-            call.id,
-            call.name.name,
-            call.input === undefined ? undefined : JSON.stringify(call.input),
-            signal,
-          ),
-        closed: () => {
-          this.#actorDone = true;
-          this.#maybeClosed();
-          return Promise.resolve();
-        },
+      port,
+      onClosed: () => {
+        this.#actorDone = true;
+        this.#maybeClosed();
       },
       events: this.#events,
-      mode: options.host.mode,
-      outputLimits: { maxMessageBytes: options.host.maxMessageBytes },
-      clock: options.host.clock,
+      mode: port.mode,
+      outputLimits: { maxMessageBytes: port.maxMessageBytes },
+      clock: port.clock,
       cellId: options.id,
       initialObserve: {
         mode: ObserveMode.yieldAfter(options.initial.yieldMs, options.initial.yieldSignal),
         signal: options.initial.signal,
-      },
-      sendRuntimeControl: (control) => {
-        if (control === "terminate" && !this.#ended) options.host.stop(this);
       },
     });
     this.initial = this.#settle(this.#actor.initial, options.initial.startedAt);
@@ -378,12 +308,12 @@ export class Cell {
     this.#unacked++;
     this.#unackedBytes += bytes;
     if (this.#creditNow) return;
-    const { capacity, bytes: maxBytes } = this.#host.queue;
+    const { capacity, bytes: maxBytes } = this.#port.queue;
     if (this.#unacked * 2 >= capacity || this.#unackedBytes * 2 >= maxBytes) {
       this.#creditNow = true;
       setImmediate(() => this.#returnCredit());
     } else if (this.#creditTimer === undefined) {
-      this.#creditTimer = this.#host.clock.setTimeout(() => this.#returnCredit(), CREDIT_DELAY_MS);
+      this.#creditTimer = this.#port.clock.setTimeout(() => this.#returnCredit(), CREDIT_DELAY_MS);
     }
   }
 
@@ -393,12 +323,12 @@ export class Cell {
     const events = this.#unacked;
     this.#unacked = 0;
     this.#unackedBytes = 0;
-    if (events > 0 && !this.#ended) this.#host.credit(this, events);
+    if (events > 0 && !this.#ended) this.#port.credit(events);
   }
 
   #cancelCreditTimer(): void {
     if (this.#creditTimer === undefined) return;
-    this.#host.clock.clearTimeout(this.#creditTimer);
+    this.#port.clock.clearTimeout(this.#creditTimer);
     this.#creditTimer = undefined;
   }
 
@@ -434,9 +364,9 @@ export class Cell {
     } catch (error) {
       throw toStatus(error);
     }
-    if (this.#host.mode === "client") this.#checkSize(event, startedAt);
-    if (event.type === "completed" || event.type === "terminated") this.#host.forget(this);
-    return toOutcome(event, this.#host.mode, this.#maxTokens);
+    if (this.#port.mode === "client") this.#checkSize(event, startedAt);
+    if (event.type === "completed" || event.type === "terminated") this.#port.forget();
+    return toOutcome(event, this.#port.mode, this.#maxTokens);
   }
 
   /**
@@ -445,7 +375,7 @@ export class Cell {
    * terminal outcome for the next observation or Terminate), and the observation fails.
    */
   #checkSize(event: CellEvent, startedAt: number): void {
-    const limit = this.#host.maxMessageBytes;
+    const limit = this.#port.maxMessageBytes;
     const durationNs = Math.max(0, Math.round((performance.now() - startedAt) * 1e6));
     const size = outcomeResponseBytes(this.id, event.content.encodedBytes, event, durationNs);
     if (size <= limit) return;
@@ -533,7 +463,7 @@ export class Cell {
         return;
       }
     }
-    if (this.#host.mode === "client" || !runtimeEvent) {
+    if (this.#port.mode === "client" || !runtimeEvent) {
       const bytes = runtimeEvent ? eventPayloadBytes(runtimeEvent) : 0;
       if (COUNTED.has(event.event ?? "")) this.#ack(bytes);
       if (runtimeEvent) this.#events.trySend(runtimeEvent, bytes);
@@ -569,7 +499,7 @@ export class Cell {
   #maybeClosed(): void {
     if (this.#closed || !this.#ended || !this.#actorDone) return;
     this.#closed = true;
-    this.#host.closed(this);
+    this.#port.closed();
   }
 
   /**

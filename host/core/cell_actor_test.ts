@@ -1,18 +1,8 @@
 import assert from "node:assert/strict";
-import {
-  type CellActorHost,
-  type CellEvent,
-  CellState,
-  type CellToolCall,
-  type CompletedEvent,
-  endReasonText,
-  ObserveMode,
-  type RuntimeControl,
-  type RuntimeEvent,
-  RuntimeEventChannel,
-  sendYield,
-  startCellActor,
-} from "./cell_actor.ts";
+import { endReasonText, ObserveMode, startCellActor } from "./cell_actor.ts";
+import { type CellToolCall, type RuntimeEvent, RuntimeEventChannel } from "./cell_channel.ts";
+import type { CellActorPort } from "./cell_port.ts";
+import type { CellEvent, CellState, CompletedEvent } from "./cell_state.ts";
 import { FakeClock } from "../testing.ts";
 import {
   createOutputCollector,
@@ -25,14 +15,24 @@ import { MAX_MEDIA_BYTES } from "../../proto/bytes.ts";
 // ---------------------------------------------------------------------------------------------
 // Test doubles
 
-/** Like the seed's TestHost and RecordingHost: commits (optionally held) and records callbacks. */
-class TestHost implements CellActorHost {
+/**
+ * The messages a runtime's control channel receives: `terminate` (the port's `stop`) in every
+ * mode, `resume` only from the {@link PausingRuntime} fake (SPEC §4.12 runtime modes).
+ */
+type RuntimeControl = "resume" | "terminate";
+
+/**
+ * Like the seed's TestHost and RecordingHost: the session side of the actor's port; it commits
+ * (optionally held), records its calls and the runtime controls, and counts the actor's closes.
+ */
+class TestHost implements CellActorPort {
   readonly commitStarted = Promise.withResolvers<void>();
   readonly notified = Promise.withResolvers<void>();
   readonly notifications: string[] = [];
   readonly committedWrites: Map<string, string>[] = [];
   readonly toolSignals: AbortSignal[] = [];
   readonly log: string[] = [];
+  readonly controls: RuntimeControl[] = [];
   closedCalls = 0;
   #hold: Promise<void> | undefined;
 
@@ -40,7 +40,7 @@ class TestHost implements CellActorHost {
     this.#hold = hold;
   }
 
-  async commitCompletion(
+  async commit(
     writes: Map<string, string>,
     buildEvent: () => CompletedEvent,
     state: CellState,
@@ -64,9 +64,17 @@ class TestHost implements CellActorHost {
     return Promise.reject(new Error("unexpected tool call"));
   }
 
-  closed(): Promise<void> {
+  stop(): void {
+    this.control("terminate");
+  }
+
+  /** Records a message to the runtime's control channel. */
+  control(control: RuntimeControl): void {
+    this.controls.push(control);
+  }
+
+  closed(): void {
     this.closedCalls++;
-    return Promise.resolve();
   }
 }
 
@@ -85,31 +93,83 @@ function spawn(
     mode?: OutputMode;
     host?: TestHost;
     failureHandler?: (reason: string) => void;
-    runtimeMode?: "continue" | "pauseUntilResumed";
     bytes?: number;
-    onControl?: (control: RuntimeControl) => void;
   } = {},
 ): Harness {
   const mode = options.mode ?? "client";
   const events = new RuntimeEventChannel({ mode, bytes: options.bytes });
   const yieldSignal = new AbortController();
-  const controls: RuntimeControl[] = [];
   const clock = new FakeClock();
   const host = options.host ?? new TestHost();
   const cell = startCellActor({
-    host,
+    port: host,
+    onClosed: () => host.closed(),
     events,
     mode,
     clock,
     initialObserve: { mode: initial(yieldSignal.signal) },
     failureHandler: options.failureHandler,
-    runtimeMode: options.runtimeMode ?? "pauseUntilResumed",
-    sendRuntimeControl: (c) => {
-      controls.push(c);
-      options.onControl?.(c);
-    },
   });
-  return { events, cell, yieldSignal, controls, clock, host };
+  return { events, cell, yieldSignal, controls: host.controls, clock, host };
+}
+
+/**
+ * A `pauseUntilResumed` runtime (SPEC §4.12 runtime modes), faked around the actor: after each
+ * `Pending` it runs on only when it is resumed, and an observation that attaches while it is
+ * paused without a retained frontier to take resumes it (`resume` on its control channel). A
+ * frontier is retained from a `Pending` until an observation receives it. Production runtimes
+ * never pause, so the actor itself has no such mode.
+ */
+class PausingRuntime {
+  readonly #h: Harness;
+  readonly #step: () => void;
+  #paused = false;
+  #retained = false;
+
+  /**
+   * @param h the actor under test
+   * @param step what the runtime does when resumed, up to its next {@link pending}
+   */
+  constructor(h: Harness, step: () => void) {
+    this.#h = h;
+    this.#step = step;
+  }
+
+  /** The runtime reaches a frontier: it emits `Pending` and pauses. */
+  pending(): void {
+    this.#h.events.trySend({ type: "pending" });
+    this.#paused = true;
+    this.#retained = true;
+  }
+
+  /**
+   * Watches an observation's outcome: a `pending` one took the retained frontier.
+   *
+   * @param promise the outcome
+   * @returns the same outcome
+   */
+  async received(promise: Promise<CellEvent>): Promise<CellEvent> {
+    const event = await promise;
+    if (event.type === "pending") this.#retained = false;
+    return event;
+  }
+
+  /**
+   * Observes the cell; resumes the runtime when it is paused and the observation has no retained
+   * frontier to take.
+   *
+   * @param mode how it waits
+   * @returns its outcome
+   */
+  observe(mode: ObserveMode): Promise<CellEvent> {
+    const outcome = this.received(this.#h.cell.observe(mode));
+    if (this.#paused && !(mode.kind === "pendingFrontier" && this.#retained)) {
+      this.#paused = false;
+      this.#h.host.control("resume");
+      this.#step();
+    }
+    return outcome;
+  }
 }
 
 /** A watchdog for "within 1 s" expectations; it never orders anything. */
@@ -153,7 +213,7 @@ function assertEvent(actual: CellEvent, expected: CellEvent): void {
 // Seed scenarios 40–53 (SPEC §12.4)
 
 Deno.test("40 termination drains a send already blocked by backpressure", async () => {
-  const h = spawn(() => ObserveMode.yieldAfter(60_000), { mode: "server", runtimeMode: "continue" });
+  const h = spawn(() => ObserveMode.yieldAfter(60_000), { mode: "server" });
   const capacity = 128;
   for (let i = 0; i < capacity; i++) assert.ok(h.events.trySend(content("queued")));
   const blocked = h.events.send(content("blocked"));
@@ -309,79 +369,6 @@ Deno.test("49 a dropped pending observer preserves the frontier for the next obs
   await h.cell.done;
 });
 
-Deno.test("50 only the first termination claims a buffered completion", async () => {
-  const state = new CellState({ clock: new FakeClock() });
-  const completion = completed(collector("client")) as CompletedEvent;
-  assert.equal(state.commitCompletion(() => completion, () => {}), "committed");
-  assert.equal(state.deliverCompletion(undefined), "buffered");
-  const first = state.requestTermination();
-  await assert.rejects(state.requestTermination(), { kind: "alreadyTerminating" });
-  assertEvent(await first, completion);
-  assertEvent(state.finishTermination(terminated(collector("client"))), completion);
-});
-
-Deno.test("51 a termination claim prevents the stored value commit", async () => {
-  const state = new CellState({ clock: new FakeClock() });
-  const termination = state.requestTermination();
-  let commitRan = false;
-  assert.equal(
-    state.commitCompletion(() => assert.fail("terminated cell must not construct completion output"), () => {
-      commitRan = true;
-    }),
-    "rejected",
-  );
-  assert.equal(commitRan, false);
-  const t = terminated(collector("client"));
-  assert.equal(state.finishTermination(t), t);
-  assert.equal(await termination, t);
-});
-
-Deno.test("52 a failed completion delivery re-buffers the event and keeps its clock running", () => {
-  const clock = new FakeClock();
-  const state = new CellState({ clock });
-  assert.equal(
-    state.commitCompletion(() => completed(collector("client", "done")) as CompletedEvent, () => {}),
-    "committed",
-  );
-  const gone = { signal: AbortSignal.abort(), resolve: () => assert.fail("gone responder") };
-  assert.equal(state.deliverCompletion(gone), "buffered");
-  assert.ok(state.acceptingObservations());
-  clock.advance(5_000);
-  assert.equal(state.routeObservation(gone), "buffered");
-  clock.advance(5_000);
-  const received: CellEvent[] = [];
-  assert.equal(
-    state.routeObservation({ signal: new AbortController().signal, resolve: (e) => received.push(e) }),
-    "delivered",
-  );
-  assert.equal(received.length, 1);
-  assertEvent(received[0], completed(collector("client", "done"), 10_000));
-});
-
-Deno.test("53 a failed yield restores image allocation and omission order", () => {
-  const output = createOutputCollector("server");
-  const big: OutputItem = { type: "image", imageUrl: "i".repeat(MAX_MEDIA_BYTES), detail: "auto" };
-  output.push(big);
-  output.push({ type: "image", imageUrl: "excess", detail: "auto" });
-  assert.equal(
-    sendYield(output, { signal: AbortSignal.abort(), resolve: () => assert.fail("gone") }),
-    "restored",
-  );
-  output.push(textItem("after"));
-  let event: CellEvent | undefined;
-  assert.equal(
-    sendYield(output, { signal: new AbortController().signal, resolve: (e) => event = e }),
-    "delivered",
-  );
-  assert.equal(event?.type, "yielded");
-  const items = event!.content.render();
-  assert.equal(items.length, 3);
-  assert.equal(items[0], big);
-  assert.ok(items[1].type === "text" && items[1].text.includes("1 images"), JSON.stringify(items[1]));
-  assert.deepEqual(items[2], textItem("after"));
-  assert.ok(output.isEmpty);
-});
-
 // ---------------------------------------------------------------------------------------------
 // 53a–53d
 
@@ -450,22 +437,6 @@ Deno.test("53c an isolate exit at the heap limit completes with the heap-limit t
   assert.equal(h.host.committedWrites.length, 1);
   assert.equal(h.host.committedWrites[0].size, 0);
   await h.cell.done;
-});
-
-Deno.test("53d a Server-mode queue bounded to 1024 bytes blocks the second 600-byte send until the first is taken", async () => {
-  const channel = new RuntimeEventChannel({ mode: "server", bytes: 1024 });
-  assert.equal(await channel.send(content("a".repeat(600))), true);
-  let accepted = false;
-  const second = channel.send(content("b".repeat(600))).then((ok) => accepted = ok);
-  await Promise.resolve();
-  assert.equal(accepted, false);
-  assert.equal(channel.waitingSends, 1);
-  assert.equal(channel.take()?.type, "contentItem");
-  await second;
-  assert.equal(accepted, true);
-  const empty = new RuntimeEventChannel({ mode: "server", bytes: 1024 });
-  assert.equal(empty.trySend(content("c".repeat(4096))), true, "an empty queue accepts any event");
-  assert.equal(empty.trySend(content("")), false, "nothing more fits while the queue is over its byte bound");
 });
 
 Deno.test("53d with an actor: the blocked 600-byte send completes once the actor takes the first", async () => {
@@ -580,21 +551,19 @@ Deno.test("A3 Server mode: a dropped observer leaves the media budget, counters 
 
 Deno.test("A4 in pauseUntilResumed a PendingFrontier without a retained frontier resumes the runtime", async () => {
   // The fake runtime runs to its next frontier only when it is resumed.
-  const h: Harness = spawn(() => ObserveMode.pendingFrontier, {
-    onControl: (c) => {
-      if (c !== "resume") return;
-      h.events.trySend(content("step"));
-      h.events.trySend({ type: "pending" });
-    },
+  const h = spawn(() => ObserveMode.pendingFrontier);
+  const runtime: PausingRuntime = new PausingRuntime(h, () => {
+    h.events.trySend(content("step"));
+    runtime.pending();
   });
-  h.events.trySend({ type: "pending" });
-  assertEvent(await h.cell.initial, {
+  runtime.pending();
+  assertEvent(await runtime.received(h.cell.initial), {
     type: "pending",
     content: collector("client"),
     pendingToolCallIds: [],
   });
   assert.deepEqual(h.controls, []);
-  const next = h.cell.observe(ObserveMode.pendingFrontier);
+  const next = runtime.observe(ObserveMode.pendingFrontier);
   assertEvent(await next, { type: "pending", content: collector("client", "step"), pendingToolCallIds: [] });
   assert.deepEqual(h.controls, ["resume"]);
   const t = h.cell.terminate();
@@ -618,6 +587,18 @@ Deno.test("A5 on Result notifications are drained and tool calls cancelled befor
   assert.deepEqual(h.host.log, ["tool tool-1", "notify call-1", "commit"]);
   assert.ok(h.host.toolSignals[0].aborted);
   assert.deepEqual(h.host.committedWrites, [new Map([["k", "1"]])]);
+  h.events.end();
+  await h.cell.done;
+});
+
+Deno.test("A5 Server mode: a committed completion with an error ends with the Script error item", async () => {
+  const h = spawn(() => ObserveMode.yieldAfter(60_000), { mode: "server" });
+  h.events.trySend(content("before"));
+  h.events.trySend({ type: "result", storedValueWrites: new Map(), errorText: "boom" });
+  assertEvent(
+    await h.cell.initial,
+    completed(collector("server", "before", "Script error:\nboom"), 0, "boom"),
+  );
   h.events.end();
   await h.cell.done;
 });
@@ -662,7 +643,7 @@ Deno.test("A8 an observation during termination fails busy and the attached obse
 });
 
 Deno.test("A8 tool calls are cancelled at termination and the runtime is told to stop", async () => {
-  const h = spawn(() => ObserveMode.yieldAfter(60_000), { runtimeMode: "continue" });
+  const h = spawn(() => ObserveMode.yieldAfter(60_000));
   h.events.trySend({ type: "toolCall", id: "tool-1", name: { name: "t" }, kind: "function" });
   h.events.trySend({ type: "notify", callId: "c", text: "barrier" });
   await h.host.notified.promise;
@@ -708,7 +689,8 @@ Deno.test("a dropped initial observation consumes nothing and the next observati
   const clock = new FakeClock();
   const drop = new AbortController();
   const cell = startCellActor({
-    host,
+    port: host,
+    onClosed: () => host.closed(),
     events,
     mode: "client",
     clock,

@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
-import { Cell, type CellHost } from "./cell.ts";
+import { Cell } from "./cell.ts";
+import type { CellPort } from "./cell_port.ts";
 import { FakeClock } from "../testing.ts";
 import type { OutputMode } from "../output/output_collector.ts";
 
@@ -7,12 +8,12 @@ import type { OutputMode } from "../output/output_collector.ts";
 function creditCell(mode: OutputMode, queue = { capacity: 8, bytes: 1_000 }) {
   const clock = new FakeClock();
   const credits: number[] = [];
-  const host: CellHost = {
+  const port: CellPort = {
     clock,
     mode,
     maxMessageBytes: 1_048_576,
     queue,
-    credit: (_cell, events) => credits.push(events),
+    credit: (events) => void credits.push(events),
     commit: (_writes, buildEvent, state) => Promise.resolve(state.commitCompletion(buildEvent, () => {})),
     stop: () => {},
     forget: () => {},
@@ -24,7 +25,7 @@ function creditCell(mode: OutputMode, queue = { capacity: 8, bytes: 1_000 }) {
     id: "1",
     executionId: "e",
     toolCallId: "c",
-    host,
+    port: () => port,
     heapLimitMb: 64,
     initial: { yieldMs: 60_000 },
     maxOutputTokens: 1_000,
@@ -75,3 +76,78 @@ for (const mode of ["client", "server"] as const) {
     assert.deepEqual(below.credits, [], "499 bytes is under half");
   });
 }
+
+/** A client-mode cell whose session records every call of the cell's port, in order. */
+function recordingCell() {
+  const calls: string[] = [];
+  const built: Cell[] = [];
+  const cell: Cell = new Cell({
+    id: "1",
+    executionId: "e",
+    toolCallId: "c",
+    port: (c) => {
+      built.push(c);
+      return {
+        clock: new FakeClock(),
+        mode: "client",
+        maxMessageBytes: 1_048_576,
+        queue: { capacity: 8, bytes: 1_000 },
+        credit: () => {},
+        commit: (writes, buildEvent, state) => {
+          calls.push(`commit ${[...writes]}`);
+          return Promise.resolve(state.commitCompletion(buildEvent, () => {}));
+        },
+        stop: () => void calls.push(`stop running=${cell.running}`),
+        forget: () => void calls.push("forget"),
+        closed: () => void calls.push("closed"),
+        notify: (callId, text) => void calls.push(`notify ${callId} ${text}`),
+        invokeTool: (call, signal) => {
+          calls.push(`tool ${call.id} ${call.name.name} ${JSON.stringify(call.input)}`);
+          signal.addEventListener("abort", () => calls.push(`tool ${call.id} cancelled`));
+          return Promise.resolve();
+        },
+      };
+    },
+    heapLimitMb: 64,
+    initial: { yieldMs: 60_000 },
+    maxOutputTokens: 1_000,
+  });
+  assert.deepEqual(built, [cell], "the port is built once, for this cell");
+  return { cell, calls };
+}
+
+Deno.test("a terminated cell's tool call, notification and stop reach the session's port; closed waits for the isolate", async () => {
+  const { cell, calls } = recordingCell();
+  cell.onEvent({
+    cellId: "1",
+    event: "toolCall",
+    toolCall: { runtimeToolCallId: "tool-1", globalName: "echo", inputJson: '{"a":1}' },
+  });
+  cell.onEvent({ cellId: "1", event: "notify", notify: "hello" });
+  cell.onEvent({ cellId: "1", event: "yieldRequested" });
+  assert.equal((await cell.initial).kind, "yielded");
+  const terminated = cell.terminate();
+  await turn();
+  cell.onEvent({ cellId: "1", event: "result", result: {} });
+  assert.equal((await terminated).kind, "terminated");
+  await cell.done;
+  assert.deepEqual(calls, [
+    'tool tool-1 echo {"a":1}',
+    "notify c hello",
+    "tool tool-1 cancelled",
+    "stop running=true",
+    "forget",
+  ]);
+  cell.onEvent({ cellId: "1", event: "exited", exited: { reason: "normal" } });
+  assert.deepEqual(calls.slice(5), ["closed"], "closed once the isolate has stopped too");
+});
+
+Deno.test("a completed cell commits its stored writes through the session's port, then forgets and closes", async () => {
+  const { cell, calls } = recordingCell();
+  cell.onEvent({ cellId: "1", event: "storedWrite", storedWrite: { key: "k", valueJson: "1" } });
+  cell.onEvent({ cellId: "1", event: "result", result: {} });
+  cell.onEvent({ cellId: "1", event: "exited", exited: { reason: "normal" } });
+  assert.equal((await cell.initial).kind, "completed");
+  await cell.done;
+  assert.deepEqual(calls, ["commit k,1", "forget", "closed"]);
+});

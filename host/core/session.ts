@@ -10,8 +10,9 @@
  * @module
  */
 import type { HostToWorker, WorkerToHost } from "../../proto/worker_codec.ts";
-import { Cell, type CellHost, type Outcome } from "./cell.ts";
-import type { CellState, CompletedEvent } from "./cell_actor.ts";
+import { Cell, type Outcome } from "./cell.ts";
+import type { CellPort } from "./cell_port.ts";
+import type { CellState, CompletedEvent } from "./cell_state.ts";
 import type { Clock } from "./clock.ts";
 import { HostError } from "./errors.ts";
 import { LeaseQueue } from "./lease_queue.ts";
@@ -111,7 +112,6 @@ export class Session {
   readonly activeCells: Permits;
 
   #options: SessionOptions;
-  #cellHost: CellHost;
   #runtime: RuntimeTransport;
   #state: "open" | "closing" | "crashed" | "closed" = "open";
   #lease: LeaseQueue<SessionEvent>;
@@ -147,7 +147,6 @@ export class Session {
     this.id = options.id;
     this.ref = options.ref;
     this.outputMode = options.outputMode;
-    this.#cellHost = this.#makeCellHost(options.clock);
     this.maxYieldTimeMs = options.maxYieldTimeMs;
     this.cellHeapMb = options.cellHeapMb;
     this.activeCells = new Permits(options.limits.maxActiveCellsPerSession);
@@ -336,7 +335,7 @@ export class Session {
       id: String(this.#nextCellId++),
       executionId: request.executionId,
       toolCallId: request.toolCallId,
-      host: this.#cellHost,
+      port: (cell) => this.#cellPort(cell),
       heapLimitMb: this.cellHeapMb,
       initial: request.initial,
       maxOutputTokens: request.maxOutputTokens ?? this.#options.limits.defaultMaxOutputTokens,
@@ -376,7 +375,13 @@ export class Session {
     void cell.terminate().catch(() => {});
   }
 
-  #makeCellHost(clock: Clock): CellHost {
+  /**
+   * The port through which one cell reaches this session (`cell_port.ts`): its actor commits,
+   * notifies, calls tools and stops through it; the cell returns credit, forgets its delivered
+   * outcome and reports its close.
+   */
+  #cellPort(cell: Cell): CellPort {
+    const clock = this.#options.clock;
     return {
       clock,
       mode: this.outputMode === OUTPUT_SERVER ? "server" : "client",
@@ -385,12 +390,12 @@ export class Session {
         capacity: this.#options.limits.outputEventQueueCapacity,
         bytes: this.#options.limits.outputEventQueueBytes,
       },
-      credit: (cell, events) => {
+      credit: (events) => {
         void this.#runtime.send({ credit: { cellId: cell.id, events, bytes: 0 } }).catch(() => {});
       },
       commit: (writes, buildEvent, state) => Promise.resolve(this.#commit(writes, buildEvent, state)),
-      stop: (cell) => {
-        if (this.#state !== "open") return;
+      stop: () => {
+        if (!cell.running || this.#state !== "open") return;
         void this.#runtime.send({ stopCell: { cellId: cell.id } }).catch(() => {});
         // A cell running synchronous code cannot confirm: restart its runtime (SPEC §4.5). A cell
         // whose isolate has not begun cannot be running code: its runtime is busy (creating a
@@ -408,18 +413,19 @@ export class Session {
         };
         clock.setTimeout(check, stopMs);
       },
-      forget: (cell) => {
+      forget: () => {
         if (this.#cells.get(cell.id) === cell) this.#cells.delete(cell.id);
       },
-      closed: (cell) => this.#cellClosed(cell),
-      notify: (cell, text) => this.#publishNotification(cell, text),
-      invokeTool: async (cell, id, name, inputJson, signal) => {
+      closed: () => this.#cellClosed(cell),
+      notify: (_callId, text) => this.#publishNotification(cell, text),
+      invokeTool: async (call, signal) => {
+        const id = call.id;
         const result = await this.#bridge.dispatch({
           executionId: cell.executionId,
           cellId: cell.id,
           runtimeToolCallId: id,
-          definition: cell.definitions.get(name),
-          inputJson,
+          definition: cell.definitions.get(call.name.name),
+          inputJson: call.input === undefined ? undefined : JSON.stringify(call.input),
           traceparent: cell.traceparent,
           nextSequence: () => cell.nextSequence(),
         }, signal);
