@@ -351,6 +351,8 @@ export class Binding {
         failed: { message: `code-mode cell ${this.publicId(call.cellId)} is closed` },
       });
     }
+    // The tool call can overtake `started` (another stream): it names the cell as well.
+    this.bindCell(cell, call.cellId);
     const name = call.toolName?.name;
     if (name === undefined) {
       return this.#complete(id, { failed: { message: "code-mode tool invocation omitted its tool name" } });
