@@ -10,7 +10,7 @@
  * @module
  */
 import { ServerError, Status } from "nice-grpc";
-import type { HostToWorker, WorkerToHost } from "../../proto/worker_codec.ts";
+import type { WorkerToHost } from "../../proto/worker_codec.ts";
 import { Cell, type CellHost, type Outcome } from "./cell.ts";
 import type { CellState, CompletedEvent } from "./cell_actor.ts";
 import type { Clock } from "./clock.ts";
@@ -226,6 +226,7 @@ export class Session {
         maxStoredValueBytes: this.#options.limits.maxStoredValueBytes,
         outputEventCredit: this.#options.limits.outputEventQueueCapacity,
         outputByteCredit: this.#options.limits.outputEventQueueBytes,
+        maxFrameBytes: this.#options.limits.maxWorkerFrameBytes,
       },
     }).catch(() => {});
     if (this.#store.size > 0) {
@@ -603,11 +604,6 @@ export class Session {
       this.#restarting = undefined;
       resolve();
     }
-  }
-
-  /** Test hook: sends a fault-injection frame to the session's runtime. */
-  testHook(hook: NonNullable<HostToWorker["testHook"]>): Promise<void> {
-    return this.#runtime.send({ testHook: hook });
   }
 
   // ---- activity and idle timeout ----------------------------------------------------------------
