@@ -29,7 +29,6 @@ export {
   type HostMiddleware,
   type HostOptions,
   type HostState,
-  type RuntimeTestHook,
 } from "./host/doors/grpc/server.ts";
 export { DEFAULT_LIMITS, type Limits, resolveLimits } from "./host/core/limits.ts";
 export { CodeModeError, type CodeModeErrorCode } from "./proto/errors.ts";

@@ -160,7 +160,7 @@ export function writeFrameHeader(
  * ```
  */
 export class FrameDecoder {
-  readonly #maxFrameBytes: number;
+  #maxFrameBytes: number;
   readonly #copy: boolean;
   /** Header bytes received so far when the header is split across chunks. */
   readonly #header = new Uint8Array(HEADER_BYTES);
@@ -182,6 +182,18 @@ export class FrameDecoder {
     checkMaxFrameBytes(maxFrameBytes);
     this.#maxFrameBytes = maxFrameBytes;
     this.#copy = options.copy ?? true;
+  }
+
+  /**
+   * Changes the largest body length accepted, from the next header on (a session runtime learns
+   * its limit from the host's `Configure`, which arrives through this decoder).
+   *
+   * @param maxFrameBytes the new limit
+   * @throws {RangeError} if `maxFrameBytes` is not an integer from 0 to 2^32 - 1
+   */
+  setMaxFrameBytes(maxFrameBytes: number): void {
+    checkMaxFrameBytes(maxFrameBytes);
+    this.#maxFrameBytes = maxFrameBytes;
   }
 
   /**

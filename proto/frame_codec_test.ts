@@ -173,6 +173,22 @@ Deno.test("FrameDecoder rejects an oversize header before buffering any body byt
   });
 });
 
+Deno.test("FrameDecoder.setMaxFrameBytes() applies from the next header on", () => {
+  const decoder = new FrameDecoder(8);
+  const first = encodeFrame(bytesOf(8), 8);
+  const second = encodeFrame(bytesOf(20), 20);
+  // The first frame and half of the second's header arrive before the limit is raised.
+  assert.deepEqual(decoder.push(concat([first, second.subarray(0, 2)])), [bytesOf(8)]);
+  decoder.setMaxFrameBytes(20);
+  assert.deepEqual(decoder.push(second.subarray(2)), [bytesOf(20)]);
+  decoder.setMaxFrameBytes(10);
+  assert.throws(
+    () => decoder.push(second),
+    (error: unknown) => error instanceof FrameError && error.detail === "frame length 20 exceeds 10 bytes",
+  );
+  assert.throws(() => new FrameDecoder(8).setMaxFrameBytes(-1), RangeError);
+});
+
 Deno.test("FrameDecoder.finish() rejects EOF inside a header", () => {
   const decoder = new FrameDecoder(64);
   decoder.push(new Uint8Array([0, 0]));

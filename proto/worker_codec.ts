@@ -57,6 +57,8 @@ export interface HostToWorker {
     runtimeMode?: number;
     outputEventCredit?: number;
     outputByteCredit?: number;
+    /** The host's `maxWorkerFrameBytes`; 0 or absent: the default. */
+    maxFrameBytes?: number;
   };
   storeUpdate?: { version: number; reset?: boolean; entries: { key: string; valueJson: string }[] };
   startCell?: {
@@ -75,15 +77,6 @@ export interface HostToWorker {
   stopCell?: { cellId: string };
   control?: { cellId: string; continue?: boolean; resume?: boolean; terminate?: boolean };
   shutdown?: Record<string, never>;
-  testHook?: {
-    garbageFrame?: boolean;
-    exhaustMainHeap?: boolean;
-    delayStopMs?: number;
-    faultCell?: string;
-    runtimeFault?: string;
-    blockMainMs?: number;
-    action?: string;
-  };
   message?: string;
 }
 
@@ -163,6 +156,7 @@ export const HOST_TO_WORKER: MessageSchema = message(P + "HostToWorker", [
       f(6, "runtimeMode", "int32"),
       f(7, "outputEventCredit", "uint32"),
       f(8, "outputByteCredit", "uint64"),
+      f(9, "maxFrameBytes", "uint64"),
     ]),
     "message",
   ),
@@ -217,19 +211,6 @@ export const HOST_TO_WORKER: MessageSchema = message(P + "HostToWorker", [
     "message",
   ),
   f(8, "shutdown", EMPTY("Shutdown"), "message"),
-  f(
-    9,
-    "testHook",
-    message(P + "TestHook", [
-      f(1, "garbageFrame", "bool", "action"),
-      f(3, "exhaustMainHeap", "bool", "action"),
-      f(4, "delayStopMs", "uint32", "action"),
-      f(5, "faultCell", "string", "action"),
-      f(6, "runtimeFault", "string", "action"),
-      f(7, "blockMainMs", "uint32", "action"),
-    ]),
-    "message",
-  ),
 ]);
 
 /** `WorkerToHost`, with every message it contains. */

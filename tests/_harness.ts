@@ -16,6 +16,10 @@ import {
 import { codeModeHostDefinition } from "../proto/loader.ts";
 import { createHost, type Host, type HostOptions } from "../host/doors/grpc/server.ts";
 import { Logger } from "../host/ops/log.ts";
+import { hostTempParent } from "../host/runtime/runtime_files.ts";
+import { FAULT_SIGNAL } from "./_faults.ts";
+
+export { type Faults, faultSource } from "./_faults.ts";
 
 // deno-lint-ignore no-explicit-any
 export type Msg = any;
@@ -69,6 +73,44 @@ export async function startHost(options: HostOptions = {}): Promise<TestHost> {
       await host.shutdown();
     },
   };
+}
+
+let faultRuntime: Promise<string> | undefined;
+
+/**
+ * A runtime directory (for `HostOptions.runtimeFiles`) whose `runtime.js` is the fault runtime of
+ * `_fault_runtime.ts`, bundled on first use (~0.1 s), next to the production `runtime_main.js`
+ * (unused) and `cell.js`; removed when the test process ends.
+ */
+export function faultRuntimeFiles(): Promise<string> {
+  faultRuntime ??= (async () => {
+    // Under the hosts' own parent, named like a host's runtime directory: a host started after
+    // this process has gone removes it if the unload below did not run.
+    const parent = hostTempParent();
+    await Deno.mkdir(parent, { recursive: true, mode: 0o700 });
+    const dir = await Deno.makeTempDir({ dir: parent, prefix: `r-${Deno.pid}-fault-` });
+    globalThis.addEventListener("unload", () => Deno.removeSync(dir, { recursive: true }));
+    const dist = new URL("../worker/dist/", import.meta.url);
+    for (const name of ["runtime_main.js", "cell.js"]) {
+      await Deno.copyFile(new URL(name, dist), `${dir}/${name}`);
+    }
+    const entry = new URL("./_fault_runtime.ts", import.meta.url).pathname;
+    const result = await new Deno.Command(Deno.execPath(), {
+      args: ["bundle", "--quiet", "--platform", "deno", "-o", `${dir}/runtime.js`, entry],
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    if (!result.success) {
+      throw new Error(`bundling the fault runtime failed:\n${new TextDecoder().decode(result.stderr)}`);
+    }
+    return dir;
+  })();
+  return faultRuntime;
+}
+
+/** Fires the fault armed in a session's fault runtime (`Faults.onSignal`). */
+export function fireFault(h: TestHost, sessionId: string): void {
+  Deno.kill(h.host.state.session(sessionId)!.runtimePid!, FAULT_SIGNAL);
 }
 
 /** An open session: its ID, its lease iterator and the events read so far. */

@@ -9,6 +9,9 @@ import {
   CapturedLog,
   eventually,
   execute,
+  faultRuntimeFiles,
+  faultSource,
+  fireFault,
   FOREVER,
   grpcError,
   inFlight,
@@ -56,9 +59,10 @@ async function expectCrash(
   s: OpenSession,
   reasonPrefix: string,
   trigger: () => Promise<void> | void,
+  source = FOREVER,
 ): Promise<void> {
   const pid = h.host.state.session(s.id)!.runtimePid!;
-  const { pending } = await observedForever(h, s);
+  const { pending } = await observedForever(h, s, source);
   const started = performance.now();
   await trigger();
   const { outcome } = await pending;
@@ -78,30 +82,32 @@ async function expectCrash(
 }
 
 Deno.test("Crash matrix: each failure is detected within 1 s with its reason; other sessions live on", async (t) => {
-  await using h = await startHost({ warmSessions: 2 });
+  await using h = await startHost({ warmSessions: 2, runtimeFiles: await faultRuntimeFiles() });
   await using bystander = await openSession(h.client);
-  const cases: [string, string, (s: OpenSession) => Promise<void> | void][] = [
+  const cases: [string, string, (s: OpenSession) => Promise<void> | void, string?][] = [
     ["SIGKILL by another process (scenario 18)", "worker process killed by signal SIGKILL", (s) => {
       Deno.kill(h.host.state.session(s.id)!.runtimePid!, "SIGKILL");
     }],
     [
       "a garbage frame",
       "worker protocol error: ",
-      (s) => h.host.state.testHook(s.id, { garbageFrame: true }),
+      (s) => fireFault(h, s.id),
+      faultSource({ onSignal: "garbageFrame" }, FOREVER),
     ],
     [
       "an exit code",
       "worker process exited with code 1",
-      (s) => h.host.state.testHook(s.id, { runtimeFault: "x" }).then(() => {}),
+      (s) => fireFault(h, s.id),
+      faultSource({ onSignal: "runtimeFault", detail: "x" }, FOREVER),
     ],
   ];
-  for (const [name, reason, trigger] of cases) {
+  for (const [name, reason, trigger, source] of cases) {
     await t.step(name, async () => {
       const s = await openSession(h.client);
       s.pump();
       if (name === "an exit code") {
         // A RuntimeFault is reported as a panic (owner text `panicked`).
-        const { pending } = await observedForever(h, s);
+        const { pending } = await observedForever(h, s, source);
         await trigger(s);
         assert.equal((await pending).outcome.completed?.errorText, "exec runtime ended unexpectedly");
         const end = await s.end;
@@ -111,7 +117,7 @@ Deno.test("Crash matrix: each failure is detected within 1 s with its reason; ot
         );
         return;
       }
-      await expectCrash(h, s, reason, () => trigger(s));
+      await expectCrash(h, s, reason, () => trigger(s), source);
     });
   }
   assert.deepEqual((await run(h.client, bystander.id, "text(1)")).texts, ["1"]);
@@ -128,12 +134,16 @@ Deno.test("A runtime process that closes its stdout is a protocol error, detecte
 });
 
 Deno.test("A runtime whose main isolate runs out of heap is a crash with 'V8 heap limit reached' (scenario 21h)", async () => {
-  await using h = await startHost({ warmSessions: 1, limits: { workerMainHeapMb: 32 } });
+  await using h = await startHost({
+    warmSessions: 1,
+    limits: { workerMainHeapMb: 32 },
+    runtimeFiles: await faultRuntimeFiles(),
+  });
   const s = await openSession(h.client);
   s.pump();
   await using other = await openSession(h.client);
-  const { pending } = await observedForever(h, s);
-  await h.host.state.testHook(s.id, { exhaustMainHeap: true });
+  const { pending } = await observedForever(h, s, faultSource({ onSignal: "exhaustMainHeap" }, FOREVER));
+  fireFault(h, s.id);
   assert.equal((await pending).outcome.completed?.errorText, "exec runtime ended unexpectedly");
   const end = await s.end;
   assert.equal(end?.code, Status.INTERNAL);
@@ -186,11 +196,11 @@ Deno.test("A cell over a 16 MiB heap fails alone; the session and others go on (
 });
 
 Deno.test("A cell isolate fault stays a cell error (scenario 21g)", async () => {
-  await using h = await startHost();
+  await using h = await startHost({ runtimeFiles: await faultRuntimeFiles() });
   const s = await openSession(h.client);
   s.pump();
-  const { pending } = await observedForever(h, s);
-  await h.host.state.testHook(s.id, { faultCell: "1" });
+  const { pending } = await observedForever(h, s, faultSource({ onSignal: "faultCell" }, FOREVER));
+  fireFault(h, s.id);
   assert.equal((await pending).outcome.completed?.errorText, "exec runtime ended unexpectedly");
   const next = await run(h.client, s.id, "text(1)");
   assert.deepEqual(next.texts, ["1"]);
@@ -244,7 +254,7 @@ Deno.test("maxActiveCellsPerSession bounds one session without starving another 
 });
 
 Deno.test("CloseSession: Execute gets terminated with drained output, Wait is cancelled, Terminate returns (scenario 21a)", async () => {
-  await using h = await startHost({ warmSessions: 2 });
+  await using h = await startHost({ warmSessions: 2, runtimeFiles: await faultRuntimeFiles() });
   const s = await openSession(h.client);
   s.pump();
   await assertClosureResults(h, s, () => h.client.closeSession({ sessionId: s.id }));
@@ -252,8 +262,8 @@ Deno.test("CloseSession: Execute gets terminated with drained output, Wait is ca
 
   const t = await openSession(h.client);
   t.pump();
-  await execute(h.client, t.id, FOREVER, { yieldTimeMs: 1 });
-  await h.host.state.testHook(t.id, { delayStopMs: 300 });
+  // Its runtime handles StopCell 300 ms late.
+  await execute(h.client, t.id, faultSource({ delayStopMs: 300 }, FOREVER), { yieldTimeMs: 1 });
   const terminating = h.client.terminate({ sessionId: t.id, cellId: "1" });
   assert.ok(await inFlight(h, t.id, 1));
   await h.client.closeSession({ sessionId: t.id });

@@ -7,6 +7,8 @@ import { Status } from "nice-grpc";
 import {
   eventually,
   execute,
+  faultRuntimeFiles,
+  faultSource,
   FOREVER,
   grpcError,
   inFlight,
@@ -181,10 +183,10 @@ Deno.test("Natural completion wins over a later Terminate and keeps its writes (
 });
 
 Deno.test("Two concurrent Terminates: one terminates, the other is already terminating (scenario 33)", async () => {
-  await using h = await startHost();
+  await using h = await startHost({ runtimeFiles: await faultRuntimeFiles() });
   await using s = await openSession(h.client);
-  await execute(h.client, s.id, FOREVER, { yieldTimeMs: 1 });
-  await h.host.state.testHook(s.id, { delayStopMs: 500 });
+  // Its runtime handles StopCell 500 ms late.
+  await execute(h.client, s.id, faultSource({ delayStopMs: 500 }, FOREVER), { yieldTimeMs: 1 });
   const results = await Promise.allSettled([
     h.client.terminate({ sessionId: s.id, cellId: "1" }),
     h.client.terminate({ sessionId: s.id, cellId: "1" }),
@@ -376,7 +378,7 @@ Deno.test("An awaiting cell stops cooperatively without replacing the runtime (s
 });
 
 Deno.test("A cell stopped before its isolate began is not hard-stopped while the runtime is busy; the other cells live on", async () => {
-  await using h = await startHost();
+  await using h = await startHost({ runtimeFiles: await faultRuntimeFiles() });
   await using s = await openSession(h.client);
   const other = await execute(
     h.client,
@@ -388,14 +390,12 @@ Deno.test("A cell stopped before its isolate began is not hard-stopped while the
   );
   assert.ok(other.outcome.yielded);
   const pid = h.host.state.session(s.id)!.runtimePid;
-  // The runtime's main thread is busy for 200 ms (as creating a Worker on a loaded machine keeps
-  // it): cell 2's StartCell and StopCell wait behind that, so cell 2 has not begun when stopped.
+  // The runtime's main thread is busy for 200 ms as cell 2's StartCell arrives (as creating a
+  // Worker on a loaded machine keeps it): cell 2's start and StopCell wait behind that, so cell 2 has not begun when stopped.
   // Its stop is confirmed ~200 ms plus one Worker creation after StopCell, inside the 500 ms an
   // unstarted cell gets (the SPEC's 100 ms alone would restart the runtime).
-  const blocking = h.host.state.testHook(s.id, { blockMainMs: 200 });
-  const late = await execute(h.client, s.id, FOREVER, { yieldTimeMs: 1 });
+  const late = await execute(h.client, s.id, faultSource({ blockMainMs: 200 }, FOREVER), { yieldTimeMs: 1 });
   assert.equal(late.started.cellId, "2");
-  await blocking;
   const started = performance.now();
   assert.ok((await h.client.terminate({ sessionId: s.id, cellId: "2" })).liveCell.terminated);
   assert.ok(performance.now() - started < 1_000, "Terminate still returns within 1 s");

@@ -10,7 +10,7 @@
 /** The entry points and the file each one is bundled into. */
 export const BUNDLES: ReadonlyArray<readonly [entry: string, name: string]> = [
   ["worker/runtime_entry.ts", "runtime.js"],
-  ["worker/runtime.ts", "runtime_main.js"],
+  ["worker/runtime_main.ts", "runtime_main.js"],
   ["worker/cell_bootstrap.ts", "cell.js"],
 ];
 

@@ -15,10 +15,10 @@ import {
 } from "./cell_protocol.ts";
 import { CELL_EXIT_SENTINEL, CELL_GLOBAL_ALLOWLIST, CELL_HELPERS_FILE_NAME } from "./cell_bootstrap.ts";
 import { HELPER_FUNCTIONS, REMOVED_GLOBALS, SCENARIO_55_GLOBALS } from "../tests/_spec_lists.ts";
+import { MAX_MEDIA_BYTES, MAX_MESSAGE_BYTES, MAX_TEXT_BYTES, MIB } from "../proto/bytes.ts";
 
 const BOOTSTRAP = new URL("./cell_bootstrap.ts", import.meta.url);
-const MAX_MESSAGE_BYTES = 67_108_864;
-const MAX_STORED_VALUE_BYTES = 67_108_864;
+const MAX_STORED_VALUE_BYTES = MAX_MESSAGE_BYTES;
 /** Upper bound for any single wait, so a broken bootstrap fails a test instead of hanging it. */
 const WAIT_LIMIT_MS = 15_000;
 
@@ -118,10 +118,10 @@ class CellHarness implements AsyncDisposable {
       credit: {
         words: this.words,
         maxEvents: 128,
-        maxBytes: 2_097_152,
-        trimTextOver: 2 * 1_048_576,
-        keepTextBytes: 1_048_576,
-        dropMediaOver: 16_777_216,
+        maxBytes: 2 * MIB,
+        trimTextOver: 2 * MAX_TEXT_BYTES,
+        keepTextBytes: MAX_TEXT_BYTES,
+        dropMediaOver: MAX_MEDIA_BYTES,
         ...options.credit,
       },
     }, [port2]);
@@ -963,7 +963,7 @@ Deno.test("scenario 82: writes made before a failure are reported", async () => 
 });
 
 Deno.test("scenario 83a: store enforces maxStoredValueBytes over the cell's view", async () => {
-  const limits = { maxStoredValueBytes: 1_048_576 };
+  const limits = { maxStoredValueBytes: MIB };
   const first = await runCell(
     'store("a", "x".repeat(600000)); try { store("b", "y".repeat(600000)) } catch (e) { text(e) }',
     limits,

@@ -13,7 +13,7 @@
  * @module
  */
 import { FRAME_HEADER_BYTES, writeFrameHeader } from "../proto/frame_codec.ts";
-import { fieldBytes, utf8ByteLength, varintBytes } from "../proto/bytes.ts";
+import { fieldBytes, MAX_MESSAGE_BYTES, MIB, utf8ByteLength, varintBytes } from "../proto/bytes.ts";
 import type { WireCellEvent } from "../proto/worker_codec.ts";
 import type { CellOutput } from "./cell_protocol.ts";
 import { SINK_LOCK } from "./cell_protocol.ts";
@@ -25,8 +25,12 @@ import { SINK_LOCK } from "./cell_protocol.ts";
  */
 export const LINE_END = 10;
 
-/** The largest frame a runtime writes (and its host reads): a 64 MiB value plus its envelope. */
-export const MAX_FRAME_BYTES = 68_157_440;
+/**
+ * The host's default `maxWorkerFrameBytes` (SPEC §2.8: a 64 MiB value plus its envelope): the
+ * frame limit of a runtime until its `Configure` gives it the host's own, and of a cell started
+ * without one (a hand-driven isolate).
+ */
+export const DEFAULT_MAX_FRAME_BYTES = MAX_MESSAGE_BYTES + MIB;
 
 /**
  * The `CellEvent`s of one cell output, in stream order: a `result` is its stored writes, one per
@@ -112,13 +116,15 @@ export function wireCellEvents(cellId: string, output: CellOutput): WireCellEven
  *
  * @param cellId the cell's ID
  * @param outputs the outputs, in order
+ * @param maxFrameBytes the largest frame body (the host's `maxWorkerFrameBytes`, from `Configure`)
  * @param scratch a reusable buffer (see {@link FrameScratch}); without it the result is fresh
  * @returns the bytes to write: valid until the next call with the same `scratch`
- * @throws {FrameError} a frame over {@link MAX_FRAME_BYTES}
+ * @throws {FrameError} a frame over `maxFrameBytes`
  */
 export function encodeCellFrames(
   cellId: string,
   outputs: readonly CellOutput[],
+  maxFrameBytes: number,
   scratch?: FrameScratch,
 ): Uint8Array {
   const messages: Field[][] = [];
@@ -137,14 +143,14 @@ export function encodeCellFrames(
   let pos = 0;
   messages.forEach((fields, i) => {
     const { size, lengths } = plans[i];
-    pos = writeFrameHeader(out, pos, size, MAX_FRAME_BYTES);
+    pos = writeFrameHeader(out, pos, size, maxFrameBytes);
     pos = writeFields(out, pos, fields, lengths, { at: 0 });
   });
   return out;
 }
 
 /** A scratch buffer larger than this is not kept after use. */
-const KEEP_SCRATCH_BYTES = 1_048_576;
+const KEEP_SCRATCH_BYTES = MIB;
 
 /** A buffer reused by {@link encodeCellFrames} (one per writing thread). */
 export class FrameScratch {

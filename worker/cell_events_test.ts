@@ -3,10 +3,10 @@ import { Worker } from "node:worker_threads";
 import { encodeFrame, FrameDecoder, FrameError } from "../proto/frame_codec.ts";
 import { createWorkerCodec } from "../proto/worker_codec.ts";
 import {
+  DEFAULT_MAX_FRAME_BYTES as MAX_FRAME_BYTES,
   encodeCellFrames,
   FrameScratch,
   LINE_END,
-  MAX_FRAME_BYTES,
   tryLock,
   unlock,
   wireCellEvents,
@@ -16,8 +16,8 @@ import { type CellOutput, SINK_LOCK, SINK_WORDS } from "./cell_protocol.ts";
 
 const codec = createWorkerCodec();
 
-function decodeAll(bytes: Uint8Array) {
-  const decoder = new FrameDecoder(MAX_FRAME_BYTES);
+function decodeAll(bytes: Uint8Array, maxFrameBytes = MAX_FRAME_BYTES) {
+  const decoder = new FrameDecoder(maxFrameBytes);
   const frames = decoder.push(bytes);
   decoder.finish();
   return frames.map((frame) => codec.decodeWorkerToHost(frame).cellEvent);
@@ -89,7 +89,7 @@ Deno.test("every cell output maps to its CellEvents, and the frames a cell write
     assert.deepEqual(wireCellEvents("7", output), events, output.t);
     const expected = events.map(decoded);
     if (output.t === "result") expected.push(decoded({ cellId: "7", exited: { reason: "normal" } }));
-    assert.deepEqual(decodeAll(encodeCellFrames("7", [output])), expected, output.t);
+    assert.deepEqual(decodeAll(encodeCellFrames("7", [output], MAX_FRAME_BYTES)), expected, output.t);
   }
 });
 
@@ -107,12 +107,12 @@ Deno.test("a cell's frames are byte for byte the runtime's own frames, joined in
   }
   const expected = new Uint8Array(frames.reduce((n, f) => n + f.length, 0));
   frames.reduce((at, f) => (expected.set(f, at), at + f.length), 0);
-  assert.deepEqual(encodeCellFrames("12", outputs), expected);
+  assert.deepEqual(encodeCellFrames("12", outputs, MAX_FRAME_BYTES), expected);
 });
 
 Deno.test("every frame ends with a newline byte, so Deno's line-buffered stdout writes it in one write()", () => {
   for (const [output] of CASES) {
-    const bytes = encodeCellFrames("7", [output]);
+    const bytes = encodeCellFrames("7", [output], MAX_FRAME_BYTES);
     let at = 0;
     while (at < bytes.length) {
       const length = new DataView(bytes.buffer, bytes.byteOffset + at).getUint32(0);
@@ -137,8 +137,8 @@ Deno.test("with a scratch buffer, each call's frames are right until the next ca
   ];
   let big: Uint8Array | undefined;
   for (const batch of outputs) {
-    const frames = encodeCellFrames("3", batch, scratch);
-    assert.deepEqual([...frames], [...encodeCellFrames("3", batch)]);
+    const frames = encodeCellFrames("3", batch, MAX_FRAME_BYTES, scratch);
+    assert.deepEqual([...frames], [...encodeCellFrames("3", batch, MAX_FRAME_BYTES)]);
     if (batch[0].t === "text" && batch[0].n === 2_000_000) big = frames;
   }
   // Over the size kept: not overwritten by the later call.
@@ -147,9 +147,22 @@ Deno.test("with a scratch buffer, each call's frames are right until the next ca
 
 Deno.test("a frame over the limit is refused (the cell then posts the output whole)", () => {
   assert.throws(
-    () => encodeCellFrames("1", [{ t: "text", text: "x".repeat(MAX_FRAME_BYTES), n: MAX_FRAME_BYTES }]),
+    () =>
+      encodeCellFrames(
+        "1",
+        [{ t: "text", text: "x".repeat(MAX_FRAME_BYTES), n: MAX_FRAME_BYTES }],
+        MAX_FRAME_BYTES,
+      ),
     FrameError,
   );
+});
+
+Deno.test("the frame limit is the caller's: a raised one lets a larger frame through, a lowered one refuses", () => {
+  const text = "x".repeat(MAX_FRAME_BYTES);
+  const frames = encodeCellFrames("1", [{ t: "text", text, n: text.length }], MAX_FRAME_BYTES + 1_000);
+  const item = decodeAll(frames, MAX_FRAME_BYTES + 1_000)[0]!.contentItem;
+  assert.ok(item && "text" in item && item.text === text);
+  assert.throws(() => encodeCellFrames("1", [{ t: "text", text: "x".repeat(100), n: 100 }], 50), FrameError);
 });
 
 Deno.test("stream lock: one holder at a time; only the holder (or the runtime, for a dead one) releases it", () => {

@@ -62,6 +62,11 @@ export interface CellStart {
   maxStoredValueBytes: number;
   /** Cap on a notification's UTF-8 bytes and on a tool input's JSON bytes (SPEC §5.3, §7.1). */
   maxMessageBytes: number;
+  /**
+   * The largest frame the cell writes (the host's `maxWorkerFrameBytes`, from `Configure`);
+   * absent: the host's default.
+   */
+  maxFrameBytes?: number;
   /** The port every {@link CellOutput} is posted on; absent when the `warm` message handed it over. */
   output?: MessagePort;
   /**

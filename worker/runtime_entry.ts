@@ -2,7 +2,7 @@
  * The session runtime's entry (bundled into `worker/dist/runtime.js`). It writes `Ready` first,
  * before anything of Deno's Node compatibility layer is loaded (that layer's first module costs a
  * runtime ~15 ms and the whole runtime ~33 ms of start-up), then loads the runtime itself
- * (`runtime.ts`, bundled into `runtime_main.js` next to this file). Frames the host sends
+ * (`runtime_main.ts`, bundled into `runtime_main.js` next to this file). Frames the host sends
  * meanwhile wait in the pipe. A cold OpenSession waits only for `Ready`.
  *
  * @module

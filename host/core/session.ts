@@ -9,7 +9,7 @@
  *
  * @module
  */
-import type { HostToWorker, WorkerToHost } from "../../proto/worker_codec.ts";
+import type { WorkerToHost } from "../../proto/worker_codec.ts";
 import { Cell, type Outcome } from "./cell.ts";
 import type { CellPort } from "./cell_port.ts";
 import type { CellState, CompletedEvent } from "./cell_state.ts";
@@ -224,6 +224,7 @@ export class Session {
         maxStoredValueBytes: this.#options.limits.maxStoredValueBytes,
         outputEventCredit: this.#options.limits.outputEventQueueCapacity,
         outputByteCredit: this.#options.limits.outputEventQueueBytes,
+        maxFrameBytes: this.#options.limits.maxWorkerFrameBytes,
       },
     }).catch(() => {});
     if (this.#store.size > 0) {
@@ -608,11 +609,6 @@ export class Session {
       this.#restarting = undefined;
       resolve();
     }
-  }
-
-  /** Test hook: sends a fault-injection frame to the session's runtime. */
-  testHook(hook: NonNullable<HostToWorker["testHook"]>): Promise<void> {
-    return this.#runtime.send({ testHook: hook });
   }
 
   // ---- activity and idle timeout ----------------------------------------------------------------

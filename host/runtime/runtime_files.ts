@@ -6,12 +6,11 @@
  *
  * @module
  */
-/** Files of the runtime directory and where they come from (relative to this module). */
-const SOURCES: [name: string, read: () => Uint8Array][] = [
-  ["runtime.js", () => Deno.readFileSync(new URL("../../worker/dist/runtime.js", import.meta.url))],
-  ["runtime_main.js", () => Deno.readFileSync(new URL("../../worker/dist/runtime_main.js", import.meta.url))],
-  ["cell.js", () => Deno.readFileSync(new URL("../../worker/dist/cell.js", import.meta.url))],
-];
+/** The files of a runtime directory. */
+export const RUNTIME_FILES: readonly string[] = ["runtime.js", "runtime_main.js", "cell.js"];
+
+/** The bundled runtime (`worker/dist/`), relative to this module. */
+const BUNDLE = new URL("../../worker/dist/", import.meta.url);
 
 /** The host-private parent of runtime and work directories: `<TMPDIR>/code-mode-host`. */
 export function hostTempParent(): string {
@@ -64,11 +63,18 @@ export function removeStaleDirectories(parent: string): string[] {
  * per host, so several hosts in one process never share or delete each other's files).
  *
  * @param parent the host-private parent directory
+ * @param from a directory holding the {@link RUNTIME_FILES} to use instead of the bundled ones
  * @returns the runtime directory
- * @throws {Deno.errors.NotFound} when the bundle is missing (run `deno task bundle`)
+ * @throws {Deno.errors.NotFound} when a file is missing (for the bundle: run `deno task bundle`)
  */
-export function prepareRuntimeDirectory(parent: string): string {
+export function prepareRuntimeDirectory(parent: string, from?: string): string {
+  const files = RUNTIME_FILES.map((name) =>
+    [
+      name,
+      Deno.readFileSync(from === undefined ? new URL(name, BUNDLE) : `${from.replace(/\/+$/, "")}/${name}`),
+    ] as const
+  );
   const dir = Deno.makeTempDirSync({ dir: parent, prefix: `r-${Deno.pid}-` });
-  for (const [name, read] of SOURCES) Deno.writeFileSync(`${dir}/${name}`, read(), { mode: 0o600 });
+  for (const [name, bytes] of files) Deno.writeFileSync(`${dir}/${name}`, bytes, { mode: 0o600 });
   return dir;
 }

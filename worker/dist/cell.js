@@ -28,6 +28,9 @@ function collectGarbage() {
 
 // proto/bytes.ts
 import { Buffer } from "node:buffer";
+var MIB = 1048576;
+var MAX_INT32 = 2147483647;
+var MAX_MESSAGE_BYTES = 67108864;
 function varintBytes(n) {
   let bytes = 1;
   while (n >= 128) {
@@ -166,7 +169,7 @@ function writeFrameHeader(out, pos, length, maxFrameBytes) {
 
 // worker/cell_events.ts
 var LINE_END = 10;
-var MAX_FRAME_BYTES = 68157440;
+var DEFAULT_MAX_FRAME_BYTES = MAX_MESSAGE_BYTES + MIB;
 function wireCellEvents(cellId, output) {
   switch (output.t) {
     case "started":
@@ -284,7 +287,7 @@ function wireCellEvents(cellId, output) {
       return [];
   }
 }
-function encodeCellFrames(cellId, outputs, scratch) {
+function encodeCellFrames(cellId, outputs, maxFrameBytes, scratch) {
   const messages = [];
   for (const output of outputs) {
     for (const event of wireCellEvents(cellId, output)) {
@@ -318,14 +321,14 @@ function encodeCellFrames(cellId, outputs, scratch) {
   let pos = 0;
   messages.forEach((fields, i) => {
     const { size, lengths } = plans[i];
-    pos = writeFrameHeader(out, pos, size, MAX_FRAME_BYTES);
+    pos = writeFrameHeader(out, pos, size, maxFrameBytes);
     pos = writeFields(out, pos, fields, lengths, {
       at: 0
     });
   });
   return out;
 }
-var KEEP_SCRATCH_BYTES = 1048576;
+var KEEP_SCRATCH_BYTES = MIB;
 var FrameScratch = class {
   #buffer = new Uint8Array(4096);
   /**
@@ -588,78 +591,7 @@ function writeAllSync(bytes) {
   while (offset < bytes.length) offset += Deno.stdout.writeSync(bytes.subarray(offset));
 }
 
-// worker/cell_bootstrap.ts
-var CELL_EXIT_SENTINEL = "__codex_code_mode_exit__";
-var CELL_STOPPED_ERROR = "code-mode cell was stopped";
-var CELL_FINISHED_ERROR = "code-mode cell has finished";
-var CELL_HELPERS_FILE_NAME = "code_mode_helpers.js";
-var CELL_GLOBAL_ALLOWLIST = Object.freeze([
-  "globalThis",
-  "Infinity",
-  "NaN",
-  "undefined",
-  "eval",
-  "isFinite",
-  "isNaN",
-  "parseFloat",
-  "parseInt",
-  "decodeURI",
-  "decodeURIComponent",
-  "encodeURI",
-  "encodeURIComponent",
-  "escape",
-  "unescape",
-  "AggregateError",
-  "Array",
-  "ArrayBuffer",
-  "BigInt",
-  "BigInt64Array",
-  "BigUint64Array",
-  "Boolean",
-  "DataView",
-  "Date",
-  "Error",
-  "EvalError",
-  "FinalizationRegistry",
-  "Float16Array",
-  "Float32Array",
-  "Float64Array",
-  "Function",
-  "Int8Array",
-  "Int16Array",
-  "Int32Array",
-  "Iterator",
-  "JSON",
-  "Map",
-  "Math",
-  "Number",
-  "Object",
-  "Promise",
-  "Proxy",
-  "RangeError",
-  "ReferenceError",
-  "Reflect",
-  "RegExp",
-  "Set",
-  "String",
-  "Symbol",
-  "SyntaxError",
-  "TypeError",
-  "Uint8Array",
-  "Uint8ClampedArray",
-  "Uint16Array",
-  "Uint32Array",
-  "URIError",
-  "WeakMap",
-  "WeakRef",
-  "WeakSet",
-  "Intl",
-  // Further ECMAScript-standard globals V8 provides.
-  "AsyncDisposableStack",
-  "DisposableStack",
-  "SuppressedError",
-  "Temporal"
-]);
+// worker/cell_helpers.ts
 var PHASE_RUNNING = 0;
 var PHASE_STOPPED = 1;
 var PHASE_FINISHED = 2;
@@ -672,10 +604,6 @@ var STORE_OK = 0;
 var STORE_OVER_LIMIT = 1;
 var TIMER_SET = 0;
 var TIMER_CLEAR = 1;
-var MAX_HOST_TIMER_MS = 2147483647;
-var DRAIN_CONTEXT = new vm2.Script("0", {
-  filename: CELL_HELPERS_FILE_NAME
-});
 function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLength, bridgeLoad, bridgeStore, bridgeTimer, bridgeFinish, allowlistJson, cellFileName, helpersFileName) {
   let maxMessageBytes = 0;
   let maxStoredValueBytes = 0;
@@ -1197,6 +1125,83 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
     configure
   };
 }
+
+// worker/cell_bootstrap.ts
+var CELL_EXIT_SENTINEL = "__codex_code_mode_exit__";
+var CELL_STOPPED_ERROR = "code-mode cell was stopped";
+var CELL_FINISHED_ERROR = "code-mode cell has finished";
+var CELL_HELPERS_FILE_NAME = "code_mode_helpers.js";
+var CELL_GLOBAL_ALLOWLIST = Object.freeze([
+  "globalThis",
+  "Infinity",
+  "NaN",
+  "undefined",
+  "eval",
+  "isFinite",
+  "isNaN",
+  "parseFloat",
+  "parseInt",
+  "decodeURI",
+  "decodeURIComponent",
+  "encodeURI",
+  "encodeURIComponent",
+  "escape",
+  "unescape",
+  "AggregateError",
+  "Array",
+  "ArrayBuffer",
+  "BigInt",
+  "BigInt64Array",
+  "BigUint64Array",
+  "Boolean",
+  "DataView",
+  "Date",
+  "Error",
+  "EvalError",
+  "FinalizationRegistry",
+  "Float16Array",
+  "Float32Array",
+  "Float64Array",
+  "Function",
+  "Int8Array",
+  "Int16Array",
+  "Int32Array",
+  "Iterator",
+  "JSON",
+  "Map",
+  "Math",
+  "Number",
+  "Object",
+  "Promise",
+  "Proxy",
+  "RangeError",
+  "ReferenceError",
+  "Reflect",
+  "RegExp",
+  "Set",
+  "String",
+  "Symbol",
+  "SyntaxError",
+  "TypeError",
+  "Uint8Array",
+  "Uint8ClampedArray",
+  "Uint16Array",
+  "Uint32Array",
+  "URIError",
+  "WeakMap",
+  "WeakRef",
+  "WeakSet",
+  "Intl",
+  // Further ECMAScript-standard globals V8 provides.
+  "AsyncDisposableStack",
+  "DisposableStack",
+  "SuppressedError",
+  "Temporal"
+]);
+var MAX_HOST_TIMER_MS = MAX_INT32;
+var DRAIN_CONTEXT = new vm2.Script("0", {
+  filename: CELL_HELPERS_FILE_NAME
+});
 var helpersScript;
 var CellRun = class {
   #start;
@@ -1207,6 +1212,8 @@ var CellRun = class {
   #unackedBytes = 0;
   /** `CREDIT_ACKED` as last settled. */
   #ackedSeen = 0;
+  /** The largest frame this cell writes (the host's `maxWorkerFrameBytes`). */
+  #maxFrameBytes = DEFAULT_MAX_FRAME_BYTES;
   /** Writes frames to the runtime's stream; unset for a cell that posts its outputs whole. */
   #write;
   #phase = PHASE_RUNNING;
@@ -1275,6 +1282,7 @@ var CellRun = class {
    */
   begin(start, warm, inMacrotask, write = warm?.write) {
     this.#start = start;
+    this.#maxFrameBytes = start.maxFrameBytes || DEFAULT_MAX_FRAME_BYTES;
     this.#output = start.output ?? warm?.port;
     this.#write = write;
     const words = start.credit?.words ?? warm?.words;
@@ -1616,7 +1624,7 @@ var CellRun = class {
       if (this.#write !== void 0 && message.t !== "stopped" && message.t !== "pong") {
         let frames;
         try {
-          frames = encodeCellFrames(this.#start.cellId, outputs, FRAMES);
+          frames = encodeCellFrames(this.#start.cellId, outputs, this.#maxFrameBytes, FRAMES);
         } catch {
         }
         if (frames !== void 0) {
@@ -1670,13 +1678,13 @@ function rehearse() {
             "1"
           ]
         ],
-        maxStoredValueBytes: 1048576,
-        maxMessageBytes: 1048576,
+        maxStoredValueBytes: MIB,
+        maxMessageBytes: MIB,
         output: channel.port2,
         credit: {
           words: new Int32Array(new SharedArrayBuffer(4 * CELL_WORDS)),
           maxEvents: 1e3,
-          maxBytes: 1048576,
+          maxBytes: MIB,
           trimTextOver: 65536,
           keepTextBytes: 1024,
           dropMediaOver: 65536

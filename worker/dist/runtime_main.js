@@ -1,8 +1,3 @@
-// worker/runtime.ts
-import process from "node:process";
-import { setImmediate } from "node:timers";
-import { MessageChannel, receiveMessageOnPort, Worker } from "node:worker_threads";
-
 // proto/frame_codec.ts
 var MAX_HEADER_LENGTH = 4294967295;
 var HEADER_BYTES = 4;
@@ -67,6 +62,17 @@ var FrameDecoder = class {
     checkMaxFrameBytes(maxFrameBytes);
     this.#maxFrameBytes = maxFrameBytes;
     this.#copy = options.copy ?? true;
+  }
+  /**
+   * Changes the largest body length accepted, from the next header on (a session runtime learns
+   * its limit from the host's `Configure`, which arrives through this decoder).
+   *
+   * @param maxFrameBytes the new limit
+   * @throws {RangeError} if `maxFrameBytes` is not an integer from 0 to 2^32 - 1
+   */
+  setMaxFrameBytes(maxFrameBytes) {
+    checkMaxFrameBytes(maxFrameBytes);
+    this.#maxFrameBytes = maxFrameBytes;
   }
   /**
    * The number of bytes held for the frame in progress (header and body); 0 at a boundary.
@@ -178,8 +184,10 @@ function readLength(bytes, offset) {
 
 // proto/bytes.ts
 import { Buffer } from "node:buffer";
+var MIB = 1048576;
 var MAX_TEXT_BYTES = 1048576;
 var MAX_MEDIA_BYTES = 16777216;
+var MAX_MESSAGE_BYTES = 67108864;
 function varintBytes(n) {
   let bytes = 1;
   while (n >= 128) {
@@ -203,7 +211,7 @@ var SINK_WORDS = 2;
 
 // worker/cell_events.ts
 var LINE_END = 10;
-var MAX_FRAME_BYTES = 68157440;
+var DEFAULT_MAX_FRAME_BYTES = MAX_MESSAGE_BYTES + MIB;
 function wireCellEvents(cellId, output) {
   switch (output.t) {
     case "started":
@@ -322,18 +330,23 @@ function wireCellEvents(cellId, output) {
   }
 }
 var utf8 = new TextEncoder();
-function tryLock(sink2, id) {
-  return Atomics.compareExchange(sink2, SINK_LOCK, 0, id) === 0;
+function tryLock(sink, id) {
+  return Atomics.compareExchange(sink, SINK_LOCK, 0, id) === 0;
 }
-function unlock(sink2, id) {
-  if (Atomics.compareExchange(sink2, SINK_LOCK, id, 0) !== id) return false;
-  Atomics.notify(sink2, SINK_LOCK);
+function unlock(sink, id) {
+  if (Atomics.compareExchange(sink, SINK_LOCK, id, 0) !== id) return false;
+  Atomics.notify(sink, SINK_LOCK);
   return true;
 }
 function writeAllSync(bytes) {
   let offset = Deno.stdout.writeSync(bytes);
   while (offset < bytes.length) offset += Deno.stdout.writeSync(bytes.subarray(offset));
 }
+
+// worker/runtime.ts
+import process from "node:process";
+import { setImmediate } from "node:timers";
+import { MessageChannel, receiveMessageOnPort, Worker } from "node:worker_threads";
 
 // worker/collect_garbage.ts
 import v8 from "node:v8";
@@ -391,7 +404,8 @@ var HOST_TO_WORKER = message(P + "HostToWorker", [
     f(5, "maxStoredValueBytes", "uint64"),
     f(6, "runtimeMode", "int32"),
     f(7, "outputEventCredit", "uint32"),
-    f(8, "outputByteCredit", "uint64")
+    f(8, "outputByteCredit", "uint64"),
+    f(9, "maxFrameBytes", "uint64")
   ]), "message"),
   f(2, "storeUpdate", message(P + "StoreUpdate", [
     f(1, "version", "uint64"),
@@ -434,15 +448,7 @@ var HOST_TO_WORKER = message(P + "HostToWorker", [
     f(3, "resume", "bool", "action"),
     f(4, "terminate", "bool", "action")
   ]), "message"),
-  f(8, "shutdown", EMPTY("Shutdown"), "message"),
-  f(9, "testHook", message(P + "TestHook", [
-    f(1, "garbageFrame", "bool", "action"),
-    f(3, "exhaustMainHeap", "bool", "action"),
-    f(4, "delayStopMs", "uint32", "action"),
-    f(5, "faultCell", "string", "action"),
-    f(6, "runtimeFault", "string", "action"),
-    f(7, "blockMainMs", "uint32", "action")
-  ]), "message")
+  f(8, "shutdown", EMPTY("Shutdown"), "message")
 ]);
 var WORKER_TO_HOST = message(P + "WorkerToHost", [
   f(1, "ready", message(P + "Ready", [
@@ -820,525 +826,605 @@ function createWorkerCodec() {
 }
 
 // worker/runtime.ts
-var codec = createWorkerCodec();
 var cellUrl = new URL("./cell.js", import.meta.url);
-var config = {
+var realRuntimeClock = {
+  now: () => performance.now(),
+  setTimeout: (callback, ms) => setTimeout(callback, ms),
+  clearTimeout: (handle) => clearTimeout(handle)
+};
+var DEFAULT_RUNTIME_CONFIG = Object.freeze({
   heapMb: 1024,
-  maxMessageBytes: 67108864,
-  maxStoredValueBytes: 67108864,
+  maxMessageBytes: MAX_MESSAGE_BYTES,
+  maxStoredValueBytes: MAX_MESSAGE_BYTES,
+  maxFrameBytes: DEFAULT_MAX_FRAME_BYTES,
   server: false,
   creditEvents: 128,
-  creditBytes: 2097152
-};
-var store = /* @__PURE__ */ new Map();
-var sink = new Int32Array(new SharedArrayBuffer(4 * SINK_WORDS));
+  creditBytes: 2 * MIB
+});
 var MAIN_LOCK_ID = 1;
-var nextSinkId = MAIN_LOCK_ID + 1;
-var pending = [];
-var flushQueued = false;
-var retry;
 var JOIN_BYTES = 256 * 1024;
 var RETRY_MS = 1;
-function send(message2) {
-  message2.lineEnd = LINE_END;
-  enqueue(encodeFrame(codec.encodeWorkerToHost(message2), MAX_FRAME_BYTES));
-}
-function enqueue(frame) {
-  pending.push(frame);
-  if (flushQueued) return;
-  flushQueued = true;
-  queueMicrotask(flush);
-}
-function flush() {
-  flushQueued = false;
-  if (pending.length === 0) return;
-  if (!tryLock(sink, MAIN_LOCK_ID)) {
-    retry ??= setTimeout(() => {
-      retry = void 0;
-      flush();
-    }, RETRY_MS);
-    return;
-  }
-  const frames = pending;
-  pending = [];
-  try {
-    let group = [];
-    let groupBytes = 0;
-    const emit = () => {
-      if (group.length === 0) return;
-      const bytes = group.length === 1 ? group[0] : new Uint8Array(groupBytes);
-      if (group.length > 1) {
-        let offset = 0;
-        for (const frame of group) {
-          bytes.set(frame, offset);
-          offset += frame.length;
-        }
-      }
-      group = [];
-      groupBytes = 0;
-      writeAllSync(bytes);
-    };
-    for (const frame of frames) {
-      if (groupBytes + frame.length > JOIN_BYTES) emit();
-      group.push(frame);
-      groupBytes += frame.length;
-    }
-    emit();
-  } catch {
-    Deno.exit(1);
-  } finally {
-    unlock(sink, MAIN_LOCK_ID);
-  }
-}
-function sendCellEvent(event) {
-  send({
-    cellEvent: event
-  });
-}
 var EXIT_FLUSH_MS = 1e3;
-async function exitAfterFlush(code) {
-  const deadline = performance.now() + EXIT_FLUSH_MS;
-  flush();
-  while (pending.length > 0 && performance.now() < deadline) {
-    await new Promise((resolve) => setTimeout(resolve, RETRY_MS));
-    flush();
-  }
-  Deno.exit(code);
-}
-function createCellWorker(heapMb) {
-  const worker = new Worker(cellUrl, {
-    resourceLimits: {
-      maxOldGenerationSizeMb: heapMb
-    }
-  });
-  const output = new MessageChannel();
-  const control2 = new MessageChannel();
-  const cell = {
-    worker,
-    heapMb,
-    ready: Promise.resolve(),
-    settled: false,
-    dead: false,
-    closed: false,
-    output: output.port1,
-    control: control2.port1,
-    words: new Int32Array(new SharedArrayBuffer(4 * CELL_WORDS)),
-    sinkId: nextSinkId++,
-    onOutput: () => {
-    }
-  };
-  output.port1.on("message", (message2) => cell.onOutput(message2));
-  cell.ready = new Promise((settle) => {
-    const resolve = () => {
-      cell.settled = true;
-      settle();
-    };
-    cell.onOutput = () => resolve();
-    const onMessage = (message2) => {
-      if (message2?.t !== "ready") return;
-      worker.off("message", onMessage);
-      if (cell.closed) return;
-      worker.postMessage({
-        t: "warm",
-        port: output.port2,
-        control: control2.port2,
-        words: cell.words,
-        sink,
-        sinkId: cell.sinkId
-      }, [
-        output.port2,
-        control2.port2
-      ]);
-    };
-    worker.on("message", onMessage);
-    worker.once("exit", () => {
-      cell.dead = true;
-      unlock(sink, cell.sinkId);
-      if (pending.length > 0) flush();
-      resolve();
-    });
-  });
-  worker.on("error", () => {
-    cell.dead = true;
-  });
-  return cell;
-}
-var spare;
-function unpark(cell) {
-  Atomics.store(cell.words, CELL_DOORBELL, 2);
-  Atomics.notify(cell.words, CELL_DOORBELL);
-}
-function discard(cell) {
-  unpark(cell);
-  cell.closed = true;
-  cell.output.close();
-  cell.control.close();
-  void cell.worker.terminate();
-}
-function takeCellWorker() {
-  const taken = spare && !spare.dead && spare.heapMb === config.heapMb ? spare : void 0;
-  if (spare && spare !== taken) discard(spare);
-  spare = void 0;
-  return taken ?? createCellWorker(config.heapMb);
-}
-function refillSpare() {
-  if (!spare) spare = createCellWorker(config.heapMb);
-}
-var cells = /* @__PURE__ */ new Map();
-function forward(running, output) {
-  if (Array.isArray(output)) {
-    for (const one of output) forward(running, one);
-    return;
-  }
-  const final = output.t === "result" || output.t === "stopped";
-  if (final && running.finished) return;
-  if (!("w" in output)) {
-    for (const event of wireCellEvents(running.id, output)) sendCellEvent(event);
-  }
-  if (final) {
-    running.finished = true;
-    if ("w" in output) running.exitWritten = true;
-    reportExit(running);
-    endCellSoon(running);
-  }
-}
-function credit(cellId, events) {
-  const running = cells.get(cellId);
-  if (!running) return;
-  Atomics.add(running.cell.words, CREDIT_ACKED, events);
-  wake(running);
-}
-function wake(running) {
-  Atomics.add(running.cell.words, CREDIT_GENERATION, 1);
-  Atomics.notify(running.cell.words, CREDIT_GENERATION);
-}
-function overCredit(running) {
-  const words = running.cell.words;
-  const unacked = Atomics.load(words, CREDIT_EVENTS) - Atomics.load(words, CREDIT_ACKED) | 0;
-  return unacked > config.creditEvents || unacked > 0 && Atomics.load(words, CREDIT_BYTES) > config.creditBytes;
-}
-function drain(running) {
-  for (; ; ) {
-    const next = receiveMessageOnPort(running.cell.output);
-    if (!next) return;
-    forward(running, next.message);
-  }
-}
-function reportExit(running) {
-  if (running.exited) return;
-  drain(running);
-  if (running.exited) return;
-  running.exited = true;
-  cells.delete(running.id);
-  running.cell.closed = true;
-  running.cell.output.close();
-  if (running.exitWritten) return;
-  sendCellEvent({
-    cellId: running.id,
-    exited: running.exitDetail === void 0 ? {
-      reason: running.exitReason
-    } : {
-      reason: running.exitReason,
-      detail: running.exitDetail
-    }
-  });
-}
-function endCellSoon(running) {
-  setImmediate(() => void endCell(running));
-}
-async function endCell(running) {
-  if (!running.started) unpark(running.cell);
-  running.cell.closed = true;
-  running.cell.control.close();
-  await running.cell.worker.terminate().catch(() => {
-  });
-  reportExit(running);
-  scheduleSpare();
-}
-function scheduleSpare() {
-  setTimeout(refillSpare, 0);
-}
-async function startCell(start) {
-  const cell = takeCellWorker();
-  const running = {
-    id: start.cellId,
-    cell,
-    finished: false,
-    exited: false,
-    exitWritten: false,
-    started: false,
-    lastSeen: performance.now(),
-    exitReason: "normal",
-    progress: 0
-  };
-  cells.set(start.cellId, running);
-  cell.worker.on("error", (error) => {
-    if (error?.code === "ERR_WORKER_OUT_OF_MEMORY") running.exitReason = "heap_limit";
-    else {
-      running.exitReason = "fault";
-      running.exitDetail = String(error?.message ?? error);
-    }
-  });
-  cell.worker.once("exit", () => {
-    setTimeout(() => reportExit(running), 0);
-  });
-  if (!cell.settled) await cell.ready;
-  if (cell.dead) return;
-  cell.onOutput = (output) => {
-    running.lastSeen = performance.now();
-    running.ping = void 0;
-    forward(running, output);
-  };
-  if (running.finished) return;
-  const message2 = {
-    t: "start",
-    cellId: start.cellId,
-    source: start.source ?? "",
-    tools: (start.tools ?? []).map((t) => ({
-      name: t.globalName,
-      description: t.description ?? ""
-    })),
-    store: [
-      ...store
-    ],
-    maxStoredValueBytes: config.maxStoredValueBytes,
-    maxMessageBytes: config.maxMessageBytes,
-    credit: {
-      maxEvents: config.creditEvents,
-      maxBytes: config.creditBytes,
-      // Server: what the collector could keep of a text or an image; Client: one message.
-      trimTextOver: config.server ? 2 * MAX_TEXT_BYTES : config.maxMessageBytes,
-      keepTextBytes: MAX_TEXT_BYTES,
-      dropMediaOver: config.server ? MAX_MEDIA_BYTES : config.maxMessageBytes
-    }
-  };
-  cell.control.postMessage(message2);
-  Atomics.store(cell.words, CELL_DOORBELL, 1);
-  Atomics.notify(cell.words, CELL_DOORBELL);
-  running.started = true;
-  running.lastSeen = performance.now();
-  armWatchdog();
-}
+var STDIN_CHUNK_BYTES = 65536;
+var PREWARM_IDLE_MS = 50;
+var WATCHDOG_MS = 250;
 var SILENCE_MS = 500;
 var PARKED_WINDOW_MS = 1e3;
 var PARKED_CPU_SHARE = 0.02;
 var RSS_ALLOWANCE_MB = 512;
-var watchdog;
-function cpuMicros() {
-  const usage = process.cpuUsage();
-  return usage.user + usage.system;
-}
-function armWatchdog() {
-  watchdog ??= setInterval(checkParkedCells, 250);
-}
-function checkParkedCells() {
-  const now = performance.now();
-  let active = 0;
-  for (const running of cells.values()) if (running.started && !running.finished) active++;
-  const rssMb = Deno.memoryUsage().rss / 1048576;
-  const overBudget = rssMb > active * config.heapMb * 2 + RSS_ALLOWANCE_MB;
-  for (const running of cells.values()) {
-    if (!running.started || running.finished) continue;
-    const progress = Atomics.load(running.cell.words, CELL_PROGRESS);
-    if (progress !== running.progress || overCredit(running) || Atomics.load(sink, SINK_LOCK) === running.cell.sinkId) {
-      running.progress = progress;
-      running.lastSeen = now;
-      running.ping = void 0;
-      continue;
+var Runtime = class {
+  #codec = createWorkerCodec();
+  #input;
+  #write;
+  #exit;
+  #clock;
+  #createWorker;
+  #cpuMicros;
+  #rssBytes;
+  #config = {
+    ...DEFAULT_RUNTIME_CONFIG
+  };
+  #store = /* @__PURE__ */ new Map();
+  #decoder;
+  /** The stream words shared with every cell isolate (`SINK_*`, `cell_events.ts`). */
+  #sink = new Int32Array(new SharedArrayBuffer(4 * SINK_WORDS));
+  #nextSinkId = MAIN_LOCK_ID + 1;
+  /** Frames waiting for the stream lock, in order. */
+  #pending = [];
+  #flushQueued = false;
+  #retry;
+  #spare;
+  #cells = /* @__PURE__ */ new Map();
+  #watchdog;
+  #prewarming;
+  #exiting = false;
+  constructor(options) {
+    this.#input = options.input;
+    this.#write = options.output;
+    this.#exit = options.exit;
+    this.#clock = options.clock ?? realRuntimeClock;
+    this.#createWorker = options.createWorker ?? ((heapMb) => new Worker(cellUrl, {
+      resourceLimits: {
+        maxOldGenerationSizeMb: heapMb
+      }
+    }));
+    this.#cpuMicros = options.cpuMicros ?? (() => {
+      const usage = process.cpuUsage();
+      return usage.user + usage.system;
+    });
+    this.#rssBytes = options.rssBytes ?? (() => Deno.memoryUsage().rss);
+  }
+  /** The settings in force (the last `Configure`'s, or the defaults). */
+  get config() {
+    return this.#config;
+  }
+  /**
+   * Reads and handles host frames until the input ends, then shuts down: the cells' outputs are
+   * drained, the pending frames written, and the process exits with 0. A broken frame stream is a
+   * `RuntimeFault` and exit code 1. Arms the prewarm of the first spare.
+   */
+  async run() {
+    this.#prewarming = this.#clock.setTimeout(() => this.#prepareFirstSpare(), PREWARM_IDLE_MS);
+    try {
+      const decoder = this.#decoder = new FrameDecoder(this.#config.maxFrameBytes);
+      const chunk = new Uint8Array(STDIN_CHUNK_BYTES);
+      for (; ; ) {
+        const n = await this.#input.read(chunk);
+        if (n === null) {
+          decoder.finish();
+          break;
+        }
+        for (const frame of decoder.push(chunk.subarray(0, n))) {
+          this.receive(this.#codec.decodeHostToWorker(frame));
+          if (this.#exiting) return;
+        }
+      }
+    } catch (error) {
+      return await this.fail(`host frame stream failed: ${error}`);
     }
-    if (overBudget && running.ping && now - running.ping.at >= SILENCE_MS) {
-      running.finished = true;
-      running.exitReason = "heap_limit";
-      void endCell(running);
-      continue;
-    }
-    if (!running.ping) {
-      if (now - running.lastSeen < SILENCE_MS) continue;
-      running.ping = {
-        at: now,
-        cpu: cpuMicros()
-      };
-      running.cell.worker.postMessage({
-        t: "ping"
-      });
-      continue;
-    }
-    const elapsedMs = now - running.ping.at;
-    if (elapsedMs < PARKED_WINDOW_MS) continue;
-    const cpuMs = (cpuMicros() - running.ping.cpu) / 1e3;
-    if (cpuMs < elapsedMs * PARKED_CPU_SHARE) {
-      running.finished = true;
-      running.exitReason = "heap_limit";
-      void endCell(running);
-    } else {
-      running.ping = void 0;
+    await this.#shutdown();
+  }
+  /**
+   * Handles one host message.
+   *
+   * @param message a decoded `HostToWorker`
+   */
+  receive(message2) {
+    switch (message2.message) {
+      case "configure":
+        return this.#configure(message2.configure);
+      case "storeUpdate": {
+        const u = message2.storeUpdate;
+        if (u.reset) this.#store.clear();
+        for (const entry of u.entries ?? []) this.#store.set(entry.key, entry.valueJson ?? "null");
+        return;
+      }
+      case "startCell":
+        void this.#startCell(message2.startCell).catch((error) => this.fail(`failed to start cell: ${error}`));
+        return;
+      case "toolResult": {
+        const r = message2.toolResult;
+        const result = r.errorMessage !== void 0 ? {
+          t: "toolResult",
+          id: r.runtimeToolCallId,
+          error: r.errorMessage
+        } : {
+          t: "toolResult",
+          id: r.runtimeToolCallId,
+          json: r.outputJson ?? "null"
+        };
+        return this.#postToCell(r.cellId, result);
+      }
+      case "stopCell":
+        return this.#stopCell(message2.stopCell.cellId);
+      case "credit":
+        return this.#credit(message2.credit.cellId, message2.credit.events ?? 0);
+      case "shutdown":
+        void this.#shutdown();
+        return;
+      default:
+        return;
     }
   }
-  if (active === 0 && watchdog !== void 0) {
-    clearInterval(watchdog);
-    watchdog = void 0;
+  /**
+   * Reports a `RuntimeFault` with `detail` and exits with code 1 once the frames pending are out.
+   *
+   * @param detail the fault's text
+   */
+  fail(detail) {
+    this.#send({
+      runtimeFault: {
+        detail
+      }
+    });
+    return this.#exitAfterFlush(1);
   }
-}
-function control(cellId, message2) {
-  const running = cells.get(cellId);
-  if (!running || running.finished) return;
-  running.cell.worker.postMessage(message2);
-}
-var stopDelayMs = 0;
-function stopCell(cellId) {
-  const running = cells.get(cellId);
-  if (!running || running.finished) return;
-  if (!running.started) {
+  /**
+   * Writes a complete frame to the host, in order with this thread's own frames and under the
+   * stream lock.
+   *
+   * @param frame the frame's bytes, header included
+   */
+  writeFrame(frame) {
+    this.#pending.push(frame);
+    if (this.#flushQueued) return;
+    this.#flushQueued = true;
+    queueMicrotask(this.#flush);
+  }
+  /**
+   * Ends a running cell's isolate without its result: the host gets `exited` with `reason`. The
+   * heap-limit watchdog ends cells this way.
+   *
+   * @param cellId the cell
+   * @param reason the exit reason
+   * @param detail the exit's detail, if any
+   */
+  abortCell(cellId, reason, detail) {
+    const running = this.#cells.get(cellId);
+    if (!running || running.finished) return;
+    this.#abort(running, reason, detail);
+  }
+  #abort(running, reason, detail) {
     running.finished = true;
-    reportExit(running);
-    discard(running.cell);
-    scheduleSpare();
-    return;
+    running.exitReason = reason;
+    if (detail !== void 0) running.exitDetail = detail;
+    void this.#endCell(running);
   }
-  Atomics.store(running.cell.words, CREDIT_STOP, 1);
-  wake(running);
-  const stop = () => {
+  #configure(c) {
+    const config = this.#config;
+    this.#config = {
+      heapMb: c.cellHeapLimitMb || config.heapMb,
+      maxMessageBytes: c.maxMessageBytes || config.maxMessageBytes,
+      maxStoredValueBytes: c.maxStoredValueBytes || config.maxStoredValueBytes,
+      maxFrameBytes: c.maxFrameBytes || config.maxFrameBytes,
+      server: c.outputTruncation === 2,
+      creditEvents: c.outputEventCredit || config.creditEvents,
+      creditBytes: c.outputByteCredit || config.creditBytes
+    };
+    this.#decoder?.setMaxFrameBytes(this.#config.maxFrameBytes);
+    this.#clock.clearTimeout(this.#prewarming);
+    if (this.#spare && this.#spare.heapMb !== this.#config.heapMb) {
+      this.#discard(this.#spare);
+      this.#spare = void 0;
+    }
+    this.#prepareFirstSpare();
+  }
+  // ---- the frame stream, shared with the cells ---------------------------------------------------
+  #send(message2) {
+    message2.lineEnd = LINE_END;
+    this.writeFrame(encodeFrame(this.#codec.encodeWorkerToHost(message2), this.#config.maxFrameBytes));
+  }
+  #sendCellEvent(event) {
+    this.#send({
+      cellEvent: event
+    });
+  }
+  /**
+   * Writes the pending frames in order, small ones joined, if the stream lock is free; else looks
+   * again in {@link RETRY_MS} (a cell is writing). The write blocks this thread only while the host
+   * is not reading: it always reads.
+   */
+  #flush = () => {
+    this.#flushQueued = false;
+    if (this.#pending.length === 0) return;
+    if (!tryLock(this.#sink, MAIN_LOCK_ID)) {
+      this.#retry ??= this.#clock.setTimeout(() => {
+        this.#retry = void 0;
+        this.#flush();
+      }, RETRY_MS);
+      return;
+    }
+    const frames = this.#pending;
+    this.#pending = [];
+    try {
+      let group = [];
+      let groupBytes = 0;
+      const emit = () => {
+        if (group.length === 0) return;
+        const bytes = group.length === 1 ? group[0] : new Uint8Array(groupBytes);
+        if (group.length > 1) {
+          let offset = 0;
+          for (const frame of group) {
+            bytes.set(frame, offset);
+            offset += frame.length;
+          }
+        }
+        group = [];
+        groupBytes = 0;
+        this.#write(bytes);
+      };
+      for (const frame of frames) {
+        if (groupBytes + frame.length > JOIN_BYTES) emit();
+        group.push(frame);
+        groupBytes += frame.length;
+      }
+      emit();
+    } catch {
+      this.#exiting = true;
+      this.#exit(1);
+    } finally {
+      unlock(this.#sink, MAIN_LOCK_ID);
+    }
+  };
+  async #exitAfterFlush(code) {
+    if (this.#exiting) return;
+    this.#exiting = true;
+    const deadline = this.#clock.now() + EXIT_FLUSH_MS;
+    this.#flush();
+    while (this.#pending.length > 0 && this.#clock.now() < deadline) {
+      await new Promise((resolve) => this.#clock.setTimeout(resolve, RETRY_MS));
+      this.#flush();
+    }
+    this.#exit(code);
+  }
+  async #shutdown() {
+    for (const running of this.#cells.values()) this.#drain(running);
+    return await this.#exitAfterFlush(0);
+  }
+  // ---- cell workers -----------------------------------------------------------------------------
+  #createCellWorker(heapMb) {
+    const worker = this.#createWorker(heapMb);
+    const output = new MessageChannel();
+    const control = new MessageChannel();
+    const cell = {
+      worker,
+      heapMb,
+      ready: Promise.resolve(),
+      settled: false,
+      dead: false,
+      closed: false,
+      output: output.port1,
+      control: control.port1,
+      words: new Int32Array(new SharedArrayBuffer(4 * CELL_WORDS)),
+      sinkId: this.#nextSinkId++,
+      onOutput: () => {
+      }
+    };
+    output.port1.on("message", (message2) => cell.onOutput(message2));
+    cell.ready = new Promise((settle) => {
+      const resolve = () => {
+        cell.settled = true;
+        settle();
+      };
+      cell.onOutput = () => resolve();
+      const onMessage = (message2) => {
+        if (message2?.t !== "ready") return;
+        worker.off("message", onMessage);
+        if (cell.closed) return;
+        worker.postMessage({
+          t: "warm",
+          port: output.port2,
+          control: control.port2,
+          words: cell.words,
+          sink: this.#sink,
+          sinkId: cell.sinkId
+        }, [
+          output.port2,
+          control.port2
+        ]);
+      };
+      worker.on("message", onMessage);
+      worker.once("exit", () => {
+        cell.dead = true;
+        unlock(this.#sink, cell.sinkId);
+        if (this.#pending.length > 0) this.#flush();
+        resolve();
+      });
+    });
+    worker.on("error", () => {
+      cell.dead = true;
+    });
+    return cell;
+  }
+  /** Wakes a parked Worker for good: a thread asleep in `Atomics.wait` ignores `terminate()`. */
+  #unpark(cell) {
+    Atomics.store(cell.words, CELL_DOORBELL, 2);
+    Atomics.notify(cell.words, CELL_DOORBELL);
+  }
+  /** Ends a spare that will never run a cell. */
+  #discard(cell) {
+    this.#unpark(cell);
+    cell.closed = true;
+    cell.output.close();
+    cell.control.close();
+    void cell.worker.terminate();
+  }
+  #takeCellWorker() {
+    const spare = this.#spare;
+    const taken = spare && !spare.dead && spare.heapMb === this.#config.heapMb ? spare : void 0;
+    if (spare && spare !== taken) this.#discard(spare);
+    this.#spare = void 0;
+    return taken ?? this.#createCellWorker(this.#config.heapMb);
+  }
+  #refillSpare() {
+    if (!this.#spare && !this.#exiting) this.#spare = this.#createCellWorker(this.#config.heapMb);
+  }
+  /**
+   * Collects the runtime's own start-up garbage, then creates its first spare: no other isolate of
+   * the process creates a context meanwhile (see collect_garbage.ts).
+   */
+  #prepareFirstSpare() {
+    if (this.#spare) return;
+    collectGarbage();
+    this.#refillSpare();
+  }
+  /**
+   * Creates the next spare after a turn of the event loop. On Deno 2.9.6 `new Worker()` blocks the
+   * calling thread for ~30 ms, in which this thread neither reads host frames (a start, a stop,
+   * credit) nor writes its own (cells still write theirs); between cells the time is usually free
+   * (a model thinks for seconds between cells).
+   */
+  #scheduleSpare() {
+    this.#clock.setTimeout(() => this.#refillSpare(), 0);
+  }
+  #forward(running, output) {
+    if (Array.isArray(output)) {
+      for (const one of output) this.#forward(running, one);
+      return;
+    }
+    const final = output.t === "result" || output.t === "stopped";
+    if (final && running.finished) return;
+    if (!("w" in output)) {
+      for (const event of wireCellEvents(running.id, output)) this.#sendCellEvent(event);
+    }
+    if (final) {
+      running.finished = true;
+      if ("w" in output) running.exitWritten = true;
+      this.#reportExit(running);
+      this.#endCellSoon(running);
+    }
+  }
+  /** A host `Credit`: the cell's next `events` counted outputs are acknowledged (it settles them). */
+  #credit(cellId, events) {
+    const running = this.#cells.get(cellId);
+    if (!running) return;
+    Atomics.add(running.cell.words, CREDIT_ACKED, events);
+    this.#wake(running);
+  }
+  #wake(running) {
+    Atomics.add(running.cell.words, CREDIT_GENERATION, 1);
+    Atomics.notify(running.cell.words, CREDIT_GENERATION);
+  }
+  /** Whether the cell is over its credit, i.e. its helper call is (or is about to be) waiting. */
+  #overCredit(running) {
+    const words = running.cell.words;
+    const unacked = Atomics.load(words, CREDIT_EVENTS) - Atomics.load(words, CREDIT_ACKED) | 0;
+    return unacked > this.#config.creditEvents || unacked > 0 && Atomics.load(words, CREDIT_BYTES) > this.#config.creditBytes;
+  }
+  #drain(running) {
+    for (; ; ) {
+      const next = receiveMessageOnPort(running.cell.output);
+      if (!next) return;
+      this.#forward(running, next.message);
+    }
+  }
+  #reportExit(running) {
+    if (running.exited) return;
+    this.#drain(running);
+    if (running.exited) return;
+    running.exited = true;
+    this.#cells.delete(running.id);
+    running.cell.closed = true;
+    running.cell.output.close();
+    if (running.exitWritten) return;
+    this.#sendCellEvent({
+      cellId: running.id,
+      exited: running.exitDetail === void 0 ? {
+        reason: running.exitReason
+      } : {
+        reason: running.exitReason,
+        detail: running.exitDetail
+      }
+    });
+  }
+  /**
+   * Ends a finished cell's Worker once the frames just queued are on their way: `terminate()` costs
+   * its caller ~0.1 ms, which the cell's result would otherwise wait for.
+   */
+  #endCellSoon(running) {
+    setImmediate(() => void this.#endCell(running));
+  }
+  async #endCell(running) {
+    if (!running.started) this.#unpark(running.cell);
+    running.cell.closed = true;
+    running.cell.control.close();
+    await running.cell.worker.terminate().catch(() => {
+    });
+    this.#reportExit(running);
+    this.#scheduleSpare();
+  }
+  async #startCell(start) {
+    const cell = this.#takeCellWorker();
+    const running = {
+      id: start.cellId,
+      cell,
+      finished: false,
+      exited: false,
+      exitWritten: false,
+      started: false,
+      lastSeen: this.#clock.now(),
+      exitReason: "normal",
+      progress: 0
+    };
+    this.#cells.set(start.cellId, running);
+    cell.worker.on("error", (error) => {
+      if (error?.code === "ERR_WORKER_OUT_OF_MEMORY") running.exitReason = "heap_limit";
+      else {
+        running.exitReason = "fault";
+        running.exitDetail = String(error?.message ?? error);
+      }
+    });
+    cell.worker.once("exit", () => {
+      this.#clock.setTimeout(() => this.#reportExit(running), 0);
+    });
+    if (!cell.settled) await cell.ready;
+    if (cell.dead) return;
+    cell.onOutput = (output) => {
+      running.lastSeen = this.#clock.now();
+      running.ping = void 0;
+      this.#forward(running, output);
+    };
     if (running.finished) return;
-    drain(running);
+    const config = this.#config;
+    const message2 = {
+      t: "start",
+      cellId: start.cellId,
+      source: start.source ?? "",
+      tools: (start.tools ?? []).map((t) => ({
+        name: t.globalName,
+        description: t.description ?? ""
+      })),
+      store: [
+        ...this.#store
+      ],
+      maxStoredValueBytes: config.maxStoredValueBytes,
+      maxMessageBytes: config.maxMessageBytes,
+      maxFrameBytes: config.maxFrameBytes,
+      credit: {
+        maxEvents: config.creditEvents,
+        maxBytes: config.creditBytes,
+        // Server: what the collector could keep of a text or an image; Client: one message.
+        trimTextOver: config.server ? 2 * MAX_TEXT_BYTES : config.maxMessageBytes,
+        keepTextBytes: MAX_TEXT_BYTES,
+        dropMediaOver: config.server ? MAX_MEDIA_BYTES : config.maxMessageBytes
+      }
+    };
+    cell.control.postMessage(message2);
+    Atomics.store(cell.words, CELL_DOORBELL, 1);
+    Atomics.notify(cell.words, CELL_DOORBELL);
+    running.started = true;
+    running.lastSeen = this.#clock.now();
+    this.#armWatchdog();
+  }
+  #postToCell(cellId, message2) {
+    const running = this.#cells.get(cellId);
+    if (!running || running.finished) return;
+    running.cell.worker.postMessage(message2);
+  }
+  #stopCell(cellId) {
+    const running = this.#cells.get(cellId);
+    if (!running || running.finished) return;
+    if (!running.started) {
+      running.finished = true;
+      this.#reportExit(running);
+      this.#discard(running.cell);
+      this.#scheduleSpare();
+      return;
+    }
+    Atomics.store(running.cell.words, CREDIT_STOP, 1);
+    this.#wake(running);
+    this.#drain(running);
     running.cell.worker.postMessage({
       t: "stop"
     });
+  }
+  // ---- heap-limit watchdog ------------------------------------------------------------------------
+  //
+  // On Deno 2.9.6 a Worker that reaches its heap limit does not always end with
+  // ERR_WORKER_OUT_OF_MEMORY (measured on a loaded 2-core machine: a few per cent of limit hits).
+  // Two other outcomes were seen, and this watchdog turns both into the heap-limit exit:
+  // - the thread *parks*: no CPU, no report, forever;
+  // - the limit is *lifted*: the cell keeps allocating and the process grows by ~200 MiB/s.
+  // A cell that has been silent for a while is pinged; an idle cell answers at once. A cell that does
+  // not answer is running code, parked, or over its limit:
+  // - parked: this whole process used almost no CPU for a second while the ping went unanswered;
+  // - over its limit: the process's resident memory exceeds twice the heap limits of its running
+  //   cells plus a fixed allowance, while the cell does not answer.
+  // A cell spinning in synchronous code within its heap is neither; Terminate stops it.
+  #armWatchdog() {
+    this.#watchdog ??= this.#clock.setTimeout(this.#watch, WATCHDOG_MS);
+  }
+  #watch = () => {
+    this.#watchdog = void 0;
+    if (this.#checkParkedCells() > 0) this.#armWatchdog();
   };
-  if (stopDelayMs > 0) setTimeout(stop, stopDelayMs);
-  else stop();
-}
-function testHook(hook) {
-  switch (hook.action) {
-    case "garbageFrame":
-      enqueue(encodeFrame(new Uint8Array([
-        255,
-        255,
-        255
-      ]), MAX_FRAME_BYTES));
-      return;
-    case "exhaustMainHeap": {
-      const hoard = [];
-      for (; ; ) hoard.push(new Array(1e6).fill(hoard.length));
-    }
-    case "delayStopMs":
-      stopDelayMs = hook.delayStopMs ?? 0;
-      return;
-    case "faultCell": {
-      const running = cells.get(hook.faultCell ?? "");
-      if (!running || running.finished) return;
-      running.finished = true;
-      running.exitReason = "fault";
-      running.exitDetail = "test hook: cell bootstrap fault";
-      void endCell(running);
-      return;
-    }
-    case "runtimeFault":
-      send({
-        runtimeFault: {
-          detail: hook.runtimeFault ?? "test hook"
-        }
-      });
-      void exitAfterFlush(1);
-      return;
-    case "blockMainMs": {
-      const until = performance.now() + (hook.blockMainMs ?? 0);
-      while (performance.now() < until) {
+  /** One look at the running cells; returns how many were running. */
+  #checkParkedCells() {
+    const now = this.#clock.now();
+    let active = 0;
+    for (const running of this.#cells.values()) if (running.started && !running.finished) active++;
+    const rssMb = this.#rssBytes() / MIB;
+    const overBudget = rssMb > active * this.#config.heapMb * 2 + RSS_ALLOWANCE_MB;
+    for (const running of this.#cells.values()) {
+      if (!running.started || running.finished) continue;
+      const progress = Atomics.load(running.cell.words, CELL_PROGRESS);
+      if (progress !== running.progress || this.#overCredit(running) || Atomics.load(this.#sink, SINK_LOCK) === running.cell.sinkId) {
+        running.progress = progress;
+        running.lastSeen = now;
+        running.ping = void 0;
+        continue;
       }
-      return;
-    }
-  }
-}
-async function shutdown() {
-  for (const running of cells.values()) drain(running);
-  return await exitAfterFlush(0);
-}
-function dispatch(message2) {
-  switch (message2.message) {
-    case "configure": {
-      const c = message2.configure;
-      config = {
-        heapMb: c.cellHeapLimitMb || config.heapMb,
-        maxMessageBytes: c.maxMessageBytes || config.maxMessageBytes,
-        maxStoredValueBytes: c.maxStoredValueBytes || config.maxStoredValueBytes,
-        server: c.outputTruncation === 2,
-        creditEvents: c.outputEventCredit || config.creditEvents,
-        creditBytes: c.outputByteCredit || config.creditBytes
-      };
-      clearTimeout(prewarming);
-      if (spare && spare.heapMb !== config.heapMb) {
-        discard(spare);
-        spare = void 0;
+      if (overBudget && running.ping && now - running.ping.at >= SILENCE_MS) {
+        this.#abort(running, "heap_limit");
+        continue;
       }
-      prepareFirstSpare();
-      return;
-    }
-    case "storeUpdate": {
-      const u = message2.storeUpdate;
-      if (u.reset) store.clear();
-      for (const entry of u.entries ?? []) store.set(entry.key, entry.valueJson ?? "null");
-      return;
-    }
-    case "startCell":
-      void startCell(message2.startCell).catch((error) => {
-        send({
-          runtimeFault: {
-            detail: `failed to start cell: ${error}`
-          }
+      if (!running.ping) {
+        if (now - running.lastSeen < SILENCE_MS) continue;
+        running.ping = {
+          at: now,
+          cpu: this.#cpuMicros()
+        };
+        running.cell.worker.postMessage({
+          t: "ping"
         });
-        void exitAfterFlush(1);
-      });
-      return;
-    case "toolResult": {
-      const r = message2.toolResult;
-      const result = r.errorMessage !== void 0 ? {
-        t: "toolResult",
-        id: r.runtimeToolCallId,
-        error: r.errorMessage
-      } : {
-        t: "toolResult",
-        id: r.runtimeToolCallId,
-        json: r.outputJson ?? "null"
-      };
-      return control(r.cellId, result);
+        continue;
+      }
+      const elapsedMs = now - running.ping.at;
+      if (elapsedMs < PARKED_WINDOW_MS) continue;
+      const cpuMs = (this.#cpuMicros() - running.ping.cpu) / 1e3;
+      if (cpuMs < elapsedMs * PARKED_CPU_SHARE) {
+        this.#abort(running, "heap_limit");
+      } else {
+        running.ping = void 0;
+      }
     }
-    case "stopCell":
-      return stopCell(message2.stopCell.cellId);
-    case "credit":
-      return credit(message2.credit.cellId, message2.credit.events ?? 0);
-    case "shutdown":
-      void shutdown();
-      return;
-    case "testHook":
-      return testHook(message2.testHook);
-    default:
-      return;
+    return active;
   }
-}
-function prepareFirstSpare() {
-  if (spare) return;
-  collectGarbage();
-  refillSpare();
-}
-var PREWARM_IDLE_MS = 50;
-var STDIN_CHUNK_BYTES = 65536;
-var prewarming = setTimeout(prepareFirstSpare, PREWARM_IDLE_MS);
-try {
-  const decoder = new FrameDecoder(MAX_FRAME_BYTES);
-  const chunk = new Uint8Array(STDIN_CHUNK_BYTES);
-  for (; ; ) {
-    const n = await Deno.stdin.read(chunk);
-    if (n === null) {
-      decoder.finish();
-      break;
-    }
-    for (const frame of decoder.push(chunk.subarray(0, n))) dispatch(codec.decodeHostToWorker(frame));
-  }
-} catch (error) {
-  send({
-    runtimeFault: {
-      detail: `host frame stream failed: ${error}`
-    }
-  });
-  await exitAfterFlush(1);
-}
-await shutdown();
+};
+
+// worker/runtime_main.ts
+await new Runtime({
+  input: Deno.stdin,
+  output: writeAllSync,
+  exit: (code) => Deno.exit(code)
+}).run();

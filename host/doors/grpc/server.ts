@@ -64,6 +64,13 @@ export interface HostOptions {
   log?: LogLevel | Logger;
   /** Injected clock (default real time). */
   clock?: Clock;
+  /**
+   * A directory holding the session runtime's files (`runtime.js`, `runtime_main.js`, `cell.js`),
+   * to run instead of the bundled runtime (`worker/dist/`, the default): a patched or instrumented
+   * runtime. They are copied into the host-private runtime directory, the runtimes' only readable
+   * path (SPEC §9.3); the runtime must speak this host's worker protocol.
+   */
+  runtimeFiles?: string;
   /** Test hook: the protocol version expected from runtimes. */
   protocolVersion?: number;
 }
@@ -80,24 +87,6 @@ export interface HostState {
   readonly spawnCount: number;
   /** Runtimes spawned on a request's path (OpenSession or a restart) because the pool was empty. */
   readonly requestPathSpawnCount: number;
-  /** Test hook: injects a fault into a session's runtime (never reachable over gRPC). */
-  testHook(sessionId: string, hook: RuntimeTestHook): Promise<void>;
-}
-
-/** Fault injection for a session runtime, for the host's own tests (set exactly one field). */
-export interface RuntimeTestHook {
-  /** Write a frame that does not decode. */
-  garbageFrame?: boolean;
-  /** Allocate in the runtime's main isolate until V8 gives up. */
-  exhaustMainHeap?: boolean;
-  /** Delay handling StopCell by this many milliseconds. */
-  delayStopMs?: number;
-  /** End this cell's isolate as if its bootstrap had failed. */
-  faultCell?: string;
-  /** Report a RuntimeFault with this detail and exit. */
-  runtimeFault?: string;
-  /** Keep the runtime's main thread busy this many milliseconds (as creating a Worker does). */
-  blockMainMs?: number;
 }
 
 /** A running host. */
@@ -127,7 +116,7 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
   const parent = hostTempParent();
   Deno.mkdirSync(parent, { recursive: true, mode: 0o700 });
   removeStaleDirectories(parent);
-  const runtimeDir = prepareRuntimeDirectory(parent);
+  const runtimeDir = prepareRuntimeDirectory(parent, options.runtimeFiles);
 
   const manager = new SessionManager({
     limits,
@@ -258,10 +247,6 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
     },
     get requestPathSpawnCount() {
       return manager.requestPathSpawnCount;
-    },
-    testHook(sessionId, hook) {
-      const session = manager.sessions.get(sessionId);
-      return session ? session.testHook(hook) : Promise.reject(new Error(`no session ${sessionId}`));
     },
   };
   return { port, url, state, shutdown, kill, [Symbol.asyncDispose]: shutdown };

@@ -1,0 +1,376 @@
+/**
+ * Unit tests of the session runtime's main thread ({@link Runtime}) in this process: fake cell
+ * Workers that speak the cell protocol (`cell_protocol.ts`), a manual clock, and frames in and out
+ * through memory. The real cell isolate and the real process are covered by the host's tests.
+ */
+import assert from "node:assert/strict";
+import { EventEmitter } from "node:events";
+import type { MessagePort } from "node:worker_threads";
+import { encodeFrame, FrameDecoder } from "../proto/frame_codec.ts";
+import { MIB } from "../proto/bytes.ts";
+import { createWorkerCodec, type HostToWorker, type WorkerToHost } from "../proto/worker_codec.ts";
+import { DEFAULT_MAX_FRAME_BYTES } from "./cell_events.ts";
+import {
+  CELL_PROGRESS,
+  type CellControl,
+  type CellOutput,
+  type CellStart,
+  CREDIT_ACKED,
+  CREDIT_EVENTS,
+  CREDIT_GENERATION,
+  CREDIT_STOP,
+} from "./cell_protocol.ts";
+import { type CellThread, Runtime, type RuntimeClock, type RuntimeInput } from "./runtime.ts";
+
+const codec = createWorkerCodec();
+
+/** A clock whose time moves only when a test advances it. */
+class ManualClock implements RuntimeClock {
+  #now = 0;
+  #next = 1;
+  #timers = new Map<number, { at: number; callback: () => void }>();
+  now(): number {
+    return this.#now;
+  }
+  setTimeout(callback: () => void, ms: number): number {
+    const id = this.#next++;
+    this.#timers.set(id, { at: this.#now + ms, callback });
+    return id;
+  }
+  clearTimeout(handle: unknown): void {
+    this.#timers.delete(handle as number);
+  }
+  /** Runs every timer due within `ms`, in time order, then sets the time `ms` later. */
+  advance(ms: number): void {
+    const end = this.#now + ms;
+    for (;;) {
+      let first: [number, { at: number; callback: () => void }] | undefined;
+      for (const entry of this.#timers) {
+        if (entry[1].at <= end && (!first || entry[1].at < first[1].at)) first = entry;
+      }
+      if (!first) break;
+      this.#timers.delete(first[0]);
+      this.#now = Math.max(this.#now, first[1].at);
+      first[1].callback();
+    }
+    this.#now = end;
+  }
+}
+
+/** Host frames fed by the test; `read` waits for them like a pipe. */
+class Pipe implements RuntimeInput {
+  #chunks: Uint8Array[] = [];
+  #ended = false;
+  #wake: (() => void) | undefined;
+  push(bytes: Uint8Array): void {
+    this.#chunks.push(bytes);
+    this.#wake?.();
+  }
+  send(message: HostToWorker, maxFrameBytes = DEFAULT_MAX_FRAME_BYTES): void {
+    this.push(encodeFrame(codec.encodeHostToWorker(message), maxFrameBytes));
+  }
+  end(): void {
+    this.#ended = true;
+    this.#wake?.();
+  }
+  async read(buffer: Uint8Array): Promise<number | null> {
+    while (this.#chunks.length === 0) {
+      if (this.#ended) return null;
+      await new Promise<void>((resolve) => this.#wake = resolve);
+      this.#wake = undefined;
+    }
+    const chunk = this.#chunks[0];
+    const n = Math.min(chunk.length, buffer.length);
+    buffer.set(chunk.subarray(0, n));
+    if (n === chunk.length) this.#chunks.shift();
+    else this.#chunks[0] = chunk.subarray(n);
+    return n;
+  }
+}
+
+/** A cell Worker that speaks the cell protocol, driven by the test. */
+class FakeCell extends EventEmitter {
+  readonly posted: CellControl[] = [];
+  start: CellStart | undefined;
+  port: MessagePort | undefined;
+  words: Int32Array | undefined;
+  terminated = false;
+  /** Whether it answers `ping` and `stop` (a parked isolate answers nothing). */
+  answers = true;
+
+  constructor(readonly heapMb: number, boot: boolean) {
+    super();
+    if (boot) this.boot();
+  }
+
+  boot(): void {
+    setTimeout(() => this.emit("message", { t: "ready" }), 0);
+  }
+
+  postMessage(message: CellControl): void {
+    this.posted.push(message);
+    if (message.t === "warm") {
+      this.port = message.port as unknown as MessagePort;
+      this.words = message.words;
+      (message.control as unknown as MessagePort).on("message", (start: CellStart) => this.start = start);
+      this.port.postMessage({ t: "warmed" });
+    } else if (this.answers && message.t === "ping") this.output({ t: "pong" });
+    else if (this.answers && message.t === "stop") this.output({ t: "stopped" });
+  }
+
+  /** Posts an output on the cell's output port, as a cell without the stream words does. */
+  output(output: CellOutput): void {
+    this.port!.postMessage(output);
+  }
+
+  terminate(): Promise<number> {
+    this.terminated = true;
+    setTimeout(() => this.emit("exit", 1), 0);
+    return Promise.resolve(1);
+  }
+}
+
+/** A runtime with fake cells, a manual clock and its frames decoded. */
+function harness(options: { boot?: boolean; cpu?: () => number; rss?: () => number } = {}) {
+  const clock = new ManualClock();
+  const input = new Pipe();
+  const cells: FakeCell[] = [];
+  const frames: WorkerToHost[] = [];
+  const decoder = new FrameDecoder(1 << 30);
+  const exits: number[] = [];
+  const runtime = new Runtime({
+    input,
+    output: (bytes) => {
+      for (const frame of decoder.push(bytes)) frames.push(codec.decodeWorkerToHost(frame));
+    },
+    exit: (code) => void exits.push(code),
+    clock,
+    createWorker: (heapMb) => {
+      const cell = new FakeCell(heapMb, options.boot ?? true);
+      cells.push(cell);
+      return cell as unknown as CellThread;
+    },
+    cpuMicros: options.cpu ?? (() => 0),
+    rssBytes: options.rss ?? (() => 0),
+  });
+  /** The events of one cell, without their cell ID. */
+  const events = (cellId: string) =>
+    frames.filter((f) => f.cellEvent?.cellId === cellId).map((f) => {
+      const { cellId: _, ...event } = f.cellEvent!;
+      return event;
+    });
+  return { runtime, clock, input, cells, frames, events, exits };
+}
+
+/** Lets ports, immediates and timers of the real event loop run. */
+async function settle(turns = 5): Promise<void> {
+  for (let i = 0; i < turns; i++) await new Promise((resolve) => setTimeout(resolve, 0));
+}
+
+const CONFIGURE: NonNullable<HostToWorker["configure"]> = {
+  sessionId: "s",
+  outputTruncation: 1,
+  cellHeapLimitMb: 64,
+  maxMessageBytes: 4 * MIB,
+  maxStoredValueBytes: 2 * MIB,
+};
+
+/** Configures the runtime and starts cell `cellId` on its spare; returns the spare. */
+async function started(h: ReturnType<typeof harness>, cellId = "1"): Promise<FakeCell> {
+  h.runtime.receive({ message: "configure", configure: CONFIGURE });
+  await settle();
+  h.runtime.receive({
+    message: "startCell",
+    startCell: { cellId, source: "text(1)", tools: [], storeVersion: 0 },
+  });
+  await settle();
+  const cell = h.cells.find((c) => c.start?.cellId === cellId);
+  assert.ok(cell, "the cell was started");
+  return cell;
+}
+
+Deno.test("Configure: the limits reach the cell's start; a raised maxFrameBytes reaches the runtime and its cells", async () => {
+  const h = harness();
+  assert.equal(h.runtime.config.maxFrameBytes, DEFAULT_MAX_FRAME_BYTES);
+  h.runtime.receive({ message: "configure", configure: { ...CONFIGURE, maxFrameBytes: 200 * MIB } });
+  assert.equal(h.runtime.config.maxFrameBytes, 200 * MIB);
+  const cell = await started(h);
+  assert.equal(cell.heapMb, 64);
+  const start = cell.start!;
+  assert.equal(start.maxFrameBytes, 200 * MIB);
+  assert.equal(start.maxMessageBytes, 4 * MIB);
+  assert.equal(start.maxStoredValueBytes, 2 * MIB);
+  // Client mode: one message is the threshold of the reduced forms.
+  assert.equal(start.credit?.trimTextOver, 4 * MIB);
+  assert.equal(start.credit?.dropMediaOver, 4 * MIB);
+});
+
+Deno.test("Configure: the runtime reads host frames up to the configured limit, not the default", async () => {
+  const h = harness();
+  const running = h.runtime.run();
+  h.input.send({ configure: { ...CONFIGURE, maxMessageBytes: 100 * MIB, maxFrameBytes: 101 * MIB } });
+  // A stored value whose frame is over the default limit.
+  const big = "x".repeat(DEFAULT_MAX_FRAME_BYTES);
+  h.input.send(
+    { storeUpdate: { version: 1, reset: true, entries: [{ key: "k", valueJson: big }] } },
+    101 * MIB,
+  );
+  h.input.send({ startCell: { cellId: "1", source: "", tools: [], storeVersion: 1 } });
+  for (let i = 0; i < 200 && !h.cells.some((c) => c.start) && h.exits.length === 0; i++) await settle();
+  assert.deepEqual(h.frames.filter((f) => f.runtimeFault), []);
+  assert.equal(h.cells.find((c) => c.start)?.start?.store[0][1].length, big.length);
+  h.input.end();
+  await running;
+  assert.deepEqual(h.exits, [0]);
+});
+
+Deno.test("Configure: a frame over a lowered limit is a RuntimeFault and exit code 1", async () => {
+  const h = harness();
+  const running = h.runtime.run();
+  h.input.send({ configure: { ...CONFIGURE, maxFrameBytes: 1_000 } });
+  h.input.send({ storeUpdate: { version: 1, entries: [{ key: "k", valueJson: "x".repeat(2_000) }] } });
+  h.input.end();
+  await running;
+  assert.match(h.frames.at(-1)?.runtimeFault?.detail ?? "", /host frame stream failed: .*exceeds 1000 bytes/);
+  assert.deepEqual(h.exits, [1]);
+});
+
+Deno.test("A Credit adds its events to the cell's acknowledged count and wakes it", async () => {
+  const h = harness();
+  const cell = await started(h);
+  const generation = Atomics.load(cell.words!, CREDIT_GENERATION);
+  h.runtime.receive({ message: "credit", credit: { cellId: "1", events: 3, bytes: 0 } });
+  h.runtime.receive({ message: "credit", credit: { cellId: "1", events: 2, bytes: 0 } });
+  assert.equal(Atomics.load(cell.words!, CREDIT_ACKED), 5);
+  assert.equal(Atomics.load(cell.words!, CREDIT_GENERATION), generation + 2);
+  // A Credit for a cell the runtime does not run changes nothing.
+  h.runtime.receive({ message: "credit", credit: { cellId: "9", events: 1, bytes: 0 } });
+  assert.equal(Atomics.load(cell.words!, CREDIT_ACKED), 5);
+});
+
+Deno.test("Outputs posted by a cell become its events; its result ends it with a normal exit", async () => {
+  const h = harness();
+  const cell = await started(h);
+  cell.output({ t: "started" });
+  cell.output({ t: "text", text: "hi", n: 2 });
+  cell.output({ t: "result", writes: [["k", "1"]] });
+  await settle();
+  assert.deepEqual(h.events("1"), [
+    { event: "started", started: {} },
+    { event: "contentItem", contentItem: { item: "text", text: "hi" } },
+    { event: "storedWrite", storedWrite: { key: "k", valueJson: "1" } },
+    { event: "result", result: {} },
+    { event: "exited", exited: { reason: "normal" } },
+  ]);
+  assert.ok(cell.terminated, "the finished cell's Worker was ended");
+});
+
+Deno.test("StopCell of a started cell sets its stop word, then asks it to stop; its answer ends it", async () => {
+  const h = harness();
+  const cell = await started(h);
+  h.runtime.receive({ message: "stopCell", stopCell: { cellId: "1" } });
+  assert.equal(Atomics.load(cell.words!, CREDIT_STOP), 1);
+  assert.deepEqual(cell.posted.at(-1), { t: "stop" });
+  await settle();
+  assert.deepEqual(h.events("1"), [{ event: "exited", exited: { reason: "normal" } }]);
+});
+
+Deno.test("StopCell of a cell whose Worker still boots is confirmed at once; the Worker is discarded", async () => {
+  const h = harness({ boot: false });
+  h.runtime.receive({ message: "configure", configure: CONFIGURE });
+  h.runtime.receive({
+    message: "startCell",
+    startCell: { cellId: "1", source: "", tools: [], storeVersion: 0 },
+  });
+  h.runtime.receive({ message: "stopCell", stopCell: { cellId: "1" } });
+  await settle();
+  assert.deepEqual(h.events("1"), [{ event: "exited", exited: { reason: "normal" } }]);
+  const cell = h.cells[0];
+  assert.ok(cell.terminated);
+  cell.boot();
+  await settle();
+  assert.equal(cell.start, undefined, "the discarded Worker never got the start");
+});
+
+Deno.test("Watchdog: a silent cell that answers no ping while the process uses no CPU ends as heap_limit", async () => {
+  const h = harness();
+  const cell = await started(h);
+  cell.answers = false;
+  h.clock.advance(500);
+  assert.ok(cell.posted.some((m) => m.t === "ping"), "pinged after 500 ms of silence");
+  h.clock.advance(750);
+  assert.deepEqual(h.events("1"), [], "not yet: the parked window is 1 s");
+  h.clock.advance(500);
+  await settle();
+  assert.deepEqual(h.events("1"), [{ event: "exited", exited: { reason: "heap_limit" } }]);
+});
+
+Deno.test("Watchdog: a silent cell while the process is busy (a spinning cell) is left running", async () => {
+  let cpu = 0;
+  const h = harness({ cpu: () => cpu });
+  const cell = await started(h);
+  cell.answers = false;
+  for (let i = 0; i < 20; i++) {
+    cpu += 250_000; // a whole core
+    h.clock.advance(250);
+  }
+  await settle();
+  assert.deepEqual(h.events("1"), []);
+});
+
+Deno.test("Watchdog: a cell that writes its own outputs (CELL_PROGRESS) or waits for credit is never pinged", async () => {
+  const h = harness();
+  const cell = await started(h);
+  cell.answers = false;
+  for (let i = 0; i < 8; i++) {
+    Atomics.add(cell.words!, CELL_PROGRESS, 1);
+    h.clock.advance(250);
+  }
+  // Over its event credit (128 by default): its helper call waits for the host.
+  Atomics.store(cell.words!, CREDIT_EVENTS, 200);
+  h.clock.advance(3_000);
+  assert.ok(!cell.posted.some((m) => m.t === "ping"));
+  await settle();
+  assert.deepEqual(h.events("1"), []);
+});
+
+Deno.test("Watchdog: a silent cell while the process is over its memory budget ends as heap_limit", async () => {
+  let cpu = 0;
+  // A busy process (never "parked"): only the memory budget can end the cell.
+  const h = harness({ cpu: () => cpu += 1e9, rss: () => 10_000 * MIB });
+  const cell = await started(h);
+  cell.answers = false;
+  h.clock.advance(500); // pinged
+  h.clock.advance(500); // no answer for 500 ms, resident memory far over 2 × 64 MiB + 512 MiB
+  await settle();
+  assert.deepEqual(h.events("1"), [{ event: "exited", exited: { reason: "heap_limit" } }]);
+});
+
+Deno.test("Shutdown and input EOF exit with 0 once the frames are out; garbage input is a RuntimeFault", async () => {
+  for (const end of ["shutdown", "eof", "garbage"] as const) {
+    const h = harness();
+    const running = h.runtime.run();
+    if (end === "shutdown") h.input.send({ shutdown: {} });
+    else if (end === "eof") h.input.end();
+    else h.input.push(encodeFrame(new Uint8Array([0xff, 0xff, 0xff]), 16));
+    await running;
+    assert.deepEqual(h.exits, [end === "garbage" ? 1 : 0], end);
+    if (end === "garbage") assert.match(h.frames[0].runtimeFault!.detail, /^host frame stream failed: /);
+  }
+});
+
+Deno.test("An unconfigured runtime creates its spare after 50 ms idle (the warm pool); Configure at once", async () => {
+  const h = harness();
+  void h.runtime.run();
+  h.clock.advance(49);
+  assert.equal(h.cells.length, 0);
+  h.clock.advance(1);
+  assert.equal(h.cells.length, 1);
+  assert.equal(h.cells[0].heapMb, 1024);
+  // Another heap limit replaces the spare.
+  h.runtime.receive({ message: "configure", configure: CONFIGURE });
+  assert.equal(h.cells.length, 2);
+  assert.ok(h.cells[0].terminated);
+  assert.equal(h.cells[1].heapMb, 64);
+  h.input.end();
+});
