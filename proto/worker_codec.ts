@@ -54,7 +54,6 @@ export interface HostToWorker {
     cellHeapLimitMb: number;
     maxMessageBytes: number;
     maxStoredValueBytes: number;
-    runtimeMode?: number;
     outputEventCredit?: number;
     outputByteCredit?: number;
     /** The host's `maxWorkerFrameBytes`; 0 or absent: the default. */
@@ -75,7 +74,6 @@ export interface HostToWorker {
   };
   credit?: { cellId: string; events: number; bytes: number };
   stopCell?: { cellId: string };
-  control?: { cellId: string; continue?: boolean; resume?: boolean; terminate?: boolean };
   shutdown?: Record<string, never>;
   message?: string;
 }
@@ -153,7 +151,6 @@ export const HOST_TO_WORKER: MessageSchema = message(P + "HostToWorker", [
       f(3, "cellHeapLimitMb", "uint32"),
       f(4, "maxMessageBytes", "uint64"),
       f(5, "maxStoredValueBytes", "uint64"),
-      f(6, "runtimeMode", "int32"),
       f(7, "outputEventCredit", "uint32"),
       f(8, "outputByteCredit", "uint64"),
       f(9, "maxFrameBytes", "uint64"),
@@ -199,17 +196,6 @@ export const HOST_TO_WORKER: MessageSchema = message(P + "HostToWorker", [
     "message",
   ),
   f(6, "stopCell", message(P + "StopCell", [f(1, "cellId", "string")]), "message"),
-  f(
-    7,
-    "control",
-    message(P + "Control", [
-      f(1, "cellId", "string"),
-      f(2, "continue", "bool", "action"),
-      f(3, "resume", "bool", "action"),
-      f(4, "terminate", "bool", "action"),
-    ]),
-    "message",
-  ),
   f(8, "shutdown", EMPTY("Shutdown"), "message"),
 ]);
 

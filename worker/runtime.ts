@@ -318,7 +318,7 @@ export class Runtime {
         void this.#shutdown();
         return;
       default:
-        // Control (the pauseUntilResumed mode of the host's own tests) is not implemented here.
+        // A message of a newer host that this runtime does not know.
         return;
     }
   }

@@ -402,7 +402,6 @@ var HOST_TO_WORKER = message(P + "HostToWorker", [
     f(3, "cellHeapLimitMb", "uint32"),
     f(4, "maxMessageBytes", "uint64"),
     f(5, "maxStoredValueBytes", "uint64"),
-    f(6, "runtimeMode", "int32"),
     f(7, "outputEventCredit", "uint32"),
     f(8, "outputByteCredit", "uint64"),
     f(9, "maxFrameBytes", "uint64")
@@ -441,12 +440,6 @@ var HOST_TO_WORKER = message(P + "HostToWorker", [
   ]), "message"),
   f(6, "stopCell", message(P + "StopCell", [
     f(1, "cellId", "string")
-  ]), "message"),
-  f(7, "control", message(P + "Control", [
-    f(1, "cellId", "string"),
-    f(2, "continue", "bool", "action"),
-    f(3, "resume", "bool", "action"),
-    f(4, "terminate", "bool", "action")
   ]), "message"),
   f(8, "shutdown", EMPTY("Shutdown"), "message")
 ]);
