@@ -30,6 +30,7 @@ export {
   type HostOptions,
   type HostState,
 } from "./host/doors/grpc/server.ts";
+export type { EngineOptions } from "./host/engine.ts";
 export { DEFAULT_LIMITS, type Limits, resolveLimits } from "./host/core/limits.ts";
 export { CodeModeError, type CodeModeErrorCode } from "./proto/errors.ts";
 export { normalizeCodeModeIdentifier } from "./host/core/identifiers.ts";

@@ -1,7 +1,7 @@
 /**
- * `createHost`: the gRPC server with the code-mode service, health and reflection, and the
- * session manager behind it (SPEC §9). Listening, draining and disposal live here; signals and
- * process exit live in `main.ts`.
+ * `createHost`: the gRPC front door — a nice-grpc server with the code-mode service, health and
+ * reflection — over an engine (`host/engine.ts`: limits, runtime directory, session manager, core).
+ * Listening, draining and disposal live here; signals and process exit live in `main.ts`.
  *
  * @module
  */
@@ -14,20 +14,11 @@ import {
   fileDescriptorSet,
   publicProtoRoot,
 } from "../../../proto/loader.ts";
-import { type Clock, realClock } from "../../core/clock.ts";
-import { type Limits, resolveLimits } from "../../core/limits.ts";
-import { Logger, type LogLevel } from "../../ops/log.ts";
-import {
-  hostTempParent,
-  prepareRuntimeDirectory,
-  removeStaleDirectories,
-} from "../../runtime/runtime_files.ts";
+import { type EngineOptions, type HostState, startEngine } from "../../engine.ts";
 import { createCodeModeService } from "./service.ts";
 import { errorMiddleware } from "./errors.ts";
-import { CodeModeCore } from "../../core/code_mode_core.ts";
 import { bearerTokenMiddleware } from "./access.ts";
 import { startTlsTerminator, type TlsTerminator } from "./tls_terminator.ts";
-import { SessionManager } from "../../core/session_manager.ts";
 import { withGoawayGuard } from "./http2_guard.ts";
 
 /**
@@ -37,18 +28,10 @@ import { withGoawayGuard } from "./http2_guard.ts";
 // deno-lint-ignore no-explicit-any
 export type HostMiddleware = (call: any, context: any) => AsyncGenerator<any, any, undefined>;
 
-/** Options of {@link createHost}; every field has a default. */
-export interface HostOptions {
-  /** `IP:PORT` to listen on (default `127.0.0.1:50051`; port 0 picks a free port). */
+/** Options of {@link createHost}; every field has a default (the engine's are in {@link EngineOptions}). */
+export interface HostOptions extends Omit<EngineOptions, "clientSessionIds"> {
+  /** `IP:PORT` or `unix:PATH` to listen on (default `127.0.0.1:50051`; port 0 picks a free port). */
   listen?: string;
-  /** Limit overrides (SPEC §2.8). */
-  limits?: Partial<Limits>;
-  /** Deno binary for session runtimes (default `Deno.execPath()`). */
-  deno?: string;
-  /** Argv placed before `<deno>` for every runtime (default none). */
-  workerPrefix?: string[];
-  /** Pre-spawned idle runtimes (default `limits.warmSessionWorkers`, 2). */
-  warmSessions?: number;
   /** `x-code-mode-route` token sent on OpenSession (default none). */
   routeToken?: string;
   /** Require `authorization: Bearer {authToken}` on every RPC of every service (default none). */
@@ -60,34 +43,9 @@ export interface HostOptions {
    * none). Tests use it to inject statuses; deployments can use it for metrics.
    */
   middleware?: HostMiddleware;
-  /** Log threshold (default `info`) or a logger. */
-  log?: LogLevel | Logger;
-  /** Injected clock (default real time). */
-  clock?: Clock;
-  /**
-   * A directory holding the session runtime's files (`runtime.js`, `runtime_main.js`, `cell.js`),
-   * to run instead of the bundled runtime (`worker/dist/`, the default): a patched or instrumented
-   * runtime. They are copied into the host-private runtime directory, the runtimes' only readable
-   * path (SPEC §9.3); the runtime must speak this host's worker protocol.
-   */
-  runtimeFiles?: string;
-  /** Test hook: the protocol version expected from runtimes. */
-  protocolVersion?: number;
 }
 
-/** Read-only views of a host's state, for tests and diagnostics. */
-export interface HostState {
-  /** An open session's runtime process id, running cells, and observations in flight. */
-  session(id: string): { runtimePid: number | undefined; runningCells: number; inFlight: number } | undefined;
-  /** Live runtime processes, session and warm ones. */
-  readonly runtimeCount: number;
-  /** Warm runtimes waiting to be handed out. */
-  readonly warmCount: number;
-  /** Runtime processes spawned so far. */
-  readonly spawnCount: number;
-  /** Runtimes spawned on a request's path (OpenSession or a restart) because the pool was empty. */
-  readonly requestPathSpawnCount: number;
-}
+export type { HostState };
 
 /** A running host. */
 export interface Host extends AsyncDisposable {
@@ -111,26 +69,8 @@ export interface Host extends AsyncDisposable {
  * @throws {Error} `failed to bind code-mode gRPC host to {addr}` when the address cannot be bound
  */
 export async function createHost(options: HostOptions = {}): Promise<Host> {
-  const limits = resolveLimits(options.limits ?? {});
-  const log = options.log instanceof Logger ? options.log : new Logger(options.log ?? "info");
-  const parent = hostTempParent();
-  Deno.mkdirSync(parent, { recursive: true, mode: 0o700 });
-  removeStaleDirectories(parent);
-  const runtimeDir = prepareRuntimeDirectory(parent, options.runtimeFiles);
-
-  const manager = new SessionManager({
-    limits,
-    log,
-    clock: options.clock ?? realClock,
-    warmSessions: options.warmSessions ?? limits.warmSessionWorkers,
-    runtime: {
-      deno: options.deno ?? Deno.execPath(),
-      prefix: options.workerPrefix,
-      runtimeDir,
-      workParent: parent,
-      protocolVersion: options.protocolVersion,
-    },
-  });
+  const engine = startEngine(options);
+  const { limits, log, core } = engine;
 
   const plain: Server = createServer({
     "grpc.max_receive_message_length": limits.maxMessageBytes,
@@ -151,7 +91,6 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
   // which a test keeps equal to the .proto file.
   type AnyDefinition = Parameters<Server["add"]>[0];
   type AnyImplementation = Parameters<Server["add"]>[1];
-  const core = new CodeModeCore({ manager });
   server.with(errorMiddleware(log)).add(
     codeModeHostDefinition() as unknown as AnyDefinition,
     createCodeModeService({ core, routeToken: options.routeToken }) as unknown as AnyImplementation,
@@ -174,7 +113,7 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
   let socketDir: string | undefined;
   try {
     if (options.tls) {
-      socketDir = await Deno.makeTempDir({ dir: parent, prefix: `tls-${Deno.pid}-` });
+      socketDir = await Deno.makeTempDir({ dir: engine.tempParent, prefix: `tls-${Deno.pid}-` });
       const socket = `${socketDir}/grpc.sock`;
       await withGoawayGuard(() => server.listen(`unix:${socket}`), onGoaway);
       terminator = startTlsTerminator({
@@ -190,8 +129,7 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
     }
   } catch (error) {
     server.forceShutdown();
-    await manager.killAll();
-    await Deno.remove(runtimeDir, { recursive: true }).catch(() => {});
+    await engine.kill();
     if (socketDir) await Deno.remove(socketDir, { recursive: true }).catch(() => {});
     throw new Error(`failed to bind code-mode gRPC host to ${address}`, { cause: error });
   }
@@ -203,7 +141,6 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
   const finish = async () => {
     await server.shutdown().catch(() => server.forceShutdown());
     await terminator?.close();
-    await Deno.remove(runtimeDir, { recursive: true }).catch(() => {});
     if (socketDir) await Deno.remove(socketDir, { recursive: true }).catch(() => {});
   };
   const shutdown = () => {
@@ -211,13 +148,7 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
       log.info("code-mode host shutting down");
       health.setStatus("unhealthy");
       health.setStatus("unhealthy", CODE_MODE_SERVICE);
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const deadline = new Promise<"late">((r) =>
-        timer = setTimeout(() => r("late"), limits.shutdownGraceMs)
-      );
-      const result = await Promise.race([manager.drain(), deadline]);
-      clearTimeout(timer);
-      if (result === "late") await manager.killAll();
+      await engine.shutdown();
       const serverDeadline = setTimeout(() => server.forceShutdown(), 1_000);
       await finish();
       clearTimeout(serverDeadline);
@@ -226,28 +157,9 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
     return stopping;
   };
   const kill = async () => {
-    await manager.killAll();
+    await engine.kill();
     server.forceShutdown();
     await finish();
   };
-  const state: HostState = {
-    session(id) {
-      const session = manager.sessions.get(id);
-      return session &&
-        { runtimePid: session.runtime.pid, runningCells: session.runningCells, inFlight: session.inFlight };
-    },
-    get runtimeCount() {
-      return manager.runtimes.size;
-    },
-    get warmCount() {
-      return manager.warmCount;
-    },
-    get spawnCount() {
-      return manager.spawnCount;
-    },
-    get requestPathSpawnCount() {
-      return manager.requestPathSpawnCount;
-    },
-  };
-  return { port, url, state, shutdown, kill, [Symbol.asyncDispose]: shutdown };
+  return { port, url, state: engine.state, shutdown, kill, [Symbol.asyncDispose]: shutdown };
 }
