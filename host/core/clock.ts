@@ -3,6 +3,7 @@
  *
  * @module
  */
+import { MAX_INT32 } from "../../proto/bytes.ts";
 
 /** Time source and timers. */
 export interface Clock {
@@ -15,7 +16,7 @@ export interface Clock {
 }
 
 /** The largest delay a JavaScript timer supports; every yield time is clamped to it (SPEC §4.1). */
-export const MAX_TIMER_MS = 2_147_483_647;
+export const MAX_TIMER_MS = MAX_INT32;
 
 /** The real clock. */
 export const realClock: Clock = {

@@ -12,6 +12,7 @@
  *
  * @module
  */
+import { MIB } from "../../proto/bytes.ts";
 import { serverMissingCellContent } from "./cell.ts";
 import type { ContentItem, Outcome } from "./cell.ts";
 import { MAX_TIMER_MS } from "./clock.ts";
@@ -378,7 +379,7 @@ export class CodeModeCore {
       sessionId,
       outputMode: outputMode === "server" ? OUTPUT_SERVER : OUTPUT_CLIENT,
       maxYieldTimeMs: request.maxYieldTimeMs,
-      cellHeapMb: Math.ceil(heap / 1_048_576),
+      cellHeapMb: Math.ceil(heap / MIB),
     }, slot);
     return {
       sessionId: session.id,

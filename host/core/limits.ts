@@ -3,6 +3,7 @@
  *
  * @module
  */
+import { MAX_MEDIA_BYTES, MAX_MESSAGE_BYTES, MAX_TEXT_BYTES, MIB } from "../../proto/bytes.ts";
 
 /** All limits; see SPEC §2.8 for each meaning. Byte and count values are plain numbers. */
 export interface Limits {
@@ -87,7 +88,7 @@ export interface Limits {
 
 /** The SPEC §2.8 defaults. */
 export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
-  maxMessageBytes: 67_108_864,
+  maxMessageBytes: MAX_MESSAGE_BYTES,
   maxIdentifierBytes: 256,
   maxSessions: 256,
   maxInFlightRequests: 256,
@@ -108,13 +109,14 @@ export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
   serverKeepaliveTimeoutMs: 10_000,
   defaultExecYieldTimeMs: 10_000,
   defaultMaxOutputTokens: 10_000,
-  boundedOutputMaxTextBytes: 1_048_576,
-  boundedOutputMaxImageBytes: 16_777_216,
+  boundedOutputMaxTextBytes: MAX_TEXT_BYTES,
+  boundedOutputMaxImageBytes: MAX_MEDIA_BYTES,
   maxDiagnosticBytes: 65_536,
   outputEventQueueCapacity: 128,
   outputEventQueueBytes: 2_097_152,
-  maxStoredValueBytes: 67_108_864,
-  maxWorkerFrameBytes: 68_157_440,
+  maxStoredValueBytes: MAX_MESSAGE_BYTES,
+  // A largest message plus a mebibyte of envelope (68,157,440).
+  maxWorkerFrameBytes: MAX_MESSAGE_BYTES + MIB,
   workerInboundFrameCapacity: 128,
   defaultMaxHeapSizeBytes: 1_073_741_824,
   minHeapSizeBytes: 16_777_216,
@@ -156,7 +158,7 @@ export function resolveLimits(overrides: Partial<Limits> | string[] = {}): Limit
     }
     limits[name as keyof Limits] = value;
   }
-  if (limits.maxWorkerFrameBytes < limits.maxMessageBytes + 1_048_576) {
+  if (limits.maxWorkerFrameBytes < limits.maxMessageBytes + MIB) {
     throw new RangeError(
       `limit maxWorkerFrameBytes ${limits.maxWorkerFrameBytes} is smaller than maxMessageBytes + 1048576`,
     );
