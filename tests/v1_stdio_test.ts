@@ -10,10 +10,10 @@ import { alive, descendants, rssBytes, sleep, tool } from "./_v1_helpers.ts";
 const BOTH = ["session-cell-execution-resource-limits", "yield-observation"];
 
 /** Closes stdin, expects exit 0, stdout made of whole frames, and no runtime left. */
-async function finishCleanly(c: V1Client, runtimes: number[]): Promise<void> {
+async function finishCleanly(c: V1Client, runtimes: number[], kept = true): Promise<void> {
   const status = await c.finish();
   assert.equal(status.code, 0, await c.stderr);
-  assert.deepEqual(parseFrames(c.stdoutBytes()), c.received);
+  if (kept) assert.deepEqual(parseFrames(c.stdoutBytes()), c.received);
   for (const pid of runtimes) assert.ok(!alive(pid), `runtime ${pid} outlived the host`);
 }
 
@@ -86,9 +86,13 @@ Deno.test("V1: handshake, two isolated sessions, stored values, tools, notificat
   assert.equal(typeof notifications[0].id, "number");
 
   // The cell yields, a wait gets the rest.
-  const slow = c.execute("session-1", `text("a"); yield_control(); await new Promise((r) => setTimeout(r, 300)); text("b")`, {
-    yield_time_ms: 30_000,
-  });
+  const slow = c.execute(
+    "session-1",
+    `text("a"); yield_control(); await new Promise((r) => setTimeout(r, 300)); text("b")`,
+    {
+      yield_time_ms: 30_000,
+    },
+  );
   const slowStarted = await slow.started;
   assert.equal(slowStarted.value.type, "execution/started");
   const slowCell = slowStarted.value.cellId;
@@ -172,5 +176,167 @@ Deno.test("V1: handshake, two isolated sessions, stored values, tools, notificat
   assert.deepEqual(await c.wait("session-7", "1"), failure("unknown code-mode session session-7"));
   assert.deepEqual(texts((await c.run("session-2", `text("still here")`)).value), ["still here"]);
 
+  await finishCleanly(c, runtimes);
+});
+
+Deno.test("V1: the three handshake rejections and an invalid hello end the host", async (t) => {
+  const cases: [string, (c: V1Client) => Promise<Json>, Json][] = [
+    [
+      "first message is not a hello",
+      async (c) => {
+        await c.send({ type: "operation/cancel", id: 1 });
+        return await c.waitFor((m) => m.type === "connection/rejected");
+      },
+      { type: "invalidHello", message: "first message must be connection/hello" },
+    ],
+    [
+      "no version 1",
+      (c) => c.hello({ supportedVersions: [2, 3] }),
+      { type: "noCompatibleVersion", supportedVersions: [1] },
+    ],
+    [
+      "an unknown required capability",
+      (c) =>
+        c.hello({ requiredCapabilities: ["yield-observation", "teleportation"], optionalCapabilities: [] }),
+      { type: "missingRequiredCapability", capability: "teleportation" },
+    ],
+  ];
+  for (const [name, act, reason] of cases) {
+    await t.step(name, async () => {
+      await using c = V1Client.spawn();
+      assert.deepEqual(await act(c), { type: "connection/rejected", reason });
+      await c.closed;
+      assert.notEqual((await c.child!.status).code, 0);
+      assert.deepEqual(parseFrames(c.stdoutBytes()), c.received);
+    });
+  }
+  await t.step("unknown hello field", async () => {
+    await using c = V1Client.spawn();
+    await c.send({
+      type: "connection/hello",
+      supportedVersions: [1],
+      requiredCapabilities: [],
+      optionalCapabilities: [],
+      extra: true,
+    });
+    const rejected = await c.waitFor((m) => m.type === "connection/rejected");
+    assert.equal(rejected.reason.type, "invalidHello");
+    assert.match(rejected.reason.message, /extra/);
+  });
+});
+
+Deno.test("V1: a second hello and a duplicate request ID are fatal; stdout stays whole frames", async (t) => {
+  for (
+    const [name, act, message] of [
+      ["second hello", (c: V1Client) => c.hello(), "received a second code-mode client hello"],
+      ["duplicate request ID", async (c: V1Client) => {
+        await c.open("session-1");
+        await c.request({ method: "session/open", sessionId: "session-2" }, 1);
+      }, "duplicate code-mode request ID 1"],
+      [
+        "unknown request field",
+        (c: V1Client) => c.request({ method: "session/shutdown", sessionId: "session-1", force: true }),
+        "unknown field `force`",
+      ],
+    ] as const
+  ) {
+    await t.step(name, async () => {
+      await using c = V1Client.spawn();
+      await c.hello();
+      void (act(c) as Promise<unknown>).catch(() => {});
+      await c.closed;
+      assert.notEqual((await c.child!.status).code, 0);
+      assert.match(await c.stderr, new RegExp(message.replace(/[`]/g, ".")));
+      assert.deepEqual(parseFrames(c.stdoutBytes()), c.received);
+    });
+  }
+});
+
+Deno.test("V1: a frame over 64 MiB is refused by id (execute: both responses) and the connection stays up", async () => {
+  await using c = V1Client.spawn();
+  await c.hello();
+  await c.open("session-1");
+  const source = `text("big")//` + "x".repeat(67_108_864);
+  const e = c.execute("session-1", source);
+  const started = await e.started;
+  assert.equal(started.status, "error");
+  assert.match(started.message, /^code-mode IPC frame length \d+ exceeds 67108864 bytes$/);
+  assert.deepEqual(await e.initial, started);
+  assert.deepEqual(texts((await c.run("session-1", `text("next")`)).value), ["next"]);
+  await finishCleanly(c, []);
+});
+
+Deno.test("V1: a reader that stops reading while a cell floods output: host memory stays bounded, then it completes", async () => {
+  await using c = V1Client.spawn({ keepStdout: false });
+  await c.hello();
+  await c.open("session-1");
+  let notes = 0;
+  c.onDelegate = () => {
+    notes++;
+    return { status: "ok", value: { type: "notification/delivered" } };
+  };
+  const N = 640; // 640 MiB of text and 640 notifications
+  const pid = c.child!.pid;
+  const before = rssBytes(pid);
+  c.pause();
+  const e = c.execute(
+    "session-1",
+    `const mib = "x".repeat(1 << 20);
+     for (let i = 0; i < ${N}; i++) { text(mib); notify("n" + i); await new Promise((r) => setTimeout(r, 0)); }
+     text("done")`,
+    { yield_time_ms: 100 },
+  );
+  let peak = 0;
+  for (let i = 0; i < 40; i++) {
+    peak = Math.max(peak, rssBytes(pid));
+    await sleep(100);
+  }
+  c.resume();
+  const cell = (await e.started).value.cellId;
+  let result = await e.initial;
+  const dropped: string[] = [];
+  while (result.status === "error" || !("Result" in result.value)) {
+    peak = Math.max(peak, rssBytes(pid));
+    // A window over the message limit fails once and comes back as one dropped-output item (SPEC §8.3).
+    if (result.status === "error") {
+      assert.equal(
+        result.message,
+        "code-mode execution outcome exceeds the 67108864-byte gRPC message limit",
+      );
+    }
+    const waited = await c.wait("session-1", cell, 30_000);
+    result = waited.status === "ok" ? { status: "ok", value: waited.value.outcome.LiveCell } : waited;
+    if (result.status === "ok") {
+      dropped.push(...texts(result.value).filter((t) => t.startsWith("[Code Mode")));
+    }
+  }
+  const response = result.value;
+  // Every byte was produced while the client did not read; the window that holds "done" is
+  // delivered whole or as its dropped-output item.
+  assert.equal(response.Result.error_text, null);
+  assert.match(
+    texts(response).at(-1)!,
+    /^(done|\[Code Mode output dropped: \d+ bytes exceeded the 67108864-byte gRPC message limit\])$/,
+  );
+  console.log(`V1 flood: host RSS grew by ${(peak - before) >> 20} MiB for ${N} MiB of output`);
+  await c.waitFor(() => notes === N);
+  assert.ok(peak - before < 600 * 1_048_576, `host grew by ${(peak - before) >> 20} MiB`);
+  await finishCleanly(c, [], false);
+});
+
+Deno.test("V1: stdin EOF with running cells and a pending wait: exit 0, every runtime reaped", async () => {
+  await using c = V1Client.spawn();
+  await c.hello();
+  await c.open("session-1");
+  await c.open("session-2");
+  const a = c.execute("session-1", `text("a"); yield_control(); await new Promise(() => {})`);
+  const cell = (await a.started).value.cellId;
+  await a.initial;
+  void c.execute("session-2", `while (true) {}`, { yield_time_ms: 600_000 }).initial.catch(() => {});
+  const pending = c.wait("session-1", cell, 600_000);
+  pending.catch(() => {});
+  await sleep(200);
+  const runtimes = descendants(c.child!.pid);
+  assert.ok(runtimes.length >= 2);
   await finishCleanly(c, runtimes);
 });
