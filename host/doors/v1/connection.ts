@@ -57,7 +57,7 @@ export interface V1ConnectionOptions {
   readable: ReadableStream<Uint8Array>;
   /** Bytes to the client. */
   writable: WritableStream<Uint8Array>;
-  /** Payload limit (default 64 MiB; tests lower it). */
+  /** Payload limit both ways, named in the messages (default 67,108,864; tests lower it). */
   maxFrameBytes?: number;
   /** Outgoing queue capacity in frames (default 128). */
   queueFrames?: number;
@@ -243,7 +243,7 @@ export class V1Connection {
   }
 
   async #oversized(length: number, head: Uint8Array, hello: boolean): Promise<void> {
-    const message = `code-mode IPC frame length ${length} exceeds ${MAX_FRAME_BYTES} bytes`;
+    const message = `code-mode IPC frame length ${length} exceeds ${this.#maxFrame} bytes`;
     const found = hello ? oversizedId(head) : undefined;
     if (found?.type === "operation/request") {
       this.#admitId(found.id);
@@ -627,7 +627,7 @@ export class V1Connection {
    */
   async #send(message: Record<string, unknown>, replace = false): Promise<void> {
     let frame = encodeFrame(message);
-    if (frame.length - 4 > MAX_FRAME_BYTES) {
+    if (frame.length - 4 > this.#maxFrame) {
       const detail = `${frame.length - 4} bytes`;
       if (!replace) {
         this.#log.error("code-mode host message exceeded the IPC frame limit", { error: detail });
@@ -636,7 +636,7 @@ export class V1Connection {
       frame = encodeFrame({
         ...message,
         result: error(
-          `code-mode host response exceeded the ${MAX_FRAME_BYTES}-byte IPC frame limit: ${detail}`,
+          `code-mode host response exceeded the ${this.#maxFrame}-byte IPC frame limit: ${detail}`,
         ),
       });
     }
