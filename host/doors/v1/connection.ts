@@ -41,12 +41,17 @@ export const REMEMBERED_IDS = 4_096;
 /** Bound of the shutdown at client EOF. */
 export const EOF_SHUTDOWN_MS = 5_000;
 
-/** How a connection ended. */
+/** Why a connection ended. */
+export type EndReason = { type: "eof" } | { type: "rejected" } | { type: "fatal"; message: string };
+
+/** How a connection ended, and what is left of the shutdown budget. */
 export type ConnectionEnd =
-  & ({ type: "eof" } | { type: "rejected" } | { type: "fatal"; message: string })
+  & EndReason
   & {
     /** The shutdown of this connection's sessions took longer than {@link EOF_SHUTDOWN_MS}. */
     timedOut?: boolean;
+    /** Milliseconds of {@link EOF_SHUTDOWN_MS} left for the rest of the host's shutdown. */
+    remainingMs: number;
   };
 
 /** Options of {@link V1Connection}. */
@@ -156,18 +161,20 @@ export class V1Connection {
    * @returns how the connection ended
    */
   async run(): Promise<ConnectionEnd> {
-    let end: ConnectionEnd;
+    let end: EndReason;
     try {
       end = await this.#serve();
     } catch (err) {
       end = { type: "fatal", message: messageOf(err) };
     }
     if (end.type === "fatal") this.#log.error(end.message);
+    const started = performance.now();
     const timedOut = await this.#close();
-    return timedOut ? { ...end, timedOut } : end;
+    const remainingMs = Math.max(0, Math.round(EOF_SHUTDOWN_MS - (performance.now() - started)));
+    return timedOut ? { ...end, timedOut, remainingMs } : { ...end, remainingMs };
   }
 
-  async #serve(): Promise<ConnectionEnd> {
+  async #serve(): Promise<EndReason> {
     let hello = false;
     try {
       for await (const frame of readFrames(this.#readable, this.#maxFrame)) {

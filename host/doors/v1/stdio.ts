@@ -35,7 +35,8 @@ export async function serveV1Stdio(options: EngineOptions, io?: V1Io): Promise<n
   if (end.timedOut) await engine.kill();
   else {
     let timer: ReturnType<typeof setTimeout> | undefined;
-    const late = new Promise<"late">((r) => timer = setTimeout(() => r("late"), 5_000));
+    // One budget of 5 s from the client's EOF: what the sessions' shutdown left of it.
+    const late = new Promise<"late">((r) => timer = setTimeout(() => r("late"), end.remainingMs));
     const result = await Promise.race([engine.shutdown(), late]);
     clearTimeout(timer);
     if (result === "late") {
