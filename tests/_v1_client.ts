@@ -81,6 +81,10 @@ export interface SpawnOptions {
   args?: string[];
   /** Extra environment (default only `PATH` with deno's directory and `HOME`). */
   env?: Record<string, string>;
+  /** The program (default {@link LAUNCHER}). */
+  command?: string;
+  /** The working directory (default `/`). */
+  cwd?: string;
   /** Keep every byte read from stdout (default true), for {@link V1Client.stdoutBytes}. */
   keepStdout?: boolean;
 }
@@ -134,11 +138,11 @@ export class V1Client {
    */
   static spawn(options: SpawnOptions = {}): V1Client {
     const denoDir = Deno.execPath().replace(/\/[^/]+$/, "");
-    const child = new Deno.Command(LAUNCHER, {
+    const child = new Deno.Command(options.command ?? LAUNCHER, {
       args: options.args ?? [],
       clearEnv: true,
       env: { PATH: `${denoDir}:/usr/bin:/bin`, HOME: Deno.env.get("HOME") ?? "/tmp", ...options.env },
-      cwd: "/",
+      cwd: options.cwd ?? "/",
       stdin: "piped",
       stdout: "piped",
       stderr: "piped",

@@ -340,3 +340,35 @@ Deno.test("V1: stdin EOF with running cells and a pending wait: exit 0, every ru
   assert.ok(runtimes.length >= 2);
   await finishCleanly(c, runtimes);
 });
+
+Deno.test("V1: the launcher works through a symlink from another directory, and passes an explicit --listen through", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.mkdir(`${dir}/elsewhere`);
+    await Deno.symlink(new URL("../bin/codex-code-mode-host", import.meta.url).pathname, `${dir}/host-link`);
+    await Deno.symlink(`${dir}/host-link`, `${dir}/elsewhere/host`);
+    for (const args of [[], ["--listen", "stdio://"], ["--listen=stdio", "--warm-sessions", "0"]]) {
+      await using c = V1Client.spawn({ command: `${dir}/elsewhere/host`, cwd: `${dir}/elsewhere`, args });
+      assert.equal((await c.hello()).type, "connection/ready", args.join(" "));
+      await c.open("session-1");
+      assert.deepEqual(texts((await c.run("session-1", `text("ok")`)).value), ["ok"]);
+      await finishCleanly(c, []);
+    }
+    const refused = await new Deno.Command(`${dir}/elsewhere/host`, {
+      args: ["--listen", "tcp://nowhere"],
+      clearEnv: true,
+      env: {
+        PATH: `${Deno.execPath().replace(/\/[^/]+$/, "")}:/usr/bin:/bin`,
+        HOME: Deno.env.get("HOME") ?? "/tmp",
+      },
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.equal(refused.code, 2);
+    assert.equal(refused.stdout.length, 0);
+    assert.match(new TextDecoder().decode(refused.stderr), /unsupported --listen URL `tcp:\/\/nowhere`/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
