@@ -174,6 +174,9 @@ Deno.test("V1: handshake, two isolated sessions, stored values, tools, notificat
   // Session IDs are not reused; unknown sessions are named.
   assert.deepEqual(await c.open("session-1"), failure("code-mode session ID `session-1` was reused"));
   assert.deepEqual(await c.wait("session-7", "1"), failure("unknown code-mode session session-7"));
+  const refused = c.execute("session-7", `text(1)`);
+  assert.deepEqual(await refused.started, failure("unknown code-mode session session-7"));
+  assert.deepEqual(await refused.initial, failure("unknown code-mode session session-7"));
   assert.deepEqual(texts((await c.run("session-2", `text("still here")`)).value), ["still here"]);
 
   await finishCleanly(c, runtimes);

@@ -598,7 +598,7 @@ export class V1Connection {
     try {
       request = parseExecute(sessionId, executionId, inner);
     } catch (err) {
-      return await this.#answer(id, error(`invalid code-mode execute request: ${messageOf(err)}`));
+      return await this.#refuseExecute(id, error(`invalid code-mode execute request: ${messageOf(err)}`));
     }
     const signal = active.abort.signal;
     let gate: PromiseWithResolvers<void> | undefined;
@@ -618,10 +618,19 @@ export class V1Connection {
     } catch (err) {
       const message = signal.aborted ? "code-mode request cancelled" : messageOf(err);
       if (started) await this.#initial(id, error(message));
-      else await this.#answer(id, error(message));
+      else await this.#refuseExecute(id, error(message));
     } finally {
       gate?.resolve();
     }
+  }
+
+  /**
+   * An execute that never started still gets its one `execute/initialResponse` (the id stays
+   * active until then, SPEC §9.10), with the same error as its `operation/response`.
+   */
+  async #refuseExecute(id: number, result: Record<string, unknown>): Promise<void> {
+    await this.#answer(id, result);
+    await this.#initial(id, result);
   }
 
   #initial(id: number, result: Record<string, unknown>): Promise<void> {
