@@ -15,6 +15,11 @@ export interface ListenAddress {
   loopback: boolean;
 }
 
+/** `stdio` or `stdio://`: JSON "host V1" on stdin/stdout (SPEC §9.10). */
+export interface StdioListen {
+  kind: "stdio";
+}
+
 /** A `--listen` value this build refuses, with its exact message and exit code 2. */
 export class ListenError extends Error {
   override name = "ListenError";
@@ -34,11 +39,17 @@ function loopback(ip: string): boolean {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * assert.equal(parseListenUrl("grpc://127.0.0.1:0", false).bind, "127.0.0.1:0");
+ * assert.deepEqual(parseListenUrl("grpc://127.0.0.1:0", false), {
+ *   ip: "127.0.0.1",
+ *   port: 0,
+ *   bind: "127.0.0.1:0",
+ *   loopback: true,
+ * });
  * assert.throws(() => parseListenUrl("grpc://localhost:9000", false), /expected `grpc:\/\/IP:PORT`/);
  * ```
  */
-export function parseListenUrl(url: string, allowNonLoopback: boolean): ListenAddress {
+export function parseListenUrl(url: string, allowNonLoopback: boolean): ListenAddress | StdioListen {
+  if (url === "stdio" || url === "stdio://") return { kind: "stdio" };
   if (url.startsWith("grpc://")) {
     const rest = url.slice("grpc://".length);
     const match = /^(?:\[([^\]]+)\]|([^:\[\]]+)):(\d{1,5})$/.exec(rest);
@@ -57,7 +68,7 @@ export function parseListenUrl(url: string, allowNonLoopback: boolean): ListenAd
     }
     return { ip, port, bind, loopback: isLoopback };
   }
-  if (url.startsWith("unix:") || url === "grpc+stdio://" || url === "stdio" || url === "stdio://") {
+  if (url.startsWith("unix:") || url === "grpc+stdio://") {
     throw new ListenError(`--listen \`${url}\` is not supported by this build`);
   }
   throw new ListenError(

@@ -14,7 +14,9 @@ Deno.test("parseListenUrl() accepts IP literals with any port, IPv6 in brackets"
     bind: "[::1]:50051",
     loopback: true,
   });
-  assert.equal(parseListenUrl("grpc://10.0.0.1:1", true).loopback, false);
+  assert.equal((parseListenUrl("grpc://10.0.0.1:1", true) as { loopback: boolean }).loopback, false);
+  assert.deepEqual(parseListenUrl("stdio", false), { kind: "stdio" });
+  assert.deepEqual(parseListenUrl("stdio://", false), { kind: "stdio" });
 });
 
 Deno.test("parseListenUrl() rejects every other form with the SPEC §9.1 messages", async (t) => {
@@ -29,7 +31,6 @@ Deno.test("parseListenUrl() rejects every other form with the SPEC §9.1 message
     ["grpc://[::]:0", "refusing to listen on non-loopback address `[::]:0` without --allow-non-loopback"],
     ["unix:./h.sock", "--listen `unix:./h.sock` is not supported by this build"],
     ["grpc+stdio://", "--listen `grpc+stdio://` is not supported by this build"],
-    ["stdio", "--listen `stdio` is not supported by this build"],
     [
       "http://127.0.0.1:1",
       "unsupported --listen URL `http://127.0.0.1:1`; expected `grpc://IP:PORT`, `unix:PATH`, `grpc+stdio://`, `stdio`, or `stdio://`",

@@ -8,6 +8,7 @@ import { parseArgs } from "node:util";
 import { ListenError, parseListenUrl } from "./listen_url.ts";
 import { Logger, type LogLevel } from "./ops/log.ts";
 import { createHost } from "./doors/grpc/server.ts";
+import { serveV1Stdio } from "./doors/v1/mod.ts";
 
 const LEVELS = ["debug", "info", "warn", "error"];
 
@@ -113,6 +114,12 @@ async function main(args: string[]): Promise<void> {
     const value = Number(text.slice(at + 1));
     if (at <= 0 || !Number.isSafeInteger(value) || value < 0) fail(log, `invalid --limit \`${text}\``, 2);
     limits[text.slice(0, at)] = value;
+  }
+
+  if ("kind" in listen) {
+    // JSON host V1 on stdin/stdout (SPEC §9.10): stdout carries only frames.
+    const options = { limits, deno: v.deno as string | undefined, workerPrefix: prefix, warmSessions, log };
+    Deno.exit(await serveV1Stdio(options).catch((error) => fail(log, (error as Error).message, 2)));
   }
 
   let host;

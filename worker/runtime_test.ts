@@ -359,7 +359,7 @@ Deno.test("Shutdown and input EOF exit with 0 once the frames are out; garbage i
   }
 });
 
-Deno.test("An unconfigured runtime creates its spare after 50 ms idle (the warm pool); Configure at once", async () => {
+Deno.test("An unconfigured runtime creates its spare after 50 ms idle (the warm pool); Configure at once", () => {
   const h = harness();
   void h.runtime.run();
   h.clock.advance(49);

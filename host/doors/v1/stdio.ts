@@ -1,0 +1,49 @@
+/**
+ * `--listen stdio` / `--listen stdio://` (SPEC §9.1, §9.10): one JSON "host V1" connection on
+ * the process's stdin and stdout, on a fresh engine with client-chosen session IDs. stdout
+ * carries only frames; logs go to stderr.
+ *
+ * @module
+ */
+import { type EngineOptions, startEngine } from "../../engine.ts";
+import { V1Connection } from "./connection.ts";
+
+/** The byte streams of the connection (default the process's stdin and stdout). */
+export interface V1Io {
+  readable: ReadableStream<Uint8Array>;
+  writable: WritableStream<Uint8Array>;
+}
+
+/**
+ * Serves one V1 connection until the client's EOF (or a fatal protocol error), then stops every
+ * session, reaps every runtime and removes the runtime directory.
+ *
+ * @param options the engine's options (`clientSessionIds` is forced on)
+ * @param io the streams (default `Deno.stdin.readable` and `Deno.stdout.writable`)
+ * @returns the exit code: 0 after an orderly EOF, 1 after a rejected hello, a fatal error or a
+ *   shutdown that timed out
+ */
+export async function serveV1Stdio(options: EngineOptions, io?: V1Io): Promise<number> {
+  const engine = startEngine({ ...options, clientSessionIds: true });
+  const connection = new V1Connection({
+    core: engine.core,
+    log: engine.log,
+    readable: io?.readable ?? Deno.stdin.readable,
+    writable: io?.writable ?? Deno.stdout.writable,
+  });
+  const end = await connection.run();
+  if (end.timedOut) await engine.kill();
+  else {
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    // One budget of 5 s from the client's EOF: what the sessions' shutdown left of it.
+    const late = new Promise<"late">((r) => timer = setTimeout(() => r("late"), end.remainingMs));
+    const result = await Promise.race([engine.shutdown(), late]);
+    clearTimeout(timer);
+    if (result === "late") {
+      engine.log.error("timed out shutting down code-mode host state");
+      await engine.kill();
+      return 1;
+    }
+  }
+  return end.type === "eof" && !end.timedOut ? 0 : 1;
+}

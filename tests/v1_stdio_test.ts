@@ -1,0 +1,377 @@
+/**
+ * End-to-end: Codex's launch of its code-mode host. A V1 client written from SPEC §9.10
+ * (tests/_v1_client.ts) spawns `bin/codex-code-mode-host` with no arguments, a nearly empty
+ * environment and cwd `/`, and speaks JSON host V1 over the child's real stdin/stdout.
+ */
+import assert from "node:assert/strict";
+import { failure, type Json, parseFrames, texts, toolResult, V1Client } from "./_v1_client.ts";
+import { alive, descendants, rssBytes, sleep, tool } from "./_v1_helpers.ts";
+
+const BOTH = ["session-cell-execution-resource-limits", "yield-observation"];
+
+/** Closes stdin, expects exit 0, stdout made of whole frames, and no runtime left. */
+async function finishCleanly(c: V1Client, runtimes: number[], kept = true): Promise<void> {
+  const status = await c.finish();
+  assert.equal(status.code, 0, await c.stderr);
+  if (kept) assert.deepEqual(parseFrames(c.stdoutBytes()), c.received);
+  for (const pid of runtimes) assert.ok(!alive(pid), `runtime ${pid} outlived the host`);
+}
+
+Deno.test("V1: handshake, two isolated sessions, stored values, tools, notifications, yield/wait/terminate, cancel, shutdown and ID reuse", async () => {
+  await using c = V1Client.spawn();
+  const ready = await c.hello({
+    requiredCapabilities: ["session-cell-execution-resource-limits"],
+    optionalCapabilities: ["yield-observation", "some-future-capability"],
+  });
+  assert.deepEqual(ready, { type: "connection/ready", selectedVersion: 1, capabilities: BOTH });
+
+  assert.deepEqual(await c.open("session-1"), {
+    status: "ok",
+    value: { type: "session/ready", sessionId: "session-1" },
+  });
+  assert.deepEqual(await c.open("session-2"), {
+    status: "ok",
+    value: { type: "session/ready", sessionId: "session-2" },
+  });
+  assert.deepEqual(await c.open("session-1"), failure("code-mode session ID `session-1` is already open"));
+  const pid = c.child!.pid;
+  const runtimes = descendants(pid);
+  assert.ok(runtimes.length >= 2, "two session runtimes");
+
+  // Stored values survive across the cells of one session and are not seen by another.
+  let r = await c.run("session-1", `store("k", 41); text("stored")`);
+  assert.deepEqual(r, {
+    status: "ok",
+    value: {
+      Result: { cell_id: "1", content_items: [{ type: "input_text", text: "stored" }], error_text: null },
+    },
+  });
+  r = await c.run("session-2", `text(String(load("k")))`);
+  assert.deepEqual(texts(r.value), ["undefined"]);
+  r = await c.run("session-1", `text(String(load("k") + 1))`);
+  assert.deepEqual(texts(r.value), ["42"]);
+  assert.equal(r.value.Result.cell_id, "2");
+
+  // A tool call answered through delegate/response, ok and error; a notification delivered.
+  const invocations: Json[] = [];
+  const notifications: Json[] = [];
+  c.onDelegate = (m) => {
+    if (m.request.type === "notification/send") {
+      notifications.push(m);
+      return { status: "ok", value: { type: "notification/delivered" } };
+    }
+    invocations.push(m);
+    const input = m.request.invocation.input;
+    return input.fail ? failure("tool said no") : toolResult({ echoed: input.n });
+  };
+  r = await c.run(
+    "session-1",
+    `notify("ping"); const a = await tools.echo({ n: 7 }); text(JSON.stringify(a));
+     try { await tools.echo({ fail: true }); } catch (e) { text("caught " + e); }`,
+    { enabled_tools: [tool("echo")], tool_call_id: "exec-call-3" },
+  );
+  assert.deepEqual(texts(r.value), ['{"echoed":7}', "caught tool said no"]);
+  assert.equal(invocations.length, 2);
+  assert.deepEqual(invocations[0].request.invocation, {
+    cell_id: "3",
+    runtime_tool_call_id: "tool-1",
+    tool_name: { name: "echo", namespace: null },
+    tool_kind: "function",
+    input: { n: 7 },
+  });
+  assert.equal(invocations[0].sessionId, "session-1");
+  assert.deepEqual(notifications.map((n) => [n.sessionId, n.request]), [
+    ["session-1", { type: "notification/send", callId: "exec-call-3", cellId: "3", text: "ping" }],
+  ]);
+  assert.equal(typeof notifications[0].id, "number");
+
+  // The cell yields, a wait gets the rest.
+  const slow = c.execute(
+    "session-1",
+    `text("a"); yield_control(); await new Promise((r) => setTimeout(r, 300)); text("b")`,
+    {
+      yield_time_ms: 30_000,
+    },
+  );
+  const slowStarted = await slow.started;
+  assert.equal(slowStarted.value.type, "execution/started");
+  const slowCell = slowStarted.value.cellId;
+  assert.deepEqual(await slow.initial, {
+    status: "ok",
+    value: { Yielded: { cell_id: slowCell, content_items: [{ type: "input_text", text: "a" }] } },
+  });
+  const waited = await c.wait("session-1", slowCell, 30_000);
+  assert.deepEqual(waited, {
+    status: "ok",
+    value: {
+      type: "wait/completed",
+      outcome: {
+        LiveCell: {
+          Result: { cell_id: slowCell, content_items: [{ type: "input_text", text: "b" }], error_text: null },
+        },
+      },
+    },
+  });
+  assert.deepEqual((await c.wait("session-1", "99")).value.outcome, {
+    MissingCell: { Result: { cell_id: "99", content_items: [], error_text: "exec cell 99 not found" } },
+  });
+
+  // operation/cancel of a wait; then terminate.
+  const forever = c.execute("session-1", `text("f"); yield_control(); await new Promise(() => {})`, {
+    yield_time_ms: 30_000,
+  });
+  const foreverCell = (await forever.started).value.cellId;
+  assert.ok("Yielded" in (await forever.initial).value);
+  const waitId = c.nextId();
+  const cancelled = c.wait("session-1", foreverCell, 600_000, waitId);
+  await sleep(100);
+  await c.send({ type: "operation/cancel", id: waitId });
+  assert.deepEqual(await cancelled, failure("code-mode request cancelled"));
+  assert.deepEqual((await c.terminate("session-1", foreverCell)).value.outcome, {
+    LiveCell: { Terminated: { cell_id: foreverCell, content_items: [] } },
+  });
+
+  // operation/yield of an execute: the cell keeps running.
+  const y = c.execute("session-2", `text("y"); await new Promise((r) => setTimeout(r, 200)); text("z")`, {
+    yield_time_ms: 600_000,
+  });
+  const yCell = (await y.started).value.cellId;
+  await sleep(50);
+  await c.send({ type: "operation/yield", id: y.id });
+  assert.deepEqual(await y.initial, {
+    status: "ok",
+    value: { Yielded: { cell_id: yCell, content_items: [{ type: "input_text", text: "y" }] } },
+  });
+  assert.deepEqual(texts((await c.wait("session-2", yCell, 30_000)).value.outcome.LiveCell), ["z"]);
+
+  // session/shutdown answers session/closed after the session's cell/closed.
+  const closed = await c.shutdown("session-1");
+  assert.deepEqual(closed, { status: "ok", value: { type: "session/closed", sessionId: "session-1" } });
+  const at = c.received.findIndex((m) =>
+    m.type === "operation/response" && m.result?.value?.type === "session/closed"
+  );
+  const cellClosed = c.received.filter((m, i) =>
+    m.type === "cell/closed" && m.sessionId === "session-1" && i < at
+  );
+  assert.deepEqual(cellClosed.map((m) => m.cellId).sort(), ["1", "2", "3", slowCell, foreverCell].sort());
+  // Each cell's cell/closed comes after its initial response.
+  for (const m of c.received.filter((m) => m.type === "cell/closed")) {
+    const closedAt = c.received.indexOf(m);
+    const initialAt = c.received.findIndex((x) =>
+      x.type === "execute/initialResponse" && Object.values(x.result.value ?? {}).some((v: Json) =>
+        v.cell_id === m.cellId
+      ) &&
+      c.received.some((s) =>
+        s.type === "operation/response" && s.id === x.id && s.result.value?.cellId === m.cellId
+      )
+    );
+    assert.ok(
+      initialAt >= 0 && initialAt < closedAt,
+      `cell ${m.sessionId}/${m.cellId} closed before its initial response`,
+    );
+  }
+
+  // Session IDs are not reused; unknown sessions are named.
+  assert.deepEqual(await c.open("session-1"), failure("code-mode session ID `session-1` was reused"));
+  assert.deepEqual(await c.wait("session-7", "1"), failure("unknown code-mode session session-7"));
+  const refused = c.execute("session-7", `text(1)`);
+  assert.deepEqual(await refused.started, failure("unknown code-mode session session-7"));
+  assert.deepEqual(await refused.initial, failure("unknown code-mode session session-7"));
+  assert.deepEqual(texts((await c.run("session-2", `text("still here")`)).value), ["still here"]);
+
+  await finishCleanly(c, runtimes);
+});
+
+Deno.test("V1: the three handshake rejections and an invalid hello end the host", async (t) => {
+  const cases: [string, (c: V1Client) => Promise<Json>, Json][] = [
+    [
+      "first message is not a hello",
+      async (c) => {
+        await c.send({ type: "operation/cancel", id: 1 });
+        return await c.waitFor((m) => m.type === "connection/rejected");
+      },
+      { type: "invalidHello", message: "first message must be connection/hello" },
+    ],
+    [
+      "no version 1",
+      (c) => c.hello({ supportedVersions: [2, 3] }),
+      { type: "noCompatibleVersion", supportedVersions: [1] },
+    ],
+    [
+      "an unknown required capability",
+      (c) =>
+        c.hello({ requiredCapabilities: ["yield-observation", "teleportation"], optionalCapabilities: [] }),
+      { type: "missingRequiredCapability", capability: "teleportation" },
+    ],
+  ];
+  for (const [name, act, reason] of cases) {
+    await t.step(name, async () => {
+      await using c = V1Client.spawn();
+      assert.deepEqual(await act(c), { type: "connection/rejected", reason });
+      await c.closed;
+      assert.notEqual((await c.child!.status).code, 0);
+      assert.deepEqual(parseFrames(c.stdoutBytes()), c.received);
+    });
+  }
+  await t.step("unknown hello field", async () => {
+    await using c = V1Client.spawn();
+    await c.send({
+      type: "connection/hello",
+      supportedVersions: [1],
+      requiredCapabilities: [],
+      optionalCapabilities: [],
+      extra: true,
+    });
+    const rejected = await c.waitFor((m) => m.type === "connection/rejected");
+    assert.equal(rejected.reason.type, "invalidHello");
+    assert.match(rejected.reason.message, /extra/);
+  });
+});
+
+Deno.test("V1: a second hello and a duplicate request ID are fatal; stdout stays whole frames", async (t) => {
+  for (
+    const [name, act, message] of [
+      ["second hello", (c: V1Client) => c.hello(), "received a second code-mode client hello"],
+      ["duplicate request ID", async (c: V1Client) => {
+        await c.open("session-1");
+        await c.request({ method: "session/open", sessionId: "session-2" }, 1);
+      }, "duplicate code-mode request ID 1"],
+      [
+        "unknown request field",
+        (c: V1Client) => c.request({ method: "session/shutdown", sessionId: "session-1", force: true }),
+        "unknown field `force`",
+      ],
+    ] as const
+  ) {
+    await t.step(name, async () => {
+      await using c = V1Client.spawn();
+      await c.hello();
+      void (act(c) as Promise<unknown>).catch(() => {});
+      await c.closed;
+      assert.notEqual((await c.child!.status).code, 0);
+      assert.match(await c.stderr, new RegExp(message.replace(/[`]/g, ".")));
+      assert.deepEqual(parseFrames(c.stdoutBytes()), c.received);
+    });
+  }
+});
+
+Deno.test("V1: a frame over 64 MiB is refused by id (execute: both responses) and the connection stays up", async () => {
+  await using c = V1Client.spawn();
+  await c.hello();
+  await c.open("session-1");
+  const source = `text("big")//` + "x".repeat(67_108_864);
+  const e = c.execute("session-1", source);
+  const started = await e.started;
+  assert.equal(started.status, "error");
+  assert.match(started.message, /^code-mode IPC frame length \d+ exceeds 67108864 bytes$/);
+  assert.deepEqual(await e.initial, started);
+  assert.deepEqual(texts((await c.run("session-1", `text("next")`)).value), ["next"]);
+  await finishCleanly(c, []);
+});
+
+Deno.test("V1: a reader that stops reading while a cell floods output: host memory stays bounded, then it completes", async () => {
+  await using c = V1Client.spawn({ keepStdout: false });
+  await c.hello();
+  await c.open("session-1");
+  let notes = 0;
+  c.onDelegate = () => {
+    notes++;
+    return { status: "ok", value: { type: "notification/delivered" } };
+  };
+  const N = 640; // 640 MiB of text and 640 notifications
+  const pid = c.child!.pid;
+  const before = rssBytes(pid);
+  c.pause();
+  const e = c.execute(
+    "session-1",
+    `const mib = "x".repeat(1 << 20);
+     for (let i = 0; i < ${N}; i++) { text(mib); notify("n" + i); await new Promise((r) => setTimeout(r, 0)); }
+     text("done")`,
+    { yield_time_ms: 100 },
+  );
+  let peak = 0;
+  for (let i = 0; i < 40; i++) {
+    peak = Math.max(peak, rssBytes(pid));
+    await sleep(100);
+  }
+  c.resume();
+  const cell = (await e.started).value.cellId;
+  let result = await e.initial;
+  const dropped: string[] = [];
+  while (result.status === "error" || !("Result" in result.value)) {
+    peak = Math.max(peak, rssBytes(pid));
+    // A window over the message limit fails once and comes back as one dropped-output item (SPEC §8.3).
+    if (result.status === "error") {
+      assert.equal(
+        result.message,
+        "code-mode execution outcome exceeds the 67108864-byte gRPC message limit",
+      );
+    }
+    const waited = await c.wait("session-1", cell, 30_000);
+    result = waited.status === "ok" ? { status: "ok", value: waited.value.outcome.LiveCell } : waited;
+    if (result.status === "ok") {
+      dropped.push(...texts(result.value).filter((t) => t.startsWith("[Code Mode")));
+    }
+  }
+  const response = result.value;
+  // Every byte was produced while the client did not read; the window that holds "done" is
+  // delivered whole or as its dropped-output item.
+  assert.equal(response.Result.error_text, null);
+  assert.match(
+    texts(response).at(-1)!,
+    /^(done|\[Code Mode output dropped: \d+ bytes exceeded the 67108864-byte gRPC message limit\])$/,
+  );
+  console.log(`V1 flood: host RSS grew by ${(peak - before) >> 20} MiB for ${N} MiB of output`);
+  await c.waitFor(() => notes === N);
+  assert.ok(peak - before < 600 * 1_048_576, `host grew by ${(peak - before) >> 20} MiB`);
+  await finishCleanly(c, [], false);
+});
+
+Deno.test("V1: stdin EOF with running cells and a pending wait: exit 0, every runtime reaped", async () => {
+  await using c = V1Client.spawn();
+  await c.hello();
+  await c.open("session-1");
+  await c.open("session-2");
+  const a = c.execute("session-1", `text("a"); yield_control(); await new Promise(() => {})`);
+  const cell = (await a.started).value.cellId;
+  await a.initial;
+  void c.execute("session-2", `while (true) {}`, { yield_time_ms: 600_000 }).initial.catch(() => {});
+  const pending = c.wait("session-1", cell, 600_000);
+  pending.catch(() => {});
+  await sleep(200);
+  const runtimes = descendants(c.child!.pid);
+  assert.ok(runtimes.length >= 2);
+  await finishCleanly(c, runtimes);
+});
+
+Deno.test("V1: the launcher works through a symlink from another directory, and passes an explicit --listen through", async () => {
+  const dir = await Deno.makeTempDir();
+  try {
+    await Deno.mkdir(`${dir}/elsewhere`);
+    await Deno.symlink(new URL("../bin/codex-code-mode-host", import.meta.url).pathname, `${dir}/host-link`);
+    await Deno.symlink(`${dir}/host-link`, `${dir}/elsewhere/host`);
+    for (const args of [[], ["--listen", "stdio://"], ["--listen=stdio", "--warm-sessions", "0"]]) {
+      await using c = V1Client.spawn({ command: `${dir}/elsewhere/host`, cwd: `${dir}/elsewhere`, args });
+      assert.equal((await c.hello()).type, "connection/ready", args.join(" "));
+      await c.open("session-1");
+      assert.deepEqual(texts((await c.run("session-1", `text("ok")`)).value), ["ok"]);
+      await finishCleanly(c, []);
+    }
+    const refused = await new Deno.Command(`${dir}/elsewhere/host`, {
+      args: ["--listen", "tcp://nowhere"],
+      clearEnv: true,
+      env: {
+        PATH: `${Deno.execPath().replace(/\/[^/]+$/, "")}:/usr/bin:/bin`,
+        HOME: Deno.env.get("HOME") ?? "/tmp",
+      },
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+    assert.equal(refused.code, 2);
+    assert.equal(refused.stdout.length, 0);
+    assert.match(new TextDecoder().decode(refused.stderr), /unsupported --listen URL `tcp:\/\/nowhere`/);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
