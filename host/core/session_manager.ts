@@ -13,6 +13,7 @@ import type { RuntimeTransport } from "../runtime/runtime_transport.ts";
 import { Session } from "./session.ts";
 import { validateIdentifier } from "./validate.ts";
 import { spawnWorkerProcess } from "../runtime/worker_process.ts";
+import { MemoryWatchdog } from "../runtime/memory_watchdog.ts";
 
 /** How long a taken warm runtime's replacement waits while the pool still holds others. */
 const REFILL_DELAY_MS = 250;
@@ -68,6 +69,8 @@ export class SessionManager implements AsyncDisposable {
   #allRuntimes = new Set<RuntimeTransport>();
   #draining = false;
   #spawned = 0;
+  /** The one memory timer of this host's runtimes (`runtimeMemoryMb`), when the bound is on. */
+  #memoryWatchdog: MemoryWatchdog | undefined;
 
   /** @param options see {@link SessionManagerOptions} */
   constructor(options: SessionManagerOptions) {
@@ -80,6 +83,9 @@ export class SessionManager implements AsyncDisposable {
     this.activeCells = new Permits(options.limits.maxActiveCells);
     this.delegates = new Permits(options.limits.maxPendingDelegateCalls);
     this.#codec = createWorkerCodec();
+    if (options.limits.runtimeMemoryMb > 0) {
+      this.#memoryWatchdog = new MemoryWatchdog(options.limits.runtimeMemoryMb);
+    }
     this.#refill();
   }
 
@@ -127,6 +133,7 @@ export class SessionManager implements AsyncDisposable {
       maxWorkerFrameBytes: o.limits.maxWorkerFrameBytes,
       stderrTailBytes: o.limits.stderrTailBytes,
       workerKillGraceMs: o.limits.workerKillGraceMs,
+      memoryWatchdog: this.#memoryWatchdog,
     });
     this.#allRuntimes.add(runtime);
     void runtime.ended.then(() => {

@@ -19,6 +19,7 @@ import {
 } from "../../proto/worker_codec.ts";
 import type { RuntimeEnd, RuntimeTransport } from "./runtime_transport.ts";
 import { buildWorkerCommand } from "./worker_command.ts";
+import type { MemoryWatchdog } from "./memory_watchdog.ts";
 
 /** Options of {@link spawnWorkerProcess}. */
 export interface WorkerProcessOptions {
@@ -32,6 +33,8 @@ export interface WorkerProcessOptions {
   maxWorkerFrameBytes: number;
   stderrTailBytes: number;
   workerKillGraceMs: number;
+  /** Watches the runtime's resident memory (`runtimeMemoryMb`); none when the bound is off. */
+  memoryWatchdog?: MemoryWatchdog;
   /** Expected Deno version in `Ready` (default: this process's). */
   denoVersion?: string;
   /** Expected protocol version in `Ready` (default {@link WORKER_PROTOCOL_VERSION}). */
@@ -91,7 +94,11 @@ class WorkerProcess implements RuntimeTransport {
   #workDir: string;
   #stopping = false;
   #alive = true;
-  #failure: { kind: "protocol" | "fault"; detail: string } | undefined;
+  #failure:
+    | { kind: "protocol" | "fault"; detail: string }
+    | { kind: "memory"; limitMb: number }
+    | undefined;
+  #unwatch: () => void = () => {};
   #resolveReady!: () => void;
   #rejectReady!: (error: Error) => void;
   #gotReady = false;
@@ -119,6 +126,14 @@ class WorkerProcess implements RuntimeTransport {
       stderr: "piped",
     }).spawn();
     this.#writer = this.#child.stdin.getWriter();
+    const watchdog = options.memoryWatchdog;
+    if (watchdog) {
+      this.#unwatch = watchdog.watch(this.#child.pid, () => {
+        if (this.#stopping || !this.#alive) return;
+        this.#failure ??= { kind: "memory", limitMb: watchdog.limitBytes / 1048576 };
+        this.#signal("SIGKILL");
+      });
+    }
     this.ready = new Promise((resolve, reject) => {
       this.#resolveReady = resolve;
       this.#rejectReady = reject;
@@ -252,12 +267,16 @@ class WorkerProcess implements RuntimeTransport {
     const reading = this.#readFrames();
     const status = await this.#child.status;
     this.#alive = false;
+    this.#unwatch();
     if (!this.#gotReady) this.#rejectReady(new Error("session runtime exited before it was ready"));
     // Give the reader a moment to take frames already in the pipe (a RuntimeFault, say).
     await Promise.race([reading, new Promise((r) => setTimeout(r, 50))]);
     await this.#writer.close().catch(() => {});
     await Deno.remove(this.#workDir, { recursive: true }).catch(() => {});
     const base = { code: status.code, signal: status.signal, stderrTail: this.#stderr.text() };
+    if (this.#failure?.kind === "memory") {
+      return { kind: "memory", byHost: false, limitMb: this.#failure.limitMb, ...base };
+    }
     if (this.#failure) {
       return { kind: this.#failure.kind, byHost: false, detail: this.#failure.detail, ...base };
     }

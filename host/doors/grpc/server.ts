@@ -28,6 +28,7 @@ import { CodeModeCore } from "../../core/code_mode_core.ts";
 import { bearerTokenMiddleware } from "./access.ts";
 import { startTlsTerminator, type TlsTerminator } from "./tls_terminator.ts";
 import { SessionManager } from "../../core/session_manager.ts";
+import { memoryBoundMechanism } from "../../runtime/memory_watchdog.ts";
 import { withGoawayGuard } from "./http2_guard.ts";
 
 /**
@@ -117,6 +118,7 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
   Deno.mkdirSync(parent, { recursive: true, mode: 0o700 });
   removeStaleDirectories(parent);
   const runtimeDir = prepareRuntimeDirectory(parent, options.runtimeFiles);
+  log.info(memoryBoundMechanism(limits.runtimeMemoryMb));
 
   const manager = new SessionManager({
     limits,
