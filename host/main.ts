@@ -36,6 +36,7 @@ async function main(args: string[]): Promise<void> {
         "isolation": { type: "string", default: "subprocess" },
         "deno": { type: "string" },
         "worker-prefix": { type: "string" },
+        "os-sandbox": { type: "string", default: "auto" },
         "warm-sessions": { type: "string" },
         "route-token": { type: "string" },
         "limit": { type: "string", multiple: true, default: [] },
@@ -99,6 +100,10 @@ async function main(args: string[]): Promise<void> {
       fail(log, "--worker-prefix must be a JSON array of strings", 2);
     }
   }
+  const osSandbox = v["os-sandbox"] as string;
+  if (osSandbox !== "auto" && osSandbox !== "bwrap" && osSandbox !== "off") {
+    fail(log, `invalid --os-sandbox \`${osSandbox}\`; expected auto, bwrap or off`, 2);
+  }
   let warmSessions: number | undefined;
   if (v["warm-sessions"] !== undefined) {
     warmSessions = Number(v["warm-sessions"]);
@@ -122,6 +127,7 @@ async function main(args: string[]): Promise<void> {
       limits,
       deno: v.deno as string | undefined,
       workerPrefix: prefix,
+      osSandbox,
       warmSessions,
       routeToken: v["route-token"] as string | undefined,
       authToken,

@@ -14,6 +14,7 @@ import { Session } from "./session.ts";
 import { validateIdentifier } from "./validate.ts";
 import { spawnWorkerProcess } from "../runtime/worker_process.ts";
 import { MemoryWatchdog } from "../runtime/memory_watchdog.ts";
+import type { OsSandbox } from "../runtime/os_sandbox.ts";
 
 /** How long a taken warm runtime's replacement waits while the pool still holds others. */
 const REFILL_DELAY_MS = 250;
@@ -24,6 +25,10 @@ export interface RuntimeFactoryOptions {
   prefix?: readonly string[];
   runtimeDir: string;
   workParent: string;
+  /** The OS sandbox around each runtime (`--os-sandbox`), when in force. */
+  sandbox?: OsSandbox;
+  /** Tests only: every runtime gets `--allow-all` (see `GRANT_ALL_PERMISSIONS_FOR_TESTS`). */
+  allowAllForTests?: boolean;
   /** Test hook: the protocol version the host expects in `Ready`. */
   protocolVersion?: number;
 }
@@ -134,6 +139,8 @@ export class SessionManager implements AsyncDisposable {
       stderrTailBytes: o.limits.stderrTailBytes,
       workerKillGraceMs: o.limits.workerKillGraceMs,
       memoryWatchdog: this.#memoryWatchdog,
+      sandbox: o.runtime.sandbox,
+      allowAllForTests: o.runtime.allowAllForTests,
     });
     this.#allRuntimes.add(runtime);
     void runtime.ended.then(() => {

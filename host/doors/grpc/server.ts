@@ -29,6 +29,8 @@ import { bearerTokenMiddleware } from "./access.ts";
 import { startTlsTerminator, type TlsTerminator } from "./tls_terminator.ts";
 import { SessionManager } from "../../core/session_manager.ts";
 import { memoryBoundMechanism } from "../../runtime/memory_watchdog.ts";
+import { type OsSandboxMode, resolveOsSandbox } from "../../runtime/os_sandbox.ts";
+import { GRANT_ALL_PERMISSIONS_FOR_TESTS } from "../../runtime/worker_command.ts";
 import { withGoawayGuard } from "./http2_guard.ts";
 
 /**
@@ -74,6 +76,12 @@ export interface HostOptions {
   runtimeFiles?: string;
   /** Test hook: the protocol version expected from runtimes. */
   protocolVersion?: number;
+  /**
+   * The OS sandbox around each session runtime (issue 22): `auto` (the default) uses bubblewrap
+   * when it is installed and works, else logs one warning and runs without; `bwrap` requires it
+   * (createHost fails without it); `off` runs runtimes directly, walled by Deno's permissions alone.
+   */
+  osSandbox?: OsSandboxMode;
 }
 
 /** Read-only views of a host's state, for tests and diagnostics. */
@@ -119,6 +127,22 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
   removeStaleDirectories(parent);
   const runtimeDir = prepareRuntimeDirectory(parent, options.runtimeFiles);
   log.info(memoryBoundMechanism(limits.runtimeMemoryMb));
+  const deno = options.deno ?? Deno.execPath();
+  const mode = options.osSandbox ?? "auto";
+  if (!["auto", "bwrap", "off"].includes(mode)) throw new RangeError(`invalid --os-sandbox \`${mode}\``);
+  let sandbox;
+  try {
+    const resolved = await resolveOsSandbox(mode, deno, runtimeDir, parent);
+    sandbox = resolved.sandbox;
+    if (sandbox) log.info(`OS sandbox: ${resolved.why} around each session runtime`);
+    else if (mode === "off") log.info(`OS sandbox: off (${resolved.why})`);
+    else log.warn(`OS sandbox: off, runtimes are walled by Deno's permissions alone: ${resolved.why}`);
+  } catch (error) {
+    Deno.removeSync(runtimeDir, { recursive: true });
+    throw error;
+  }
+  const allowAllForTests = (options as Record<symbol, unknown>)[GRANT_ALL_PERMISSIONS_FOR_TESTS] === true;
+  if (allowAllForTests) log.warn("TEST ONLY: session runtimes run with every Deno permission");
 
   const manager = new SessionManager({
     limits,
@@ -126,8 +150,10 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
     clock: options.clock ?? realClock,
     warmSessions: options.warmSessions ?? limits.warmSessionWorkers,
     runtime: {
-      deno: options.deno ?? Deno.execPath(),
+      deno,
       prefix: options.workerPrefix,
+      sandbox,
+      allowAllForTests,
       runtimeDir,
       workParent: parent,
       protocolVersion: options.protocolVersion,
