@@ -29,7 +29,7 @@ import { bearerTokenMiddleware } from "./access.ts";
 import { startTlsTerminator, type TlsTerminator } from "./tls_terminator.ts";
 import { SessionManager } from "../../core/session_manager.ts";
 import { memoryBoundMechanism } from "../../runtime/memory_watchdog.ts";
-import { type OsSandboxMode, resolveOsSandbox } from "../../runtime/os_sandbox.ts";
+import { resolveOsSandbox } from "../../runtime/os_sandbox.ts";
 import { GRANT_ALL_PERMISSIONS_FOR_TESTS } from "../../runtime/worker_command.ts";
 import { withGoawayGuard } from "./http2_guard.ts";
 
@@ -81,7 +81,7 @@ export interface HostOptions {
    * when it is installed and works, else logs one warning and runs without; `bwrap` requires it
    * (createHost fails without it); `off` runs runtimes directly, walled by Deno's permissions alone.
    */
-  osSandbox?: OsSandboxMode;
+  osSandbox?: "auto" | "bwrap" | "off";
 }
 
 /** Read-only views of a host's state, for tests and diagnostics. */
