@@ -22,7 +22,7 @@
  * - Health/Check after the same idle gap as the warm Execute: an idle process pays for waking up
  *   (~0.3 ms a round trip here), so this is the floor that matches the warm Execute.
  * - Memory per idle session (20 sessions): the mean RSS and PSS (from `smaps_rollup`) of the host's
- *   runtime processes (the sessions' and the refilled warm pool's) plus the host's growth / 20.
+ *   runtime process trees (with the OS sandbox, a runtime and its two bubblewrap processes) (the sessions' and the refilled warm pool's) plus the host's growth / 20.
  * - Cells per second, back-to-back `text("x")` cells, with 1 and with 8 concurrent sessions.
  * - The OS sandbox's cost (issue 22): warm and cold OpenSession (300 ms apart) and the warm
  *   Execute, each with `--os-sandbox off` and `bwrap`, the two hosts' samples interleaved; the
@@ -350,10 +350,13 @@ const extra: string[] = [];
   for (let i = 0; i < 20; i++) sessions.push(await openSession(client));
   await pause(3_000); // spares booted, pool refilled, nothing running
   // Every runtime of the host: the 20 sessions' and the refilled warm pool's, all idle.
+  // With the OS sandbox a runtime is a tree (bwrap → bwrap → deno): each tree counts as one.
   const pids = childPids(host.pid);
+  const tree = (pid: number): number[] => [pid, ...childPids(pid).flatMap(tree)];
   const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
-  const rss = mean(pids.map((pid) => rollup(pid, "Rss")));
-  const pss = mean(pids.map((pid) => rollup(pid, "Pss")));
+  const sum = (values: number[]) => values.reduce((a, b) => a + b, 0);
+  const rss = mean(pids.map((pid) => sum(tree(pid).map((p) => rollup(p, "Rss")))));
+  const pss = mean(pids.map((pid) => sum(tree(pid).map((p) => rollup(p, "Pss")))));
   const hostShare = (rollup(host.pid, "Rss") - hostBefore) / 20;
   extra.push(
     `memory per idle session (20 sessions, a runtime process with its spare cell Worker, plus the host's growth / 20): ` +
