@@ -22,7 +22,8 @@
  * - Health/Check after the same idle gap as the warm Execute: an idle process pays for waking up
  *   (~0.3 ms a round trip here), so this is the floor that matches the warm Execute.
  * - Memory per idle session (20 sessions): the mean RSS and PSS (from `smaps_rollup`) of the host's
- *   runtime process trees (with the OS sandbox, a runtime and its two bubblewrap processes) (the sessions' and the refilled warm pool's) plus the host's growth / 20.
+ *   runtime process trees (the sessions' and the refilled warm pool's; with the OS sandbox a tree
+ *   is the runtime and its two bubblewrap processes) plus the host's growth / 20.
  * - Cells per second, back-to-back `text("x")` cells, with 1 and with 8 concurrent sessions.
  * - The OS sandbox's cost (issue 22): warm and cold OpenSession (300 ms apart) and the warm
  *   Execute, each with `--os-sandbox off` and `bwrap`, the two hosts' samples interleaved; the
