@@ -204,3 +204,33 @@ Deno.test({
     s.cancel();
   },
 });
+
+Deno.test("auto falls back with one warning when bubblewrap is installed but does not work; bwrap refuses to start", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "cmh-fake-bwrap-" });
+  await Deno.writeTextFile(
+    `${dir}/bwrap`,
+    "#!/bin/sh\necho 'bwrap: No permissions to create a new namespace' >&2\nexit 1\n",
+    { mode: 0o755 },
+  );
+  const path = Deno.env.get("PATH") ?? "";
+  Deno.env.set("PATH", `${dir}:${path}`);
+  try {
+    await using h = await startHost({ warmSessions: 1, osSandbox: "auto" });
+    const warnings = h.log.lines.filter((l) => l.level === "warn" && String(l.msg).startsWith("OS sandbox"));
+    assert.deepEqual(warnings.map((l) => l.msg), [
+      "OS sandbox: off, runtimes are walled by Deno's permissions alone: bubblewrap does not work here " +
+      "(exit 1: bwrap: No permissions to create a new namespace)",
+    ]);
+    await using s = await openSession(h.client);
+    assert.deepEqual((await run(h.client, s.id, "text(1)")).texts, ["1"]);
+    const pid = h.host.state.session(s.id)!.runtimePid!;
+    assert.equal(namespace(pid, "net"), namespace("self", "net"), "no sandbox");
+    await assert.rejects(
+      startHost({ warmSessions: 0, osSandbox: "bwrap" }),
+      /^Error: --os-sandbox bwrap: bubblewrap does not work here \(exit 1: bwrap: No permissions/,
+    );
+  } finally {
+    Deno.env.set("PATH", path);
+    await Deno.remove(dir, { recursive: true });
+  }
+});
