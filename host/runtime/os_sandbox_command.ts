@@ -8,6 +8,9 @@
  * @module
  */
 
+/** Size of the sandbox's private `/tmp` (a tmpfs, held in memory): 16 MiB. */
+export const SANDBOX_TMP_BYTES = 16 * 1024 * 1024;
+
 /** Inputs of {@link buildSandboxArgv}. */
 export interface SandboxArgvOptions {
   /** Absolute path of `bwrap`. */
@@ -30,7 +33,8 @@ export interface SandboxArgvOptions {
  *   (`--unshare-all`); no capabilities; `--die-with-parent` (no runtime outlives the host, even
  *   on SIGKILL); `--new-session` (no terminal to inject into).
  * - Filesystem: an empty read-only root holding only `readOnly`, the runtime directory
- *   (read-only) and the work directory (writable); a private `/tmp`, a private `/proc` (only the
+ *   (read-only) and the work directory (writable); a private `/tmp` of
+ *   {@link SANDBOX_TMP_BYTES}, a private `/proc` (only the
  *   sandbox's own processes), a minimal `/dev`. No `/home`, `/etc`, `/run` or `/var`: no host
  *   Unix sockets, and abstract sockets are per network namespace.
  * - Paths keep their host names, so `--allow-read=<runtimeDir>` and `DENO_DIR` mean the same
@@ -61,6 +65,9 @@ export function buildSandboxArgv(options: SandboxArgvOptions): string[] {
     "ALL",
     "--hostname",
     "code-mode-runtime",
+    // tmpfs pages are not in any process's RSS, so the memory bound would not see them.
+    "--size",
+    String(SANDBOX_TMP_BYTES),
     "--tmpfs",
     "/tmp",
     "--proc",

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { buildSandboxArgv, sandboxedSignal } from "./os_sandbox_command.ts";
+import { buildSandboxArgv, SANDBOX_TMP_BYTES, sandboxedSignal } from "./os_sandbox_command.ts";
 import { buildWorkerCommand } from "./worker_command.ts";
 
 const options = {
@@ -40,6 +40,8 @@ Deno.test("buildSandboxArgv(): the filesystem holds only Deno, its libraries, th
   // Private /tmp, /proc and /dev, mounted before the binds under /tmp; a read-only root last.
   assert.ok(argv.indexOf("--tmpfs") < argv.indexOf("--ro-bind"));
   assert.equal(argv[argv.indexOf("--tmpfs") + 1], "/tmp");
+  assert.equal(argv[argv.indexOf("--tmpfs") - 2], "--size", "/tmp is bounded (its pages are in no RSS)");
+  assert.equal(argv[argv.indexOf("--tmpfs") - 1], String(SANDBOX_TMP_BYTES));
   assert.equal(argv[argv.indexOf("--proc") + 1], "/proc");
   assert.equal(argv[argv.indexOf("--dev") + 1], "/dev");
   assert.deepEqual(argv.slice(-3), ["--remount-ro", "/", "--"]);
