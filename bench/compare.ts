@@ -22,8 +22,12 @@
  * - Health/Check after the same idle gap as the warm Execute: an idle process pays for waking up
  *   (~0.3 ms a round trip here), so this is the floor that matches the warm Execute.
  * - Memory per idle session (20 sessions): the mean RSS and PSS (from `smaps_rollup`) of the host's
- *   runtime processes (the sessions' and the refilled warm pool's) plus the host's growth / 20.
+ *   runtime process trees (the sessions' and the refilled warm pool's; with the OS sandbox a tree
+ *   is the runtime and its two bubblewrap processes) plus the host's growth / 20.
  * - Cells per second, back-to-back `text("x")` cells, with 1 and with 8 concurrent sessions.
+ * - The OS sandbox's cost (issue 22): warm and cold OpenSession (300 ms apart) and the warm
+ *   Execute, each with `--os-sandbox off` and `bwrap`, the two hosts' samples interleaved; the
+ *   ratio is bwrap / off. The rows above run with the default (`auto`: bubblewrap when it works).
  *
  * @module
  */
@@ -53,7 +57,7 @@ const options = { "grpc.max_receive_message_length": 67_108_864, "grpc.use_local
  * of its own, as a harness meets it: client and host then do not share one JS thread, where the
  * client's work on the `started` event would stall the host's.
  */
-async function measureHost(warmSessions: number) {
+async function measureHost(warmSessions: number, extraArgs: string[] = []) {
   const child = new Deno.Command(Deno.execPath(), {
     args: [
       "run",
@@ -65,6 +69,7 @@ async function measureHost(warmSessions: number) {
       String(warmSessions),
       "--log-level",
       "error",
+      ...extraArgs,
     ],
     stdin: "null",
     stdout: "piped",
@@ -346,10 +351,13 @@ const extra: string[] = [];
   for (let i = 0; i < 20; i++) sessions.push(await openSession(client));
   await pause(3_000); // spares booted, pool refilled, nothing running
   // Every runtime of the host: the 20 sessions' and the refilled warm pool's, all idle.
+  // With the OS sandbox a runtime is a tree (bwrap → bwrap → deno): each tree counts as one.
   const pids = childPids(host.pid);
+  const tree = (pid: number): number[] => [pid, ...childPids(pid).flatMap(tree)];
   const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
-  const rss = mean(pids.map((pid) => rollup(pid, "Rss")));
-  const pss = mean(pids.map((pid) => rollup(pid, "Pss")));
+  const sum = (values: number[]) => values.reduce((a, b) => a + b, 0);
+  const rss = mean(pids.map((pid) => sum(tree(pid).map((p) => rollup(p, "Rss")))));
+  const pss = mean(pids.map((pid) => sum(tree(pid).map((p) => rollup(p, "Pss")))));
   const hostShare = (rollup(host.pid, "Rss") - hostBefore) / 20;
   extra.push(
     `memory per idle session (20 sessions, a runtime process with its spare cell Worker, plus the host's growth / 20): ` +
@@ -435,6 +443,59 @@ const extra: string[] = [];
     "",
   ]);
   await host.shutdown();
+}
+
+{
+  // The OS sandbox: each sample is taken on the off host and then the bwrap host, alternately.
+  const modes = ["off", "bwrap"] as const;
+  const warmHosts: Awaited<ReturnType<typeof measureHost>>[] = [];
+  const coldHosts: Awaited<ReturnType<typeof measureHost>>[] = [];
+  for (const mode of modes) {
+    warmHosts.push(await measureHost(2, ["--os-sandbox", mode]));
+    coldHosts.push(await measureHost(0, ["--os-sandbox", mode]));
+  }
+  const samples = modes.map(() => ({
+    warmOpen: [] as number[],
+    coldOpen: [] as number[],
+    exec: [] as number[],
+  }));
+  for (let i = 0; i < 20; i++) {
+    for (const m of [0, 1]) {
+      await pause(300); // the warm pool refilled, the previous runtime gone
+      let s: { close(): void } | undefined;
+      samples[m].warmOpen.push(await time(async () => s = await openSession(warmHosts[m].client)));
+      s!.close();
+      await pause(300);
+      samples[m].coldOpen.push(await time(async () => s = await openSession(coldHosts[m].client)));
+      s!.close();
+    }
+  }
+  const sessions = await Promise.all(warmHosts.map((h) => openSession(h.client)));
+  for (let i = 0; i < Math.max(20, ROUNDS / 4); i++) {
+    for (const m of [0, 1]) {
+      await pause(60);
+      samples[m].exec.push(await time(() => executeText(warmHosts[m].client, sessions[m].id)));
+    }
+  }
+  for (const s of sessions) s.close();
+  const labels = {
+    warmOpen: "OpenSession, warm pool (2), 300 ms apart",
+    coldOpen: "OpenSession, cold (no pool), 300 ms apart",
+    exec: 'Execute text("x"), warm, after a 60 ms gap',
+  };
+  for (const key of ["warmOpen", "coldOpen", "exec"] as const) {
+    const off = percentile(samples[0][key], 50);
+    for (const m of [0, 1]) {
+      const p50 = percentile(samples[m][key], 50);
+      rows.push([
+        `${labels[key]}, --os-sandbox ${modes[m]}`,
+        fmt(p50),
+        fmt(percentile(samples[m][key], 95)),
+        m === 0 ? "1.0× (off)" : `${(p50 / off).toFixed(2)}× off`,
+      ]);
+    }
+  }
+  for (const h of [...warmHosts, ...coldHosts]) await h.shutdown();
 }
 
 console.log(

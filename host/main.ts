@@ -37,6 +37,7 @@ async function main(args: string[]): Promise<void> {
         "isolation": { type: "string", default: "subprocess" },
         "deno": { type: "string" },
         "worker-prefix": { type: "string" },
+        "os-sandbox": { type: "string", default: "auto" },
         "warm-sessions": { type: "string" },
         "route-token": { type: "string" },
         "limit": { type: "string", multiple: true, default: [] },
@@ -100,6 +101,10 @@ async function main(args: string[]): Promise<void> {
       fail(log, "--worker-prefix must be a JSON array of strings", 2);
     }
   }
+  const osSandbox = v["os-sandbox"] as "auto" | "bwrap" | "off";
+  if (osSandbox !== "auto" && osSandbox !== "bwrap" && osSandbox !== "off") {
+    fail(log, `invalid --os-sandbox \`${osSandbox}\`; expected auto, bwrap or off`, 2);
+  }
   let warmSessions: number | undefined;
   if (v["warm-sessions"] !== undefined) {
     warmSessions = Number(v["warm-sessions"]);
@@ -118,7 +123,14 @@ async function main(args: string[]): Promise<void> {
 
   if ("kind" in listen) {
     // JSON host V1 on stdin/stdout (SPEC §9.10): stdout carries only frames.
-    const options = { limits, deno: v.deno as string | undefined, workerPrefix: prefix, warmSessions, log };
+    const options = {
+      limits,
+      deno: v.deno as string | undefined,
+      workerPrefix: prefix,
+      osSandbox,
+      warmSessions,
+      log,
+    };
     Deno.exit(await serveV1Stdio(options).catch((error) => fail(log, (error as Error).message, 2)));
   }
 
@@ -129,6 +141,7 @@ async function main(args: string[]): Promise<void> {
       limits,
       deno: v.deno as string | undefined,
       workerPrefix: prefix,
+      osSandbox,
       warmSessions,
       routeToken: v["route-token"] as string | undefined,
       authToken,

@@ -46,10 +46,12 @@ function descendants(pid: number): number[] {
   return out;
 }
 
+/** The runtime (Deno) processes under a host; an OS sandbox's bubblewrap processes are not runtimes. */
 function runtimePids(hostPid: number): number[] {
   return descendants(hostPid).filter((pid) => {
     try {
-      return Deno.readTextFileSync(`/proc/${pid}/cmdline`).includes("runtime.js");
+      const cmdline = Deno.readTextFileSync(`/proc/${pid}/cmdline`);
+      return cmdline.includes("runtime.js") && !/(^|\/)bwrap$/.test(cmdline.split("\0")[0]);
     } catch {
       return false;
     }

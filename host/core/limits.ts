@@ -76,6 +76,12 @@ export interface Limits {
   workerMainHeapMb: number;
   /** How long a stopping cell may take to confirm before a runtime restart (100). */
   cooperativeStopMs: number;
+  /**
+   * Resident memory bound of each runtime's process tree, MiB; a runtime above it is killed and its
+   * session crashes (SPEC §3.5). Bounds what the V8 heap limit does not: typed arrays, Wasm
+   * memories, native buffers. 0 turns it off (2,048).
+   */
+  runtimeMemoryMb: number;
   /** Pre-spawned idle session runtimes (2). */
   warmSessionWorkers: number;
   /** Runtime stderr kept for diagnostics (65,536). */
@@ -122,6 +128,7 @@ export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
   minHeapSizeBytes: 16_777_216,
   workerMainHeapMb: 0,
   cooperativeStopMs: 100,
+  runtimeMemoryMb: 2_048,
   warmSessionWorkers: 2,
   stderrTailBytes: 65_536,
   shutdownGraceMs: 10_000,

@@ -13,6 +13,8 @@ import type { RuntimeTransport } from "../runtime/runtime_transport.ts";
 import { Session } from "./session.ts";
 import { validateIdentifier } from "./validate.ts";
 import { spawnWorkerProcess } from "../runtime/worker_process.ts";
+import { MemoryWatchdog } from "../runtime/memory_watchdog.ts";
+import type { OsSandbox } from "../runtime/os_sandbox.ts";
 
 /** How long a taken warm runtime's replacement waits while the pool still holds others. */
 const REFILL_DELAY_MS = 250;
@@ -23,6 +25,10 @@ export interface RuntimeFactoryOptions {
   prefix?: readonly string[];
   runtimeDir: string;
   workParent: string;
+  /** The OS sandbox around each runtime (`--os-sandbox`), when in force. */
+  sandbox?: OsSandbox;
+  /** Tests only: every runtime gets `--allow-all` (see `GRANT_ALL_PERMISSIONS_FOR_TESTS`). */
+  allowAllForTests?: boolean;
   /** Test hook: the protocol version the host expects in `Ready`. */
   protocolVersion?: number;
 }
@@ -68,6 +74,8 @@ export class SessionManager implements AsyncDisposable {
   #allRuntimes = new Set<RuntimeTransport>();
   #draining = false;
   #spawned = 0;
+  /** The one memory timer of this host's runtimes (`runtimeMemoryMb`), when the bound is on. */
+  #memoryWatchdog: MemoryWatchdog | undefined;
 
   /** @param options see {@link SessionManagerOptions} */
   constructor(options: SessionManagerOptions) {
@@ -80,6 +88,9 @@ export class SessionManager implements AsyncDisposable {
     this.activeCells = new Permits(options.limits.maxActiveCells);
     this.delegates = new Permits(options.limits.maxPendingDelegateCalls);
     this.#codec = createWorkerCodec();
+    if (options.limits.runtimeMemoryMb > 0) {
+      this.#memoryWatchdog = new MemoryWatchdog(options.limits.runtimeMemoryMb);
+    }
     this.#refill();
   }
 
@@ -127,6 +138,9 @@ export class SessionManager implements AsyncDisposable {
       maxWorkerFrameBytes: o.limits.maxWorkerFrameBytes,
       stderrTailBytes: o.limits.stderrTailBytes,
       workerKillGraceMs: o.limits.workerKillGraceMs,
+      memoryWatchdog: this.#memoryWatchdog,
+      sandbox: o.runtime.sandbox,
+      allowAllForTests: o.runtime.allowAllForTests,
     });
     this.#allRuntimes.add(runtime);
     void runtime.ended.then(() => {

@@ -25,6 +25,16 @@ export type RuntimeEnd =
     signal: string | null;
     stderrTail: string;
   }
+  /** The host killed the runtime for exceeding `runtimeMemoryMb` (SPEC §3.5). */
+  | {
+    kind: "memory";
+    byHost: false;
+    /** The limit that was crossed, MiB. */
+    limitMb: number;
+    code: number | null;
+    signal: string | null;
+    stderrTail: string;
+  }
   /** The runtime reported a fault of its own main loop. */
   | {
     kind: "fault";
@@ -72,6 +82,7 @@ export interface RuntimeTransport extends AsyncDisposable {
 export function crashReason(end: RuntimeEnd): string {
   if (end.kind === "protocol") return `worker protocol error: ${end.detail}`;
   if (end.kind === "fault") return `worker reported an internal fault: ${end.detail}`;
+  if (end.kind === "memory") return `session runtime exceeded its memory limit of ${end.limitMb} MiB`;
   if (/heap limit|out of memory/i.test(end.stderrTail)) return "V8 heap limit reached";
   if (end.signal) return `worker process killed by signal ${end.signal}`;
   return `worker process exited with code ${end.code}`;

@@ -4,6 +4,8 @@
  * @module
  */
 
+import { buildSandboxArgv } from "./os_sandbox_command.ts";
+
 /** File name of the bundled runtime entry inside the runtime directory. */
 export const RUNTIME_ENTRY = "runtime.js";
 
@@ -26,7 +28,28 @@ export interface WorkerCommandOptions {
    * workerMainHeapMb=N`), and by default relies on per-cell Worker limits.
    */
   workerMainHeapMb: number;
+  /**
+   * Run inside this bubblewrap sandbox (issue 22): its argv goes after `prefix` and before
+   * `<deno>` (the prefix wraps the sandbox, so a prefix tool needs no access inside it, and
+   * `--die-with-parent` ties the sandbox to the prefix's process, which must exec or wait).
+   */
+  sandbox?: { bwrap: string; readOnly: readonly string[] };
+  /**
+   * Tests only: `--allow-all` instead of `--allow-read=<runtimeDir>`, to show that the OS sandbox
+   * holds when Deno's permissions do not. Set only through {@link GRANT_ALL_PERMISSIONS_FOR_TESTS}.
+   */
+  allowAllForTests?: boolean;
 }
+
+/**
+ * Tests only: a `HostOptions` property under this key, set to `true`, runs every runtime with
+ * `--allow-all` (issue 22's "both layers hold" test). A module-private `Symbol()` (not
+ * `Symbol.for`): the CLI passes only strings, `mod.ts` does not export it, and JSON cannot make
+ * a symbol key, so only code importing this internal module can set it.
+ */
+export const GRANT_ALL_PERMISSIONS_FOR_TESTS: unique symbol = Symbol(
+  "grant every Deno permission (tests only)",
+);
 
 /** A complete spawn description. */
 export interface WorkerCommand {
@@ -63,6 +86,9 @@ export function buildWorkerCommand(options: WorkerCommandOptions): WorkerCommand
   const runtimeDir = options.runtimeDir.replace(/\/+$/, "");
   const argv = [
     ...(options.prefix ?? []),
+    ...(options.sandbox
+      ? buildSandboxArgv({ ...options.sandbox, runtimeDir, workDir: options.workDir })
+      : []),
     options.deno,
     "run",
     "--no-prompt",
@@ -71,7 +97,7 @@ export function buildWorkerCommand(options: WorkerCommandOptions): WorkerCommand
     "--no-remote",
     "--no-npm",
     "--no-code-cache",
-    `--allow-read=${runtimeDir}`,
+    options.allowAllForTests === true ? "--allow-all" : `--allow-read=${runtimeDir}`,
     ...(options.workerMainHeapMb > 0 ? [`--v8-flags=--max-old-space-size=${options.workerMainHeapMb}`] : []),
     `${runtimeDir}/${RUNTIME_ENTRY}`,
   ];

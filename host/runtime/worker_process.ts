@@ -19,6 +19,9 @@ import {
 } from "../../proto/worker_codec.ts";
 import type { RuntimeEnd, RuntimeTransport } from "./runtime_transport.ts";
 import { buildWorkerCommand } from "./worker_command.ts";
+import { type MemoryWatchdog, processTree } from "./memory_watchdog.ts";
+import type { OsSandbox } from "./os_sandbox.ts";
+import { sandboxedSignal } from "./os_sandbox_command.ts";
 
 /** Options of {@link spawnWorkerProcess}. */
 export interface WorkerProcessOptions {
@@ -32,6 +35,12 @@ export interface WorkerProcessOptions {
   maxWorkerFrameBytes: number;
   stderrTailBytes: number;
   workerKillGraceMs: number;
+  /** Watches the runtime's resident memory (`runtimeMemoryMb`); none when the bound is off. */
+  memoryWatchdog?: MemoryWatchdog;
+  /** Run the runtime inside this bubblewrap sandbox (`--os-sandbox`); none runs it directly. */
+  sandbox?: OsSandbox;
+  /** Tests only: `--allow-all` (see `GRANT_ALL_PERMISSIONS_FOR_TESTS`). */
+  allowAllForTests?: boolean;
   /** Expected Deno version in `Ready` (default: this process's). */
   denoVersion?: string;
   /** Expected protocol version in `Ready` (default {@link WORKER_PROTOCOL_VERSION}). */
@@ -91,7 +100,11 @@ class WorkerProcess implements RuntimeTransport {
   #workDir: string;
   #stopping = false;
   #alive = true;
-  #failure: { kind: "protocol" | "fault"; detail: string } | undefined;
+  #failure:
+    | { kind: "protocol" | "fault"; detail: string }
+    | { kind: "memory"; limitMb: number }
+    | undefined;
+  #unwatch: () => void = () => {};
   #resolveReady!: () => void;
   #rejectReady!: (error: Error) => void;
   #gotReady = false;
@@ -103,8 +116,10 @@ class WorkerProcess implements RuntimeTransport {
     this.#workDir = Deno.makeTempDirSync({ dir: options.workParent, prefix: `w-${Deno.pid}-${this.id}-` });
     Deno.mkdirSync(`${this.#workDir}/deno_dir`, { mode: 0o700 });
     const command = buildWorkerCommand({
-      deno: options.deno,
+      deno: options.sandbox?.deno ?? options.deno,
       prefix: options.prefix,
+      sandbox: options.sandbox,
+      allowAllForTests: options.allowAllForTests,
       runtimeDir: options.runtimeDir,
       workDir: this.#workDir,
       workerMainHeapMb: options.workerMainHeapMb,
@@ -119,6 +134,14 @@ class WorkerProcess implements RuntimeTransport {
       stderr: "piped",
     }).spawn();
     this.#writer = this.#child.stdin.getWriter();
+    const watchdog = options.memoryWatchdog;
+    if (watchdog) {
+      this.#unwatch = watchdog.watch(this.#child.pid, () => {
+        if (this.#stopping || !this.#alive) return;
+        this.#failure ??= { kind: "memory", limitMb: watchdog.limitBytes / 1048576 };
+        this.#signal("SIGKILL");
+      });
+    }
     this.ready = new Promise((resolve, reject) => {
       this.#resolveReady = resolve;
       this.#rejectReady = reject;
@@ -128,8 +151,11 @@ class WorkerProcess implements RuntimeTransport {
     this.ended = this.#supervise();
   }
 
+  /** The Deno process inside a sandbox without a prefix (found at `Ready`); else the spawned one. */
+  #runtimePid: number | undefined;
+
   get pid(): number | undefined {
-    return this.#child.pid;
+    return this.#runtimePid ?? this.#child.pid;
   }
 
   get alive(): boolean {
@@ -202,6 +228,11 @@ class WorkerProcess implements RuntimeTransport {
       const ready = message.ready;
       if (!ready) throw new FrameError("the first frame was not Ready");
       this.#gotReady = true;
+      // The sandbox is transparent: its two bubblewrap processes are looked through. A
+      // `--worker-prefix` process stays the runtime's pid, as without the sandbox.
+      if (this.#options.sandbox && !this.#options.prefix?.length) {
+        this.#runtimePid = processTree(this.#child.pid).at(-1);
+      }
       const wantDeno = this.#options.denoVersion ?? Deno.version.deno;
       const wantProtocol = this.#options.protocolVersion ?? WORKER_PROTOCOL_VERSION;
       if (ready.protocolVersion !== wantProtocol || ready.denoVersion !== wantDeno) {
@@ -252,12 +283,17 @@ class WorkerProcess implements RuntimeTransport {
     const reading = this.#readFrames();
     const status = await this.#child.status;
     this.#alive = false;
+    this.#unwatch();
     if (!this.#gotReady) this.#rejectReady(new Error("session runtime exited before it was ready"));
     // Give the reader a moment to take frames already in the pipe (a RuntimeFault, say).
     await Promise.race([reading, new Promise((r) => setTimeout(r, 50))]);
     await this.#writer.close().catch(() => {});
     await Deno.remove(this.#workDir, { recursive: true }).catch(() => {});
-    const base = { code: status.code, signal: status.signal, stderrTail: this.#stderr.text() };
+    const signal = this.#options.sandbox ? sandboxedSignal(status.code, status.signal) : status.signal;
+    const base = { code: status.code, signal, stderrTail: this.#stderr.text() };
+    if (this.#failure?.kind === "memory") {
+      return { kind: "memory", byHost: false, limitMb: this.#failure.limitMb, ...base };
+    }
     if (this.#failure) {
       return { kind: this.#failure.kind, byHost: false, detail: this.#failure.detail, ...base };
     }

@@ -69,7 +69,7 @@ export interface Host extends AsyncDisposable {
  * @throws {Error} `failed to bind code-mode gRPC host to {addr}` when the address cannot be bound
  */
 export async function createHost(options: HostOptions = {}): Promise<Host> {
-  const engine = startEngine(options);
+  const engine = await startEngine(options);
   const { limits, log, core } = engine;
 
   const plain: Server = createServer({

@@ -24,7 +24,7 @@ export interface V1Io {
  *   shutdown that timed out
  */
 export async function serveV1Stdio(options: EngineOptions, io?: V1Io): Promise<number> {
-  const engine = startEngine({ ...options, clientSessionIds: true });
+  const engine = await startEngine({ ...options, clientSessionIds: true });
   const connection = new V1Connection({
     core: engine.core,
     log: engine.log,
