@@ -104,6 +104,9 @@ async function main(args: string[]): Promise<void> {
   if (stdio && v["tls-cert"] !== undefined) {
     fail(log, "--tls-cert is not supported with --listen grpc+stdio://", 2);
   }
+  if (listen.kind === "unix" && v["tls-cert"] !== undefined) {
+    fail(log, "--tls-cert is not supported with --listen unix:PATH", 2);
+  }
   if ((v["tls-cert"] === undefined) !== (v["tls-key"] === undefined)) {
     fail(log, "--tls-cert and --tls-key must be given together", 2);
   }
