@@ -100,6 +100,7 @@ export class ProcessOwnedGrpcCodeModeSessionProvider implements CodeModeSessionP
   #inner: GrpcCodeModeSessionProvider | undefined;
   readonly #children = new Set<Child>();
   #spawned = 0;
+  #spawnFailure: string | undefined;
   #disposed: Promise<void> | undefined;
 
   /**
@@ -168,8 +169,11 @@ export class ProcessOwnedGrpcCodeModeSessionProvider implements CodeModeSessionP
       try {
         this.#start(conn);
       } catch (error) {
-        // The host could not be spawned: the connection fails (UNAVAILABLE) and the error is logged.
-        console.error(`code-mode host process could not be started: ${(error as Error).message}`);
+        // The host could not be spawned: the connection fails (UNAVAILABLE); the reason is written
+        // to stderr once (grpc-js reconnects several times per opening attempt).
+        const message = `code-mode host process could not be started: ${(error as Error).message}`;
+        if (message !== this.#spawnFailure) console.error(message);
+        this.#spawnFailure = message;
         conn.close();
       }
     }
@@ -187,6 +191,7 @@ export class ProcessOwnedGrpcCodeModeSessionProvider implements CodeModeSessionP
       stderr: o.stderr ?? "inherit",
     }).spawn();
     this.#spawned++;
+    this.#spawnFailure = undefined;
     let connClosed = false;
     const closeConn = () => {
       if (connClosed) return;

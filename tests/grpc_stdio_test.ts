@@ -253,3 +253,14 @@ Deno.test("grpc+stdio://: stdout is HTTP/2 frames only (SETTINGS first, no endpo
     "the GOAWAY guard sees the bytes from stdin",
   );
 });
+
+Deno.test("process-owned provider: a host command that cannot be spawned fails the opening UNAVAILABLE after the admission retries", async () => {
+  await using provider = new ProcessOwnedGrpcCodeModeSessionProvider({
+    command: "/nonexistent/code-mode-host",
+  });
+  const error = await rejection(provider.createSession());
+  assert.ok(error instanceof CodeModeError);
+  assert.equal(error.code, "UNAVAILABLE");
+  assert.match(error.message, /^gRPC code-mode session opening failed: /);
+  assert.equal(provider.spawned, 0);
+});
