@@ -37,6 +37,10 @@ export { normalizeCodeModeIdentifier } from "./host/core/identifiers.ts";
 export { type LogFields, Logger, type LogLevel } from "./host/ops/log.ts";
 export { type Clock as HostClock, realClock as hostRealClock } from "./host/core/clock.ts";
 export { GrpcCodeModeSessionProvider, type ProviderOptions } from "./client/provider.ts";
+export {
+  ProcessOwnedGrpcCodeModeSessionProvider,
+  type ProcessOwnedProviderOptions,
+} from "./client/process_provider.ts";
 export { GrpcCodeModeSession, NoopCodeModeSessionDelegate } from "./client/session.ts";
 export { realClock } from "./client/clock.ts";
 export { RESET_MESSAGE } from "./client/status_text.ts";
@@ -46,6 +50,7 @@ export type {
   CodeModeSession,
   CodeModeSessionDelegate,
   CodeModeSessionOptions,
+  CodeModeSessionProvider,
   CodeModeToolCall,
   ExecuteRequest,
   FunctionCallOutputContentItem,

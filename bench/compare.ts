@@ -34,7 +34,11 @@
 import { createChannel, createClient } from "nice-grpc";
 import { HealthDefinition } from "nice-grpc-server-health";
 import { codeModeHostDefinition } from "../proto/loader.ts";
-import { GrpcCodeModeSessionProvider, NoopCodeModeSessionDelegate } from "../mod.ts";
+import {
+  GrpcCodeModeSessionProvider,
+  NoopCodeModeSessionDelegate,
+  ProcessOwnedGrpcCodeModeSessionProvider,
+} from "../mod.ts";
 
 const ROUNDS = Number(Deno.env.get("BENCH_ROUNDS") ?? 200);
 
@@ -225,6 +229,41 @@ const fmt = (ms: number) => ms.toFixed(2);
       }× gapped)`,
     ]);
     await provider.shutdown();
+    // The same through the process-owned provider: its own host child, gRPC over the child's pipes
+    // (`--listen grpc+stdio://`), next to the TCP row above.
+    await using owner = new ProcessOwnedGrpcCodeModeSessionProvider({
+      args: [
+        "run",
+        "--allow-all",
+        new URL("../host/main.ts", import.meta.url).pathname,
+        "--listen",
+        "grpc+stdio://",
+        "--log-level",
+        "warn",
+      ],
+    });
+    const overStdio = await owner.createSession();
+    const viaStdio: number[] = [];
+    for (let i = 0; i < Math.min(ROUNDS, 100) + 1; i++) {
+      await pause(60);
+      const took = await time(async () => {
+        const cell = await overStdio.execute(
+          { toolCallId: "c", enabledTools: [], source: 'text("x")' },
+          delegate,
+        );
+        await cell.initialResponse();
+      });
+      if (i > 0) viaStdio.push(took);
+    }
+    rows.push([
+      'Execute text("x") through the process-owned provider (grpc+stdio://), same gap',
+      fmt(percentile(viaStdio, 50)),
+      fmt(percentile(viaStdio, 95)),
+      `${(percentile(viaStdio, 50) / floorP50).toFixed(1)}× (${
+        (percentile(viaStdio, 50) / percentile(viaLibrary, 50)).toFixed(2)
+      }× the TCP library row)`,
+    ]);
+    await overStdio.shutdown();
   }
   const b2b: number[] = [];
   for (let i = 0; i < Math.min(ROUNDS, 100); i++) b2b.push(await time(() => executeText(client, session.id)));

@@ -24,7 +24,13 @@ import { realClock, TIMED_OUT, withDeadline } from "./clock.ts";
 import { type ParsedEndpoint, parseEndpoint } from "./endpoint.ts";
 import { GrpcCodeModeSession } from "./session.ts";
 import { rpcFailureText, timeoutText } from "./status_text.ts";
-import type { Clock, CodeModeOutputTruncation, CodeModeSession, CodeModeSessionOptions } from "./types.ts";
+import type {
+  Clock,
+  CodeModeOutputTruncation,
+  CodeModeSession,
+  CodeModeSessionOptions,
+  CodeModeSessionProvider,
+} from "./types.ts";
 
 /** Options of {@link GrpcCodeModeSessionProvider}. */
 export interface ProviderOptions {
@@ -66,7 +72,7 @@ const MODE_CHANGED = "gRPC code-mode host changed the session output truncation 
  * await assert.rejects(provider.createSession(), { message: "gRPC code-mode host URL must use http or https" });
  * ```
  */
-export class GrpcCodeModeSessionProvider {
+export class GrpcCodeModeSessionProvider implements CodeModeSessionProvider {
   readonly #endpoint: string;
   readonly #options:
     & Required<Omit<ProviderOptions, "authToken" | "rootCertificates" | "tlsServerName">>

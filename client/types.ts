@@ -24,6 +24,21 @@ export interface Clock {
   sleep(ms: number, signal?: AbortSignal): Promise<void>;
 }
 
+/**
+ * What opens public sessions: `GrpcCodeModeSessionProvider` (a host at an endpoint) and
+ * `ProcessOwnedGrpcCodeModeSessionProvider` (a host it spawns and speaks to over the child's pipes).
+ */
+export interface CodeModeSessionProvider {
+  /**
+   * Opens a public session (its first binding).
+   *
+   * @param options output mode and cell limits
+   * @returns the session
+   * @throws {CodeModeError} the first binding's opening failure
+   */
+  createSession(options?: CodeModeSessionOptions): Promise<CodeModeSession>;
+}
+
 /** A tool the cell may call (SPEC §2.3 `ToolDefinition`). */
 export interface ToolDefinition {
   /** The JavaScript-facing name (normalised into `tools.<name>`). */

@@ -1,5 +1,6 @@
 /**
- * Parsing of `--listen` (SPEC §9.1) into a bind address, with the exact error messages.
+ * Parsing of `--listen` (SPEC §9.1) into one of the transports this build serves, with the exact
+ * error messages.
  *
  * @module
  */
@@ -7,6 +8,7 @@ import { isIP } from "node:net";
 
 /** A parsed `grpc://IP:PORT`. */
 export interface ListenAddress {
+  kind: "grpc";
   /** The IP literal (IPv6 without brackets). */
   ip: string;
   port: number;
@@ -15,10 +17,18 @@ export interface ListenAddress {
   loopback: boolean;
 }
 
-/** `stdio` or `stdio://`: JSON "host V1" on stdin/stdout (SPEC §9.10). */
-export interface StdioListen {
-  kind: "stdio";
-}
+/** A parsed `--listen` value: one variant per transport of SPEC §9.1. */
+export type ListenTarget =
+  | ListenAddress
+  /** `unix:PATH`: gRPC on a Unix domain socket; `path` exactly as written. */
+  | { kind: "unix"; path: string }
+  /** `grpc+stdio://`: gRPC over one HTTP/2 connection on stdin/stdout. */
+  | { kind: "grpc-stdio" }
+  /** `stdio` or `stdio://`: JSON host V1 (SPEC §9.10) on stdin/stdout. */
+  | { kind: "stdio" };
+
+/** Every form of `--listen` this build accepts, as the error messages list them. */
+export const LISTEN_FORMS = "`grpc://IP:PORT`, `unix:PATH`, `grpc+stdio://`, `stdio`, or `stdio://`";
 
 /** A `--listen` value this build refuses, with its exact message and exit code 2. */
 export class ListenError extends Error {
@@ -34,22 +44,19 @@ function loopback(ip: string): boolean {
  *
  * @param url the flag's value
  * @param allowNonLoopback `--allow-non-loopback`
- * @returns the bind address
+ * @returns the transport and its address
  * @throws {ListenError} with the SPEC §9.1 message
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * assert.deepEqual(parseListenUrl("grpc://127.0.0.1:0", false), {
- *   ip: "127.0.0.1",
- *   port: 0,
- *   bind: "127.0.0.1:0",
- *   loopback: true,
- * });
+ * const target = parseListenUrl("grpc://127.0.0.1:0", false);
+ * assert.equal(target.kind === "grpc" && target.bind, "127.0.0.1:0");
+ * assert.deepEqual(parseListenUrl("unix:/tmp/h.sock", false), { kind: "unix", path: "/tmp/h.sock" });
+ * assert.deepEqual(parseListenUrl("grpc+stdio://", false), { kind: "grpc-stdio" });
  * assert.throws(() => parseListenUrl("grpc://localhost:9000", false), /expected `grpc:\/\/IP:PORT`/);
  * ```
  */
-export function parseListenUrl(url: string, allowNonLoopback: boolean): ListenAddress | StdioListen {
-  if (url === "stdio" || url === "stdio://") return { kind: "stdio" };
+export function parseListenUrl(url: string, allowNonLoopback: boolean): ListenTarget {
   if (url.startsWith("grpc://")) {
     const rest = url.slice("grpc://".length);
     const match = /^(?:\[([^\]]+)\]|([^:\[\]]+)):(\d{1,5})$/.exec(rest);
@@ -66,12 +73,21 @@ export function parseListenUrl(url: string, allowNonLoopback: boolean): ListenAd
         `refusing to listen on non-loopback address \`${bind}\` without --allow-non-loopback`,
       );
     }
-    return { ip, port, bind, loopback: isLoopback };
+    return { kind: "grpc", ip, port, bind, loopback: isLoopback };
   }
-  if (url.startsWith("unix:") || url === "grpc+stdio://") {
-    throw new ListenError(`--listen \`${url}\` is not supported by this build`);
+  if (url.startsWith("unix:")) {
+    const path = url.slice("unix:".length);
+    let reason: string | undefined;
+    if (path === "") reason = "the socket path is empty";
+    else if (path.startsWith("//")) reason = "write `unix:/ABSOLUTE/PATH` or `unix:RELATIVE/PATH`";
+    else if (path.includes("\0")) reason = "the socket path contains a NUL character";
+    else if (/[\n\r\u2028\u2029]/.test(path)) reason = "the socket path contains a line break";
+    if (reason !== undefined) {
+      throw new ListenError(`invalid Unix --listen URL \`${url}\` (${reason}); expected ${LISTEN_FORMS}`);
+    }
+    return { kind: "unix", path };
   }
-  throw new ListenError(
-    `unsupported --listen URL \`${url}\`; expected \`grpc://IP:PORT\`, \`unix:PATH\`, \`grpc+stdio://\`, \`stdio\`, or \`stdio://\``,
-  );
+  if (url === "grpc+stdio://") return { kind: "grpc-stdio" };
+  if (url === "stdio" || url === "stdio://") return { kind: "stdio" };
+  throw new ListenError(`unsupported --listen URL \`${url}\`; expected ${LISTEN_FORMS}`);
 }

@@ -3,18 +3,27 @@ import { ListenError, parseListenUrl } from "./listen_url.ts";
 
 Deno.test("parseListenUrl() accepts IP literals with any port, IPv6 in brackets", () => {
   assert.deepEqual(parseListenUrl("grpc://127.0.0.1:0", false), {
+    kind: "grpc",
     ip: "127.0.0.1",
     port: 0,
     bind: "127.0.0.1:0",
     loopback: true,
   });
   assert.deepEqual(parseListenUrl("grpc://[::1]:50051", false), {
+    kind: "grpc",
     ip: "::1",
     port: 50051,
     bind: "[::1]:50051",
     loopback: true,
   });
-  assert.equal((parseListenUrl("grpc://10.0.0.1:1", true) as { loopback: boolean }).loopback, false);
+  const wide = parseListenUrl("grpc://10.0.0.1:1", true);
+  assert.equal(wide.kind === "grpc" && wide.loopback, false);
+});
+
+Deno.test("parseListenUrl() returns the Unix and stdio forms", () => {
+  assert.deepEqual(parseListenUrl("unix:/tmp/h.sock", false), { kind: "unix", path: "/tmp/h.sock" });
+  assert.deepEqual(parseListenUrl("unix:./h.sock", false), { kind: "unix", path: "./h.sock" });
+  assert.deepEqual(parseListenUrl("grpc+stdio://", false), { kind: "grpc-stdio" });
   assert.deepEqual(parseListenUrl("stdio", false), { kind: "stdio" });
   assert.deepEqual(parseListenUrl("stdio://", false), { kind: "stdio" });
 });
@@ -29,8 +38,22 @@ Deno.test("parseListenUrl() rejects every other form with the SPEC §9.1 message
       "refusing to listen on non-loopback address `0.0.0.0:0` without --allow-non-loopback",
     ],
     ["grpc://[::]:0", "refusing to listen on non-loopback address `[::]:0` without --allow-non-loopback"],
-    ["unix:./h.sock", "--listen `unix:./h.sock` is not supported by this build"],
-    ["grpc+stdio://", "--listen `grpc+stdio://` is not supported by this build"],
+    [
+      "unix:",
+      "invalid Unix --listen URL `unix:` (the socket path is empty); expected `grpc://IP:PORT`, `unix:PATH`, `grpc+stdio://`, `stdio`, or `stdio://`",
+    ],
+    [
+      "unix:///tmp/h.sock",
+      "invalid Unix --listen URL `unix:///tmp/h.sock` (write `unix:/ABSOLUTE/PATH` or `unix:RELATIVE/PATH`); expected `grpc://IP:PORT`, `unix:PATH`, `grpc+stdio://`, `stdio`, or `stdio://`",
+    ],
+    [
+      "grpc+stdio://x",
+      "unsupported --listen URL `grpc+stdio://x`; expected `grpc://IP:PORT`, `unix:PATH`, `grpc+stdio://`, `stdio`, or `stdio://`",
+    ],
+    [
+      "stdio:",
+      "unsupported --listen URL `stdio:`; expected `grpc://IP:PORT`, `unix:PATH`, `grpc+stdio://`, `stdio`, or `stdio://`",
+    ],
     [
       "http://127.0.0.1:1",
       "unsupported --listen URL `http://127.0.0.1:1`; expected `grpc://IP:PORT`, `unix:PATH`, `grpc+stdio://`, `stdio`, or `stdio://`",

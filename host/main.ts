@@ -9,6 +9,32 @@ import { ListenError, parseListenUrl } from "./listen_url.ts";
 import { Logger, type LogLevel } from "./ops/log.ts";
 import { createHost } from "./doors/grpc/server.ts";
 import { serveV1Stdio } from "./doors/v1/mod.ts";
+import denoConfig from "../deno.json" with { type: "json" };
+
+const HELP =
+  `code-mode-host ${denoConfig.version}: a sandbox host for code-mode cells (Codex's CodeModeHost gRPC protocol)
+
+Usage: deno task serve [FLAGS]     (or the compiled executable with the same flags)
+
+  --listen URL                 transport (default grpc://127.0.0.1:50051):
+                                 grpc://IP:PORT   gRPC over TCP (IPv6 in brackets; port 0 picks one)
+                                 unix:PATH        gRPC on a Unix socket (mode 0600)
+                                 grpc+stdio://    gRPC over one HTTP/2 connection on stdin/stdout
+                                 stdio, stdio://  Codex's JSON host V1 on stdin/stdout
+  --allow-non-loopback         permit a grpc:// address that is not a loopback address
+  --tls-cert PATH              serve TLS with this PEM certificate chain (with --tls-key)
+  --tls-key PATH               the PEM private key of --tls-cert
+  --auth-token-file PATH       require "authorization: Bearer <file content>" on every RPC
+  --isolation subprocess       where session runtimes run (default subprocess)
+  --deno PATH                  Deno binary for session runtimes
+  --worker-prefix JSON         JSON array of strings placed before the runtime's argv
+  --warm-sessions N            pre-spawned idle session runtimes (default 2; 0 disables)
+  --route-token TOKEN          x-code-mode-route sent on OpenSession
+  --limit NAME=VALUE           override a limit (repeatable)
+  --log-level LEVEL            debug, info, warn or error (default info); logs go to stderr
+  --help                       print this help and exit
+  --version                    print the version and exit
+`;
 
 const LEVELS = ["debug", "info", "warn", "error"];
 
@@ -42,12 +68,22 @@ async function main(args: string[]): Promise<void> {
         "route-token": { type: "string" },
         "limit": { type: "string", multiple: true, default: [] },
         "log-level": { type: "string", default: "info" },
+        "help": { type: "boolean", default: false },
+        "version": { type: "boolean", default: false },
       },
     });
   } catch (error) {
     fail(new Logger(), (error as Error).message, 2);
   }
   const v = parsed.values;
+  if (v.help) {
+    await Deno.stdout.write(new TextEncoder().encode(HELP));
+    return;
+  }
+  if (v.version) {
+    await Deno.stdout.write(new TextEncoder().encode(`code-mode-host ${denoConfig.version}\n`));
+    return;
+  }
   const level = v["log-level"] as string;
   if (!LEVELS.includes(level)) fail(new Logger(), `invalid --log-level \`${level}\``, 2);
   const log = new Logger(level as LogLevel);
@@ -58,6 +94,16 @@ async function main(args: string[]): Promise<void> {
   } catch (error) {
     if (error instanceof ListenError) fail(log, error.message, 2);
     throw error;
+  }
+  if (listen.kind === "stdio" && v["tls-cert"] !== undefined) {
+    fail(log, "--tls-cert is not supported with --listen stdio", 2);
+  }
+  const stdio = listen.kind === "grpc-stdio";
+  if (stdio && v["tls-cert"] !== undefined) {
+    fail(log, "--tls-cert is not supported with --listen grpc+stdio://", 2);
+  }
+  if (listen.kind === "unix" && v["tls-cert"] !== undefined) {
+    fail(log, "--tls-cert is not supported with --listen unix:PATH", 2);
   }
   if ((v["tls-cert"] === undefined) !== (v["tls-key"] === undefined)) {
     fail(log, "--tls-cert and --tls-key must be given together", 2);
@@ -121,7 +167,7 @@ async function main(args: string[]): Promise<void> {
     limits[text.slice(0, at)] = value;
   }
 
-  if ("kind" in listen) {
+  if (listen.kind === "stdio") {
     // JSON host V1 on stdin/stdout (SPEC §9.10): stdout carries only frames.
     const options = {
       limits,
@@ -137,7 +183,12 @@ async function main(args: string[]): Promise<void> {
   let host;
   try {
     host = await createHost({
-      listen: listen.bind,
+      listen: listen.kind === "grpc"
+        ? listen.bind
+        : listen.kind === "unix"
+        ? `unix:${listen.path}`
+        : undefined,
+      connection: stdio ? { readable: Deno.stdin.readable, writable: Deno.stdout.writable } : undefined,
       limits,
       deno: v.deno as string | undefined,
       workerPrefix: prefix,
@@ -152,8 +203,14 @@ async function main(args: string[]): Promise<void> {
     if (error instanceof RangeError) fail(log, error.message, 2);
     fail(log, (error as Error).message, 1);
   }
-  await Deno.stdout.write(new TextEncoder().encode(host.url + "\n"));
-  log.info(`code-mode-host listening on ${host.url}`);
+  if (stdio) {
+    // stdout carries only HTTP/2 bytes; the connection's end (stdin EOF) stops the host.
+    log.info(`code-mode-host listening on ${host.url}`);
+    void host.ended.then(() => host.shutdown()).then(() => Deno.exit(0), () => Deno.exit(0));
+  } else {
+    await Deno.stdout.write(new TextEncoder().encode(host.url + "\n"));
+    log.info(`code-mode-host listening on ${host.url}`);
+  }
 
   let signals = 0;
   const onSignal = () => {

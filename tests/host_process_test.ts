@@ -77,7 +77,7 @@ Deno.test("Bad --listen values fail with exit code 2 and the SPEC message (scena
       ["--listen", "grpc://0.0.0.0:0"],
       "refusing to listen on non-loopback address `0.0.0.0:0` without --allow-non-loopback",
     ],
-    [["--listen", "unix:./h.sock"], "--listen `unix:./h.sock` is not supported by this build"],
+    [["--listen", "unix:"], "invalid Unix --listen URL `unix:` (the socket path is empty)"],
     [["--tls-cert", "x.pem"], "--tls-cert and --tls-key must be given together"],
   ];
   for (const [args, message] of cases) {

@@ -20,6 +20,7 @@ import { errorMiddleware } from "./errors.ts";
 import { bearerTokenMiddleware } from "./access.ts";
 import { startTlsTerminator, type TlsTerminator } from "./tls_terminator.ts";
 import { withGoawayGuard } from "./http2_guard.ts";
+import { prepareUnixSocket, relayConnection, restrictUnixSocket } from "./local_transports.ts";
 
 /**
  * A nice-grpc `ServerMiddleware` (an async generator over `(call, context)`), typed loosely here
@@ -30,8 +31,18 @@ export type HostMiddleware = (call: any, context: any) => AsyncGenerator<any, an
 
 /** Options of {@link createHost}; every field has a default (the engine's are in {@link EngineOptions}). */
 export interface HostOptions extends Omit<EngineOptions, "clientSessionIds"> {
-  /** `IP:PORT` or `unix:PATH` to listen on (default `127.0.0.1:50051`; port 0 picks a free port). */
+  /**
+   * `IP:PORT` or `unix:PATH` to listen on (default `127.0.0.1:50051`; port 0 picks a free port).
+   * A Unix socket is created with mode 0600; a stale socket file of a dead host is replaced, a live
+   * one is refused. Ignored when `connection` is given.
+   */
   listen?: string;
+  /**
+   * Serve exactly one HTTP/2 connection over these byte streams instead of listening (the
+   * `--listen grpc+stdio://` transport: stdin and stdout). The host's `ended` resolves when the
+   * connection ends; the host keeps running until it is shut down.
+   */
+  connection?: { readable: ReadableStream<Uint8Array>; writable: WritableStream<Uint8Array> };
   /** `x-code-mode-route` token sent on OpenSession (default none). */
   routeToken?: string;
   /** Require `authorization: Bearer {authToken}` on every RPC of every service (default none). */
@@ -51,8 +62,13 @@ export type { HostState };
 export interface Host extends AsyncDisposable {
   /** The bound port. */
   readonly port: number;
-  /** `http://IP:PORT`, or `https://IP:PORT` with TLS. */
+  /** `http://IP:PORT`, or `https://IP:PORT` with TLS; `unix:PATH` on a Unix socket; `grpc+stdio://` over a connection. */
   readonly url: string;
+  /**
+   * With `connection`: resolves when that connection has ended (either direction closed). Never
+   * resolves for a listening host.
+   */
+  readonly ended: Promise<void>;
   /** Read-only views of the sessions and runtimes. */
   readonly state: HostState;
   /** Graceful shutdown (SPEC §9.7): drain, stop runtimes, stop serving; bounded by `shutdownGraceMs`. */
@@ -103,16 +119,26 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
   );
 
   const address = options.listen ?? "127.0.0.1:50051";
+  const unixPath = options.connection === undefined && address.startsWith("unix:")
+    ? address.slice("unix:".length)
+    : undefined;
   // `host:port` or `[v6]:port`; the port is 0 when the system picks it.
   const bindHost = address.slice(0, address.lastIndexOf(":"));
-  let port: number;
-  // With TLS the gRPC server listens on a Unix socket in a private directory, behind Deno's own
-  // TLS (see tls_terminator.ts for why).
+  let port = 0;
+  // With TLS, or over one given connection, the gRPC server listens on a Unix socket in a private
+  // directory, behind Deno's own TLS (see tls_terminator.ts for why) or a relay of the connection.
   let terminator: TlsTerminator | undefined;
+  let relay: { ended: Promise<void>; close(): Promise<void> } | undefined;
   const onGoaway = () => log.debug("a client's GOAWAY was not passed to nghttp2 (see http2_guard.ts)");
   let socketDir: string | undefined;
+  const shownAddress = options.connection ? "grpc+stdio://" : address;
   try {
-    if (options.tls) {
+    if (options.connection) {
+      socketDir = await Deno.makeTempDir({ dir: engine.tempParent, prefix: `stdio-${Deno.pid}-` });
+      const socket = `${socketDir}/grpc.sock`;
+      await withGoawayGuard(() => server.listen(`unix:${socket}`), onGoaway);
+      relay = await relayConnection(options.connection, socket);
+    } else if (options.tls) {
       socketDir = await Deno.makeTempDir({ dir: engine.tempParent, prefix: `tls-${Deno.pid}-` });
       const socket = `${socketDir}/grpc.sock`;
       await withGoawayGuard(() => server.listen(`unix:${socket}`), onGoaway);
@@ -124,6 +150,9 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
         upstream: socket,
       });
       port = terminator.port;
+    } else if (unixPath !== undefined) {
+      await prepareUnixSocket(unixPath);
+      await restrictUnixSocket(unixPath, () => withGoawayGuard(() => server.listen(address), onGoaway));
     } else {
       port = await withGoawayGuard(() => server.listen(address), onGoaway);
     }
@@ -131,16 +160,23 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
     server.forceShutdown();
     await engine.kill();
     if (socketDir) await Deno.remove(socketDir, { recursive: true }).catch(() => {});
-    throw new Error(`failed to bind code-mode gRPC host to ${address}`, { cause: error });
+    const detail = error instanceof Error && error.name === "UnixSocketInUse" ? `: ${error.message}` : "";
+    throw new Error(`failed to bind code-mode gRPC host to ${shownAddress}${detail}`, { cause: error });
   }
   health.setStatus("healthy");
   health.setStatus("healthy", CODE_MODE_SERVICE);
-  const url = `${options.tls ? "https" : "http"}://${bindHost}:${port}`;
+  const url = options.connection
+    ? "grpc+stdio://"
+    : unixPath !== undefined
+    ? address
+    : `${options.tls ? "https" : "http"}://${bindHost}:${port}`;
 
   let stopping: Promise<void> | undefined;
   const finish = async () => {
     await server.shutdown().catch(() => server.forceShutdown());
     await terminator?.close();
+    await relay?.close();
+    if (unixPath !== undefined) await Deno.remove(unixPath).catch(() => {});
     if (socketDir) await Deno.remove(socketDir, { recursive: true }).catch(() => {});
   };
   const shutdown = () => {
@@ -161,5 +197,6 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
     server.forceShutdown();
     await finish();
   };
-  return { port, url, state: engine.state, shutdown, kill, [Symbol.asyncDispose]: shutdown };
+  const ended = relay?.ended ?? new Promise<void>(() => {});
+  return { port, url, ended, state: engine.state, shutdown, kill, [Symbol.asyncDispose]: shutdown };
 }
