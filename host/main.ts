@@ -80,10 +80,11 @@ async function main(args: string[]): Promise<void> {
     authToken = read("--auth-token-file", path).trim();
     if (authToken === "") fail(log, `failed to read --auth-token-file ${path}`, 2);
   }
-  if (v.isolation !== "subprocess") {
+  if (v.isolation !== "subprocess" && v.isolation !== "in-process") {
     fail(log, `--isolation \`${v.isolation}\` is not supported by this build`, 2);
   }
-  if (isCompiled() && v.deno === undefined) {
+  const isolation = v.isolation as "subprocess" | "in-process";
+  if (isolation === "subprocess" && isCompiled() && v.deno === undefined) {
     fail(
       log,
       "code-mode host needs a Deno executable for session workers; pass --deno PATH or use --isolation in-process",
@@ -119,6 +120,7 @@ async function main(args: string[]): Promise<void> {
   try {
     host = await createHost({
       listen: listen.bind,
+      isolation,
       limits,
       deno: v.deno as string | undefined,
       workerPrefix: prefix,
