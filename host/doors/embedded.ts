@@ -144,24 +144,49 @@ export function inMemoryClient(engine: Engine): RawClient {
     if (method.responseStream) {
       client[key] = (value: unknown, options?: CallOptions) => {
         const c = call(value, options);
-        return (async function* () {
-          let iterator: AsyncIterator<unknown> | undefined;
+        // The method runs as a server runs it: pulled on at once, whatever the caller reads, and on
+        // to its end after the caller went away (an Execute abandons its cell there); what it
+        // produces meanwhile waits here, what it produces after cancellation goes nowhere.
+        const queue: unknown[] = [];
+        let end: { error?: unknown } | undefined;
+        let wake: (() => void) | undefined;
+        const pump = (async () => {
           try {
-            iterator = (service[key](c.request, c.context) as AsyncIterable<unknown>)[Symbol.asyncIterator]();
-            for (;;) {
-              const next = await Promise.race([iterator.next(), c.aborted]);
-              if (next.done) break;
+            const stream = service[key](c.request, c.context) as AsyncIterable<unknown>;
+            for await (const message of stream) {
+              if (c.abort.signal.aborted) continue;
               c.sendHeader();
-              yield response(next.value);
+              queue.push(response(message));
+              wake?.();
             }
-            c.sendHeader();
+            if (!c.abort.signal.aborted) c.sendHeader();
+            end = {};
+          } catch (error) {
+            end = { error };
+          }
+          wake?.();
+        })();
+        void pump;
+        return (async function* () {
+          try {
+            for (;;) {
+              while (queue.length === 0 && end === undefined && !c.abort.signal.aborted) {
+                await Promise.race([new Promise<void>((resolve) => wake = resolve), c.aborted]);
+              }
+              if (c.abort.signal.aborted) throw abortError();
+              if (queue.length > 0) {
+                yield queue.shift();
+                continue;
+              }
+              if (end!.error !== undefined) throw toClientError(method.path, end!.error, log);
+              return;
+            }
           } catch (error) {
             if (c.abort.signal.aborted) throw abortError();
-            throw toClientError(method.path, error, log);
+            throw error;
           } finally {
             c.abort.abort();
             c.done();
-            void iterator?.return?.(undefined)?.catch?.(() => {});
           }
         })();
       };
@@ -170,10 +195,9 @@ export function inMemoryClient(engine: Engine): RawClient {
         const c = call(value, options);
         return (async () => {
           try {
-            const result = await Promise.race([
-              Promise.resolve(service[key](c.request, c.context)),
-              c.aborted,
-            ]);
+            const pending = Promise.resolve(service[key](c.request, c.context));
+            pending.catch(() => {});
+            const result = await Promise.race([pending, c.aborted]);
             return response(result);
           } catch (error) {
             if (c.abort.signal.aborted) throw abortError();
