@@ -22,6 +22,7 @@ import {
   inProcessSupported,
 } from "./runtime/in_process_transport.ts";
 import { createWorkerCodec } from "../proto/worker_codec.ts";
+import { SELF_RUNTIME_ARG } from "./runtime/self_runtime.ts";
 import { hostTempParent, prepareRuntimeDirectory, removeStaleDirectories } from "./runtime/runtime_files.ts";
 
 /** Options of {@link startEngine}; every field has a default. */
@@ -30,6 +31,12 @@ export interface EngineOptions {
   limits?: Partial<Limits>;
   /** Deno binary for session runtimes (default `Deno.execPath()`). */
   deno?: string;
+  /**
+   * Argv that starts this program as a session runtime, the runtime directory appended (SPEC §9.9).
+   * Default: in a compiled executable without `deno`, `[Deno.execPath(), SELF_RUNTIME_ARG]`;
+   * otherwise none (runtimes are `<deno> run …`, SPEC §9.3).
+   */
+  runtimeCommand?: string[];
   /** Argv placed before `<deno>` for every runtime (default none). */
   workerPrefix?: string[];
   /** Pre-spawned idle runtimes (default `limits.warmSessionWorkers`, 2). */
@@ -138,6 +145,10 @@ export function startEngine(options: EngineOptions = {}): Engine {
     runtime: {
       deno: options.deno ?? Deno.execPath(),
       prefix: options.workerPrefix,
+      self: options.runtimeCommand ??
+        (Deno.build.standalone && options.deno === undefined
+          ? [Deno.execPath(), SELF_RUNTIME_ARG]
+          : undefined),
       runtimeDir,
       workParent: tempParent,
       protocolVersion: options.protocolVersion,

@@ -8,17 +8,13 @@ import { parseArgs } from "node:util";
 import { ListenError, parseListenUrl } from "./listen_url.ts";
 import { Logger, type LogLevel } from "./ops/log.ts";
 import { createHost } from "./doors/grpc/server.ts";
+import { runSelfSpawnedRuntime, SELF_RUNTIME_ARG } from "./runtime/self_runtime.ts";
 
 const LEVELS = ["debug", "info", "warn", "error"];
 
 function fail(log: Logger, message: string, code: number): never {
   log.error(message);
   Deno.exit(code);
-}
-
-/** Whether this process is a `deno compile` executable (its modules live in a virtual dir). */
-function isCompiled(): boolean {
-  return import.meta.url.includes("/deno-compile-");
 }
 
 async function main(args: string[]): Promise<void> {
@@ -84,13 +80,6 @@ async function main(args: string[]): Promise<void> {
     fail(log, `--isolation \`${v.isolation}\` is not supported by this build`, 2);
   }
   const isolation = v.isolation as "subprocess" | "in-process";
-  if (isolation === "subprocess" && isCompiled() && v.deno === undefined) {
-    fail(
-      log,
-      "code-mode host needs a Deno executable for session workers; pass --deno PATH or use --isolation in-process",
-      2,
-    );
-  }
   let prefix: string[] | undefined;
   if (v["worker-prefix"] !== undefined) {
     try {
@@ -150,4 +139,8 @@ async function main(args: string[]): Promise<void> {
   Deno.addSignalListener("SIGTERM", onSignal);
 }
 
-if (import.meta.main) await main(Deno.args);
+if (import.meta.main) {
+  // A compiled executable spawns itself as the session runtime (SPEC §9.9); only the host passes this.
+  if (Deno.args[0] === SELF_RUNTIME_ARG) await runSelfSpawnedRuntime(Deno.args.slice(1));
+  else await main(Deno.args);
+}

@@ -21,6 +21,8 @@ const REFILL_DELAY_MS = 250;
 export interface RuntimeFactoryOptions {
   deno: string;
   prefix?: readonly string[];
+  /** Argv that starts this program as a session runtime, instead of `deno run` (SPEC §9.9). */
+  self?: readonly string[];
   runtimeDir: string;
   workParent: string;
   /** Test hook: the protocol version the host expects in `Ready`. */
@@ -120,6 +122,7 @@ export class SessionManager implements AsyncDisposable {
       codec: this.#codec,
       deno: o.runtime.deno,
       prefix: o.runtime.prefix,
+      self: o.runtime.self,
       runtimeDir: o.runtime.runtimeDir,
       workParent: o.runtime.workParent,
       protocolVersion: o.runtime.protocolVersion,

@@ -25,6 +25,8 @@ export interface WorkerProcessOptions {
   codec: WorkerCodec;
   deno: string;
   prefix?: readonly string[];
+  /** Argv that starts this program as a session runtime (see `buildWorkerCommand`). */
+  self?: readonly string[];
   runtimeDir: string;
   /** Parent of per-runtime work dirs (`<TMPDIR>/code-mode-host`). */
   workParent: string;
@@ -105,6 +107,7 @@ class WorkerProcess implements RuntimeTransport {
     const command = buildWorkerCommand({
       deno: options.deno,
       prefix: options.prefix,
+      self: options.self,
       runtimeDir: options.runtimeDir,
       workDir: this.#workDir,
       workerMainHeapMb: options.workerMainHeapMb,
