@@ -260,11 +260,6 @@ export class InProcessCodeModeSessionProvider implements AsyncDisposable {
     return this.#isolation;
   }
 
-  /** The engine behind the sessions (started by the first `createSession`). */
-  get engine(): Engine | undefined {
-    return this.#engine;
-  }
-
   /**
    * Opens a public session.
    *
@@ -291,6 +286,7 @@ export class InProcessCodeModeSessionProvider implements AsyncDisposable {
     await this.#engine?.shutdown();
   }
 
+  /** Same as {@link InProcessCodeModeSessionProvider.shutdown}. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.shutdown();
   }
