@@ -627,6 +627,9 @@ export class Runtime {
       for (const one of output) this.#forward(running, one);
       return;
     }
+    // A spare's `warmed` still queued on its port when a drain reads it (a shutdown while the cell
+    // waits for its Worker): not an output of the cell.
+    if ((output as { t: string }).t === "warmed") return;
     const final = output.t === "result" || output.t === "stopped";
     if (final && running.finished) return;
     if (!("w" in output)) {

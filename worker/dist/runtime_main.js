@@ -1237,6 +1237,7 @@ var Runtime = class {
       for (const one of output) this.#forward(running, one);
       return;
     }
+    if (output.t === "warmed") return;
     const final = output.t === "result" || output.t === "stopped";
     if (final && running.finished) return;
     if (!("w" in output)) {
