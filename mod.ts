@@ -30,7 +30,8 @@ export {
   type HostOptions,
   type HostState,
 } from "./host/doors/grpc/server.ts";
-export type { EngineOptions } from "./host/engine.ts";
+export type { EngineOptions, Isolation } from "./host/engine.ts";
+export { InProcessCodeModeSessionProvider, type InProcessProviderOptions } from "./host/doors/embedded.ts";
 export { DEFAULT_LIMITS, type Limits, resolveLimits } from "./host/core/limits.ts";
 export { CodeModeError, type CodeModeErrorCode } from "./proto/errors.ts";
 export { normalizeCodeModeIdentifier } from "./host/core/identifiers.ts";

@@ -39,6 +39,7 @@ import {
   NoopCodeModeSessionDelegate,
   ProcessOwnedGrpcCodeModeSessionProvider,
 } from "../mod.ts";
+import { InProcessCodeModeSessionProvider } from "../host/doors/embedded.ts";
 
 const ROUNDS = Number(Deno.env.get("BENCH_ROUNDS") ?? 200);
 
@@ -264,6 +265,36 @@ const fmt = (ms: number) => ms.toFixed(2);
       }× the TCP library row)`,
     ]);
     await overStdio.shutdown();
+    // The same through the embedded provider (no gRPC at all), in both isolations (SPEC §9.8).
+    for (const isolation of ["subprocess", "in-process"] as const) {
+      await using embedded = new InProcessCodeModeSessionProvider({
+        isolation,
+        warmSessions: 1,
+        log: "error",
+      });
+      const session = await embedded.createSession();
+      const samples: number[] = [];
+      for (let i = 0; i < Math.min(ROUNDS, 100) + 1; i++) {
+        await pause(60);
+        const took = await time(async () => {
+          const cell = await session.execute(
+            { toolCallId: "c", enabledTools: [], source: 'text("x")' },
+            delegate,
+          );
+          await cell.initialResponse();
+        });
+        if (i > 0) samples.push(took);
+      }
+      rows.push([
+        `Execute text("x") through the embedded provider, ${isolation} isolation, same gap`,
+        fmt(percentile(samples, 50)),
+        fmt(percentile(samples, 95)),
+        `${(percentile(samples, 50) / floorP50).toFixed(1)}× (${
+          (percentile(samples, 50) / percentile(viaLibrary, 50)).toFixed(2)
+        }× the gRPC client library)`,
+      ]);
+      await session.shutdown();
+    }
   }
   const b2b: number[] = [];
   for (let i = 0; i < Math.min(ROUNDS, 100); i++) b2b.push(await time(() => executeText(client, session.id)));

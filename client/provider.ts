@@ -54,6 +54,26 @@ export interface ProviderOptions {
   tlsServerName?: string;
 }
 
+/**
+ * An in-memory stand-in for the provider's channel: hands out a client and takes it back. Set by
+ * the host's embedded provider (`host/doors/embedded.ts`) through {@link useConnector}; a provider
+ * with one has no endpoint, no connection and no channel to discard.
+ */
+export type Connector = () => { client: RawClient; release(): void };
+
+const connectors = new WeakMap<GrpcCodeModeSessionProvider, Connector>();
+
+/**
+ * Makes `provider` open its bindings through `connector` instead of a gRPC channel (internal, for
+ * the embedded provider; not exported from `mod.ts`).
+ *
+ * @param provider a provider that has not opened a session yet
+ * @param connector where its clients come from
+ */
+export function useConnector(provider: GrpcCodeModeSessionProvider, connector: Connector): void {
+  connectors.set(provider, connector);
+}
+
 const MAX_ROUTE_BYTES = 256;
 const MAX_SESSION_ID_BYTES = 256;
 const ADMISSION_DELAYS_MS = [0, 50, 100, 200];
@@ -126,7 +146,7 @@ export class GrpcCodeModeSessionProvider implements CodeModeSessionProvider {
    * @throws {CodeModeError} an endpoint error, or the first binding's opening failure
    */
   async createSession(options: CodeModeSessionOptions = {}): Promise<CodeModeSession> {
-    if (!this.#parsed) {
+    if (!this.#parsed && !connectors.has(this)) {
       try {
         this.#parsed = parseEndpoint(this.#endpoint);
       } catch (error) {
@@ -152,6 +172,8 @@ export class GrpcCodeModeSessionProvider implements CodeModeSessionProvider {
   }
 
   #hold(): { client: RawClient; release(): void } {
+    const connector = connectors.get(this);
+    if (connector) return connector();
     if (!this.#channel) {
       const parsed = this.#parsed!;
       const credentials = parsed.kind === "tcp" && parsed.secure

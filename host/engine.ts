@@ -17,6 +17,14 @@ import { SessionManager } from "./core/session_manager.ts";
 import { Logger, type LogLevel } from "./ops/log.ts";
 import { memoryBoundMechanism } from "./runtime/memory_watchdog.ts";
 import { resolveOsSandbox } from "./runtime/os_sandbox.ts";
+import {
+  IN_PROCESS_UNSUPPORTED,
+  IN_PROCESS_WARNING,
+  InProcessRuntime,
+  inProcessSupported,
+} from "./runtime/in_process_transport.ts";
+import { createWorkerCodec } from "../proto/worker_codec.ts";
+import { SELF_RUNTIME_ARG } from "./runtime/self_runtime.ts";
 import { hostTempParent, prepareRuntimeDirectory, removeStaleDirectories } from "./runtime/runtime_files.ts";
 import { GRANT_ALL_PERMISSIONS_FOR_TESTS } from "./runtime/worker_command.ts";
 
@@ -26,6 +34,12 @@ export interface EngineOptions {
   limits?: Partial<Limits>;
   /** Deno binary for session runtimes (default `Deno.execPath()`). */
   deno?: string;
+  /**
+   * Argv that starts this program as a session runtime, the runtime directory appended (SPEC §9.9).
+   * Default: in a compiled executable without `deno`, `[Deno.execPath(), SELF_RUNTIME_ARG]`;
+   * otherwise none (runtimes are `<deno> run …`, SPEC §9.3).
+   */
+  runtimeCommand?: string[];
   /** Argv placed before `<deno>` for every runtime (default none). */
   workerPrefix?: string[];
   /** Pre-spawned idle runtimes (default `limits.warmSessionWorkers`, 2). */
@@ -54,7 +68,16 @@ export interface EngineOptions {
    * fails to start without it); `off` runs runtimes directly, walled by Deno's permissions alone.
    */
   osSandbox?: "auto" | "bwrap" | "off";
+  /**
+   * Where session runtimes run (default `subprocess`): `in-process` runs them inside this process
+   * with cells in Workers of it (SPEC §9.8). Not for untrusted code; `max_heap_size_bytes` is
+   * refused. Needs `node:worker_threads` and `node:vm`.
+   */
+  isolation?: Isolation;
 }
+
+/** Where session runtimes run (SPEC §9.8). */
+export type Isolation = "subprocess" | "in-process";
 
 /** Read-only views of a host's state, for tests and diagnostics. */
 export interface HostState {
@@ -99,6 +122,8 @@ export interface Engine {
  * @returns the engine
  * @throws {RangeError} for an invalid limit or sandbox mode
  * @throws {Error} when `osSandbox: "bwrap"` was asked for and bubblewrap does not work here
+ * @throws {Error} `code-mode in-process isolation needs node:worker_threads and node:vm` where those
+ *   are missing (in-process isolation)
  * @example
  * ```ts
  * import assert from "node:assert/strict";
@@ -112,6 +137,12 @@ export interface Engine {
 export async function startEngine(options: EngineOptions = {}): Promise<Engine> {
   const limits = resolveLimits(options.limits ?? {});
   const log = options.log instanceof Logger ? options.log : new Logger(options.log ?? "info");
+  const inProcess = options.isolation === "in-process";
+  if (options.isolation !== undefined && options.isolation !== "subprocess" && !inProcess) {
+    throw new RangeError(`unknown code-mode isolation \`${options.isolation}\``);
+  }
+  if (inProcess && !inProcessSupported()) throw new Error(IN_PROCESS_UNSUPPORTED);
+  if (inProcess) log.warn(IN_PROCESS_WARNING);
   const tempParent = hostTempParent();
   Deno.mkdirSync(tempParent, { recursive: true, mode: 0o700 });
   removeStaleDirectories(tempParent);
@@ -122,11 +153,16 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
   let sandbox;
   try {
     if (!["auto", "bwrap", "off"].includes(mode)) throw new RangeError(`invalid --os-sandbox \`${mode}\``);
-    const resolved = await resolveOsSandbox(mode, deno, runtimeDir, tempParent);
-    sandbox = resolved.sandbox;
-    if (sandbox) log.info(`OS sandbox: ${resolved.why} around each session runtime`);
-    else if (mode === "off") log.info(`OS sandbox: off (${resolved.why})`);
-    else log.warn(`OS sandbox: off, runtimes are walled by Deno's permissions alone: ${resolved.why}`);
+    if (inProcess) {
+      // In-process runtimes are no processes: there is nothing to put in a sandbox.
+      if (mode === "bwrap") throw new RangeError("--os-sandbox bwrap needs subprocess isolation");
+    } else {
+      const resolved = await resolveOsSandbox(mode, deno, runtimeDir, tempParent);
+      sandbox = resolved.sandbox;
+      if (sandbox) log.info(`OS sandbox: ${resolved.why} around each session runtime`);
+      else if (mode === "off") log.info(`OS sandbox: off (${resolved.why})`);
+      else log.warn(`OS sandbox: off, runtimes are walled by Deno's permissions alone: ${resolved.why}`);
+    }
   } catch (error) {
     Deno.removeSync(runtimeDir, { recursive: true });
     throw error;
@@ -145,12 +181,21 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
       prefix: options.workerPrefix,
       sandbox,
       allowAllForTests,
+      self: options.runtimeCommand ??
+        (Deno.build.standalone && options.deno === undefined
+          ? [Deno.execPath(), SELF_RUNTIME_ARG]
+          : undefined),
       runtimeDir,
       workParent: tempParent,
       protocolVersion: options.protocolVersion,
     },
+    spawn: inProcess ? inProcessSpawner(limits, runtimeDir) : undefined,
   });
-  const core = new CodeModeCore({ manager, clientSessionIds: options.clientSessionIds });
+  const core = new CodeModeCore({
+    manager,
+    clientSessionIds: options.clientSessionIds,
+    resourceLimits: !inProcess,
+  });
   const removeRuntimeDir = () => Deno.remove(runtimeDir, { recursive: true }).catch(() => {});
 
   let stopping: Promise<void> | undefined;
@@ -191,4 +236,15 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
     },
   };
   return { limits, log, manager, core, tempParent, state, shutdown, kill };
+}
+
+function inProcessSpawner(limits: Limits, runtimeDir: string): () => InProcessRuntime {
+  const codec = createWorkerCodec();
+  return () =>
+    new InProcessRuntime({
+      codec,
+      runtimeDir,
+      maxWorkerFrameBytes: limits.maxWorkerFrameBytes,
+      workerKillGraceMs: limits.workerKillGraceMs,
+    });
 }

@@ -9,6 +9,7 @@ import { ListenError, parseListenUrl } from "./listen_url.ts";
 import { Logger, type LogLevel } from "./ops/log.ts";
 import { createHost } from "./doors/grpc/server.ts";
 import { serveV1Stdio } from "./doors/v1/mod.ts";
+import { runSelfSpawnedRuntime, SELF_RUNTIME_ARG } from "./runtime/self_runtime.ts";
 import denoConfig from "../deno.json" with { type: "json" };
 
 const HELP =
@@ -25,8 +26,9 @@ Usage: deno task serve [FLAGS]     (or the compiled executable with the same fla
   --tls-cert PATH              serve TLS with this PEM certificate chain (with --tls-key)
   --tls-key PATH               the PEM private key of --tls-cert
   --auth-token-file PATH       require "authorization: Bearer <file content>" on every RPC
-  --isolation subprocess       where session runtimes run (default subprocess)
-  --deno PATH                  Deno binary for session runtimes
+  --isolation MODE             subprocess (default) or in-process (not for untrusted code)
+  --deno PATH                  Deno binary for session runtimes (a compiled host spawns itself)
+  --os-sandbox MODE            auto (default), bwrap or off: bubblewrap around each runtime
   --worker-prefix JSON         JSON array of strings placed before the runtime's argv
   --warm-sessions N            pre-spawned idle session runtimes (default 2; 0 disables)
   --route-token TOKEN          x-code-mode-route sent on OpenSession
@@ -41,11 +43,6 @@ const LEVELS = ["debug", "info", "warn", "error"];
 function fail(log: Logger, message: string, code: number): never {
   log.error(message);
   Deno.exit(code);
-}
-
-/** Whether this process is a `deno compile` executable (its modules live in a virtual dir). */
-function isCompiled(): boolean {
-  return import.meta.url.includes("/deno-compile-");
 }
 
 async function main(args: string[]): Promise<void> {
@@ -128,16 +125,10 @@ async function main(args: string[]): Promise<void> {
     authToken = read("--auth-token-file", path).trim();
     if (authToken === "") fail(log, `failed to read --auth-token-file ${path}`, 2);
   }
-  if (v.isolation !== "subprocess") {
+  if (v.isolation !== "subprocess" && v.isolation !== "in-process") {
     fail(log, `--isolation \`${v.isolation}\` is not supported by this build`, 2);
   }
-  if (isCompiled() && v.deno === undefined) {
-    fail(
-      log,
-      "code-mode host needs a Deno executable for session workers; pass --deno PATH or use --isolation in-process",
-      2,
-    );
-  }
+  const isolation = v.isolation as "subprocess" | "in-process";
   let prefix: string[] | undefined;
   if (v["worker-prefix"] !== undefined) {
     try {
@@ -171,6 +162,7 @@ async function main(args: string[]): Promise<void> {
     // JSON host V1 on stdin/stdout (SPEC §9.10): stdout carries only frames.
     const options = {
       limits,
+      isolation,
       deno: v.deno as string | undefined,
       workerPrefix: prefix,
       osSandbox,
@@ -190,6 +182,7 @@ async function main(args: string[]): Promise<void> {
         : undefined,
       connection: stdio ? { readable: Deno.stdin.readable, writable: Deno.stdout.writable } : undefined,
       limits,
+      isolation,
       deno: v.deno as string | undefined,
       workerPrefix: prefix,
       osSandbox,
@@ -225,4 +218,8 @@ async function main(args: string[]): Promise<void> {
   Deno.addSignalListener("SIGTERM", onSignal);
 }
 
-if (import.meta.main) await main(Deno.args);
+if (import.meta.main) {
+  // A compiled executable spawns itself as the session runtime (SPEC §9.9); only the host passes this.
+  if (Deno.args[0] === SELF_RUNTIME_ARG) await runSelfSpawnedRuntime(Deno.args.slice(1));
+  else await main(Deno.args);
+}

@@ -12,6 +12,7 @@ import { createHost } from "../host/doors/grpc/server.ts";
 import { Logger } from "../host/ops/log.ts";
 import { eventually, serve, startHost } from "./_harness.ts";
 import { FakeClock, RecordingDelegate, rejection, relay, run, textResponse } from "./_client_harness.ts";
+import { providerScenarios } from "./_provider_suite.ts";
 
 type Call = {
   method: { path: string };
@@ -30,6 +31,17 @@ function around(
 }
 
 const endpoint = (port: number) => `http://127.0.0.1:${port}`;
+
+// Scenarios 131 and 136–139 and the shared ones, through the gRPC provider (tests/_provider_suite.ts;
+// tests/embedded_test.ts runs the same against the embedded provider).
+providerScenarios("gRPC", async () => {
+  const h = await startHost();
+  return {
+    provider: new GrpcCodeModeSessionProvider(endpoint(h.host.port)),
+    heapLimits: true,
+    [Symbol.asyncDispose]: () => h[Symbol.asyncDispose](),
+  };
+});
 
 Deno.test("126: OpenSession admission retries only UNAVAILABLE and RESOURCE_EXHAUSTED, at most 5 attempts", async (t) => {
   for (
@@ -79,23 +91,6 @@ Deno.test("130: an endpoint with credentials is refused without repeating them",
     assert.ok(error.message.includes("must not include credentials"), error.message);
     assert.ok(!error.message.includes("alice") && !error.message.includes("secret"));
   }
-});
-
-Deno.test("131: once shutdown has started, execute, wait and terminate fail with the shutdown text", async () => {
-  await using h = await startHost();
-  const session = await new GrpcCodeModeSessionProvider(endpoint(h.host.port)).createSession();
-  const closing = session.shutdown();
-  const delegate = new NoopCodeModeSessionDelegate();
-  for (
-    const call of [
-      () => session.execute({ toolCallId: "c", enabledTools: [], source: "1" }, delegate),
-      () => session.wait({ cellId: "1", yieldTimeMs: 0 }),
-      () => session.terminate("1"),
-    ]
-  ) {
-    assert.equal((await rejection(call())).message, "code mode session is shutting down");
-  }
-  await closing;
 });
 
 Deno.test("132: a generation-2 binding refuses other generations' IDs without an RPC; generation 1 passes IDs through", async () => {
@@ -184,95 +179,6 @@ Deno.test("135: a 2,000-byte opening failure is bounded to 512 bytes of valid UT
   assert.ok(error.message.startsWith("gRPC code-mode session opening failed:"));
   assert.ok(error.message.endsWith("..."));
   assert.equal(new TextDecoder("utf-8", { fatal: true }).decode(bytes), error.message);
-});
-
-Deno.test("136: an execute aborted before `started` abandons its cell; the session stays usable", async () => {
-  await using h = await startHost();
-  const session = await new GrpcCodeModeSessionProvider(endpoint(h.host.port)).createSession();
-  const delegate = new RecordingDelegate();
-  const abort = new AbortController();
-  const pending = session.execute(
-    { toolCallId: "c", enabledTools: [], source: "await new Promise(() => {})" },
-    delegate,
-    { signal: abort.signal },
-  );
-  abort.abort(new Error("caller went away"));
-  await rejection(pending);
-  assert.ok(await eventually(() => delegate.closed.includes("1"), 5_000));
-  assert.ok(
-    await eventually(async () => {
-      try {
-        return (await session.wait({ cellId: "1", yieldTimeMs: 0 })).type === "missingCell";
-      } catch (error) {
-        if ((error as Error).message.includes("already has an active observer")) return false;
-        throw error;
-      }
-    }, 5_000),
-  );
-  const next = await run(session, 'text("still alive")');
-  assert.deepEqual(next, textResponse("2", "still alive", next.codeModeHostDurationNs));
-  await session.shutdown();
-});
-
-Deno.test("137: aborting initialResponse, or abandon(), closes a never-ending cell; the next cell is 2", async (t) => {
-  for (const how of ["signal", "abandon"] as const) {
-    await t.step(how, async () => {
-      await using h = await startHost();
-      const session = await new GrpcCodeModeSessionProvider(endpoint(h.host.port)).createSession();
-      const delegate = new RecordingDelegate();
-      const cell = await session.execute(
-        { toolCallId: "c", enabledTools: [], source: "await new Promise(() => {})", yieldTimeMs: 60_000 },
-        delegate,
-      );
-      const abort = new AbortController();
-      const outcome = cell.initialResponse({ signal: abort.signal });
-      if (how === "signal") abort.abort();
-      else cell.abandon();
-      await rejection(outcome);
-      assert.deepEqual(delegate.closed, ["1"]);
-      const next = await run(session, 'text("next")');
-      assert.equal(next.cellId, "2");
-      await session.shutdown();
-    });
-  }
-});
-
-Deno.test("138: a second wait on a cell fails at once; the first is preempted to yielded; terminate then terminates", async () => {
-  await using h = await startHost();
-  const session = await new GrpcCodeModeSessionProvider(endpoint(h.host.port)).createSession();
-  const cell = await session.execute(
-    { toolCallId: "c", enabledTools: [], source: "await new Promise(() => {})", yieldTimeMs: 0 },
-    new NoopCodeModeSessionDelegate(),
-  );
-  assert.equal((await cell.initialResponse()).type, "yielded");
-  const preempt = new AbortController();
-  const first = session.wait({ cellId: "1", yieldTimeMs: 60_000 }, { preempt: preempt.signal });
-  const started = performance.now();
-  const second = await rejection(session.wait({ cellId: "1", yieldTimeMs: 60_000 }));
-  assert.equal(second.message, "exec cell 1 already has an active observer");
-  assert.ok(performance.now() - started < 1_000);
-  await new Promise((r) => setTimeout(r, 100));
-  preempt.abort();
-  const outcome = await first;
-  assert.equal(outcome.type, "liveCell");
-  assert.equal(outcome.response.type, "yielded");
-  const terminated = await session.terminate("1");
-  assert.equal(terminated.type, "liveCell");
-  assert.equal(terminated.response.type, "terminated");
-  await session.shutdown();
-});
-
-Deno.test("139: shutting down a session reports its yielded cell closed", async () => {
-  await using h = await startHost();
-  const session = await new GrpcCodeModeSessionProvider(endpoint(h.host.port)).createSession();
-  const delegate = new RecordingDelegate();
-  const cell = await session.execute(
-    { toolCallId: "c", enabledTools: [], source: "await new Promise(() => {})", yieldTimeMs: 0 },
-    delegate,
-  );
-  assert.equal((await cell.initialResponse()).type, "yielded");
-  await session.shutdown();
-  assert.deepEqual(delegate.closed, ["1"]);
 });
 
 Deno.test("141c: two providers for one endpoint use two connections; one shutting down closes only its own", async () => {

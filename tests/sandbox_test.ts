@@ -7,6 +7,17 @@ import assert from "node:assert/strict";
 import { buildWorkerCommand } from "../host/runtime/worker_command.ts";
 import { openSession, run, startHost } from "./_harness.ts";
 import { HELPER_FUNCTIONS } from "./_spec_lists.ts";
+import { selfSpawnOptions } from "./_self_spawn.ts";
+import type { HostOptions } from "../host/doors/grpc/server.ts";
+
+/**
+ * The hosts the cell matrices run on: runtimes as `deno run` subprocesses (SPEC §9.3), and
+ * self-spawned as a compiled executable spawns them, with its permissions, narrowed (SPEC §9.9).
+ */
+const HOSTS: [label: string, options: () => HostOptions][] = [
+  ["", () => ({})],
+  [" (self-spawned runtime, the compiled executable's permissions)", () => selfSpawnOptions()],
+];
 
 /** Escape routes: each expression evaluates (inside the cell) to something that must be harmless. */
 const ROUTES: Record<string, string> = {
@@ -57,47 +68,49 @@ const EXPECTED: Record<string, string> = {
 };
 for (const helper of HELPERS) EXPECTED[`${helper}.constructor`] = "undefinedundefined";
 
-Deno.test("No escape route from a cell reaches a platform API (sandbox matrix)", async (t) => {
-  await using h = await startHost();
-  await using s = await openSession(h.client);
-  for (const [name, expression] of Object.entries(ROUTES)) {
-    await t.step(name, async () => {
-      const r = await run(h.client, s.id, `text(String(${expression}))`);
-      assert.equal(r.error, undefined, `${name}: ${r.error}`);
-      assert.deepEqual(r.texts, [EXPECTED[name] ?? "undefined"]);
-    });
-  }
-});
+for (const [label, options] of HOSTS) {
+  Deno.test(`No escape route from a cell reaches a platform API (sandbox matrix)${label}`, async (t) => {
+    await using h = await startHost(options());
+    await using s = await openSession(h.client);
+    for (const [name, expression] of Object.entries(ROUTES)) {
+      await t.step(name, async () => {
+        const r = await run(h.client, s.id, `text(String(${expression}))`);
+        assert.equal(r.error, undefined, `${name}: ${r.error}`);
+        assert.deepEqual(r.texts, [EXPECTED[name] ?? "undefined"]);
+      });
+    }
+  });
 
-Deno.test("Capabilities fail from inside a cell: files, env, net, subprocess, FFI, sys, imports, workers", async (t) => {
-  await using h = await startHost();
-  await using s = await openSession(h.client);
-  const attempts: Record<string, string> = {
-    "file read": 'Deno.readTextFileSync("/etc/passwd")',
-    "file write": 'Deno.writeTextFileSync("/tmp/x", "x")',
-    "env": 'Deno.env.get("HOME")',
-    "network": 'await fetch("http://127.0.0.1:1")',
-    "subprocess": 'new Deno.Command("true").outputSync()',
-    "ffi": 'Deno.dlopen("libc.so.6", {})',
-    "system info": "Deno.hostname()",
-    "node fs": 'require("node:fs").readFileSync("/etc/passwd")',
-    "process.env": "process.env.HOME",
-    "worker creation": 'new Worker("data:text/javascript,1")',
-    "node: import": 'await import("node:fs")',
-    "npm: import": 'await import("npm:left-pad")',
-    "remote import": 'await import("https://example.com/x.js")',
-    "file import": 'await import("file:///etc/passwd")',
-    "data: import": 'await import("data:text/javascript,export default 1")',
-    "static import": 'import fs from "node:fs"',
-  };
-  for (const [name, code] of Object.entries(attempts)) {
-    await t.step(name, async () => {
-      const r = await run(h.client, s.id, code);
-      assert.ok(r.error !== undefined, `${name} unexpectedly succeeded`);
-      assert.match(r.error!, /is not defined|Unsupported import in exec/, `${name}: ${r.error}`);
-    });
-  }
-});
+  Deno.test(`Capabilities fail from inside a cell: files, env, net, subprocess, FFI, sys, imports, workers${label}`, async (t) => {
+    await using h = await startHost(options());
+    await using s = await openSession(h.client);
+    const attempts: Record<string, string> = {
+      "file read": 'Deno.readTextFileSync("/etc/passwd")',
+      "file write": 'Deno.writeTextFileSync("/tmp/x", "x")',
+      "env": 'Deno.env.get("HOME")',
+      "network": 'await fetch("http://127.0.0.1:1")',
+      "subprocess": 'new Deno.Command("true").outputSync()',
+      "ffi": 'Deno.dlopen("libc.so.6", {})',
+      "system info": "Deno.hostname()",
+      "node fs": 'require("node:fs").readFileSync("/etc/passwd")',
+      "process.env": "process.env.HOME",
+      "worker creation": 'new Worker("data:text/javascript,1")',
+      "node: import": 'await import("node:fs")',
+      "npm: import": 'await import("npm:left-pad")',
+      "remote import": 'await import("https://example.com/x.js")',
+      "file import": 'await import("file:///etc/passwd")',
+      "data: import": 'await import("data:text/javascript,export default 1")',
+      "static import": 'import fs from "node:fs"',
+    };
+    for (const [name, code] of Object.entries(attempts)) {
+      await t.step(name, async () => {
+        const r = await run(h.client, s.id, code);
+        assert.ok(r.error !== undefined, `${name} unexpectedly succeeded`);
+        assert.match(r.error!, /is not defined|Unsupported import in exec/, `${name}: ${r.error}`);
+      });
+    }
+  });
+}
 
 Deno.test("The runtime process may read only its runtime directory (scenario 110)", async (t) => {
   const runtimeDir = await Deno.makeTempDir({ prefix: "cmh-rt-" });

@@ -99,6 +99,18 @@ export interface RuntimeOptions {
   cpuMicros?: () => number;
   /** The process's resident memory, bytes (default `Deno.memoryUsage().rss`): its budget test. */
   rssBytes?: () => number;
+  /**
+   * Whether cells write their frames to the process's stdout themselves (default true). In-process
+   * isolation (SPEC §9.8) passes false: the runtime shares its process with the host, so cells post
+   * every output to this thread, which writes it through `output`.
+   */
+  cellsWriteFrames?: boolean;
+  /**
+   * Whether the runtime collects its start-up garbage before the first spare (default true). In
+   * the host's process (in-process isolation) other sessions' cells may be creating contexts at the
+   * time, so it passes false (see `collect_garbage.ts`).
+   */
+  collectGarbage?: boolean;
 }
 
 /** The settings a `Configure` frame gives a runtime. */
@@ -216,6 +228,8 @@ export class Runtime {
   readonly #createWorker: (heapMb: number) => CellThread;
   readonly #cpuMicros: () => number;
   readonly #rssBytes: () => number;
+  readonly #cellsWriteFrames: boolean;
+  readonly #collectGarbage: boolean;
 
   #config: RuntimeConfig = { ...DEFAULT_RUNTIME_CONFIG };
   readonly #store = new Map<string, string>();
@@ -247,6 +261,8 @@ export class Runtime {
       return usage.user + usage.system;
     });
     this.#rssBytes = options.rssBytes ?? (() => Deno.memoryUsage().rss);
+    this.#cellsWriteFrames = options.cellsWriteFrames ?? true;
+    this.#collectGarbage = options.collectGarbage ?? true;
   }
 
   /** The settings in force (the last `Configure`'s, or the defaults). */
@@ -344,6 +360,42 @@ export class Runtime {
     if (this.#flushQueued) return;
     this.#flushQueued = true;
     queueMicrotask(this.#flush);
+  }
+
+  /**
+   * Gives up on a cell that did not confirm its stop (in-process isolation has no hard stop, SPEC
+   * §9.8): nothing more of it is forwarded, no `exited` is sent (the host has ended the cell), and
+   * its Worker is terminated and unreferenced. Deno's `terminate()` does not stop a spinning Worker:
+   * it may keep a core busy until the process exits, but it no longer keeps the process alive.
+   *
+   * @param cellId the cell
+   */
+  abandonCell(cellId: string): void {
+    const running = this.#cells.get(cellId);
+    if (!running) return;
+    running.finished = true;
+    running.exited = true;
+    this.#cells.delete(cellId);
+    this.#release(running.cell);
+    this.#scheduleSpare();
+  }
+
+  /** Abandons every cell and the spare (the in-process runtime's end). */
+  dispose(): void {
+    this.#exiting = true;
+    this.#clock.clearTimeout(this.#prewarming);
+    for (const id of [...this.#cells.keys()]) this.abandonCell(id);
+    if (this.#spare) this.#release(this.#spare);
+    this.#spare = undefined;
+  }
+
+  #release(cell: CellWorker): void {
+    this.#unpark(cell);
+    cell.closed = true;
+    cell.output.close();
+    cell.control.close();
+    (cell.worker as { unref?: () => void }).unref?.();
+    void cell.worker.terminate().catch(() => {});
   }
 
   /**
@@ -502,8 +554,7 @@ export class Runtime {
             port: output.port2 as unknown as WebPort,
             control: control.port2 as unknown as WebPort,
             words: cell.words,
-            sink: this.#sink,
-            sinkId: cell.sinkId,
+            ...(this.#cellsWriteFrames ? { sink: this.#sink, sinkId: cell.sinkId } : {}),
           } satisfies CellControl,
           [output.port2, control.port2],
         );
@@ -557,7 +608,7 @@ export class Runtime {
    */
   #prepareFirstSpare(): void {
     if (this.#spare) return;
-    collectGarbage();
+    if (this.#collectGarbage) collectGarbage();
     this.#refillSpare();
   }
 
@@ -576,6 +627,9 @@ export class Runtime {
       for (const one of output) this.#forward(running, one);
       return;
     }
+    // A spare's `warmed` still queued on its port when a drain reads it (a shutdown while the cell
+    // waits for its Worker): not an output of the cell.
+    if ((output as { t: string }).t === "warmed") return;
     const final = output.t === "result" || output.t === "stopped";
     if (final && running.finished) return;
     if (!("w" in output)) {

@@ -194,7 +194,15 @@ export interface CodeModeCoreOptions {
    * host generating UUIDs (default false: every session ID a request names must be a UUID).
    */
   clientSessionIds?: boolean;
+  /**
+   * Whether sessions may set their cells' heap limit (default true). In-process isolation cannot
+   * (SPEC §9.8): an open that asks is refused `unsupported` (SPEC §2.7).
+   */
+  resourceLimits?: boolean;
 }
+
+/** The refusal of `max_heap_size_bytes` in in-process isolation (SPEC §2.7). */
+export const NO_RESOURCE_LIMITS = "code-mode session provider does not support resource limits";
 
 const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
 const NEVER = new AbortController().signal;
@@ -252,12 +260,14 @@ export class CodeModeCore {
   #manager: SessionManager;
   #limits: Limits;
   #clientSessionIds: boolean;
+  #resourceLimits: boolean;
 
   /** @param options see {@link CodeModeCoreOptions} */
   constructor(options: CodeModeCoreOptions) {
     this.#manager = options.manager;
     this.#limits = options.manager.limits;
     this.#clientSessionIds = options.clientSessionIds ?? false;
+    this.#resourceLimits = options.resourceLimits ?? true;
   }
 
   /** The limits in force. */
@@ -345,6 +355,7 @@ export class CodeModeCore {
    * @param request mode, limits and (for client-named sessions) the ID
    * @returns the session's lease
    * @throws {HostError} `overloaded`, `shutting_down`, `invalid_request` (heap size, session ID),
+   *   `unsupported` (a heap size where resource limits are not supported),
    *   `session_exists`, `id_reused`, `runtime_failed`
    */
   async openSession(request: OpenSessionRequest): Promise<Lease> {
@@ -354,6 +365,9 @@ export class CodeModeCore {
     let sessionId: string | undefined;
     try {
       const heapBytes = request.maxHeapSizeBytes;
+      if (heapBytes !== undefined && !this.#resourceLimits) {
+        throw new HostError("unsupported", NO_RESOURCE_LIMITS);
+      }
       if (heapBytes !== undefined && heapBytes > MAX_SAFE) {
         throw new HostError("invalid_request", "maximum heap size exceeds this platform");
       }

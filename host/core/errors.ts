@@ -24,6 +24,8 @@
  * - `session_closed`: the session is closing or closed; `cancelled`: the caller's observation was
  *   cancelled (CancelWait, the caller went away).
  * - `cell_busy`: the cell has another observer, or a termination already runs.
+ * - `unsupported`: the request asks for something this host's isolation cannot do (a heap limit
+ *   in in-process isolation).
  * - `session_crashed`: the session's runtime ended on its own; `runtime_failed`: a runtime could
  *   not be started; `internal`: anything else the host knows it caused.
  */
@@ -40,6 +42,7 @@ export type HostErrorCode =
   | "session_closed"
   | "cancelled"
   | "cell_busy"
+  | "unsupported"
   | "session_crashed"
   | "runtime_failed"
   | "internal";

@@ -408,7 +408,11 @@ export class Session {
         let rounds = 0;
         const check = () => {
           if (!cell.running || this.#state !== "open") return;
-          if (hadDeadline || ++rounds >= UNSTARTED_STOP_ROUNDS) return void this.#restartRuntime(cell);
+          if (hadDeadline || ++rounds >= UNSTARTED_STOP_ROUNDS) {
+            // Without a hard stop (in-process isolation, SPEC §9.8) the cell is abandoned instead.
+            if (this.#runtime.hardStop === false) return void this.#abandonUnstopped(cell);
+            return void this.#restartRuntime(cell);
+          }
           hadDeadline = cell.began;
           clock.setTimeout(check, stopMs);
         };
@@ -572,6 +576,16 @@ export class Session {
    */
   completeToolCall(invocationId: string, completion: { outputJson: string } | { failed: string }): void {
     this.#bridge.complete(invocationId, completion);
+  }
+
+  /** Ends a cell that did not confirm its stop, leaving its isolate to the runtime (SPEC §9.8). */
+  #abandonUnstopped(cell: Cell): void {
+    this.#runtime.abandonCell?.(cell.id);
+    cell.end({ kind: "default" });
+    this.#options.log.warn("cell did not confirm its stop and was abandoned", {
+      session_ref: this.ref,
+      cell_id: cell.id,
+    });
   }
 
   /**

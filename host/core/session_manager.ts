@@ -23,6 +23,8 @@ const REFILL_DELAY_MS = 250;
 export interface RuntimeFactoryOptions {
   deno: string;
   prefix?: readonly string[];
+  /** Argv that starts this program as a session runtime, instead of `deno run` (SPEC §9.9). */
+  self?: readonly string[];
   runtimeDir: string;
   workParent: string;
   /** The OS sandbox around each runtime (`--os-sandbox`), when in force. */
@@ -131,6 +133,7 @@ export class SessionManager implements AsyncDisposable {
       codec: this.#codec,
       deno: o.runtime.deno,
       prefix: o.runtime.prefix,
+      self: o.runtime.self,
       runtimeDir: o.runtime.runtimeDir,
       workParent: o.runtime.workParent,
       protocolVersion: o.runtime.protocolVersion,

@@ -65,6 +65,13 @@ export interface RuntimeTransport extends AsyncDisposable {
   stop(): Promise<RuntimeEnd>;
   /** Hard stop (SPEC §4.5): SIGKILL at once, then reap. */
   kill(): Promise<RuntimeEnd>;
+  /**
+   * Whether a cell that does not confirm its stop can be stopped by killing the runtime (default
+   * true). In-process isolation has no hard stop (SPEC §9.8): such a cell is abandoned instead.
+   */
+  readonly hardStop?: boolean;
+  /** Gives up on a cell that did not confirm its stop (runtimes without a hard stop). */
+  abandonCell?(cellId: string): void;
 }
 
 /**

@@ -15,6 +15,13 @@ export interface WorkerCommandOptions {
   deno: string;
   /** `--worker-prefix`: placed before `<deno>` (default none). */
   prefix?: readonly string[];
+  /**
+   * Argv that starts this program as a session runtime (SPEC §9.9): in a compiled executable
+   * `[Deno.execPath(), SELF_RUNTIME_ARG]`. The runtime directory is appended, and the argv replaces
+   * `<deno> run …`: the executable's permissions are fixed, so the runtime narrows them itself
+   * (`self_runtime.ts`), and no `--v8-flags` can be passed (`workerMainHeapMb` does not apply).
+   */
+  self?: readonly string[];
   /** Directory holding the runtime's own files; the only readable path. */
   runtimeDir: string;
   /** Fresh private working directory of this runtime; also holds its `DENO_DIR`. */
@@ -84,11 +91,15 @@ export interface WorkerCommand {
  */
 export function buildWorkerCommand(options: WorkerCommandOptions): WorkerCommand {
   const runtimeDir = options.runtimeDir.replace(/\/+$/, "");
-  const argv = [
+  // The prefix wraps the sandbox, which wraps the runtime (a separate Deno, or this executable).
+  const outer = [
     ...(options.prefix ?? []),
     ...(options.sandbox
       ? buildSandboxArgv({ ...options.sandbox, runtimeDir, workDir: options.workDir })
       : []),
+  ];
+  const argv = options.self !== undefined ? [...outer, ...options.self, runtimeDir] : [
+    ...outer,
     options.deno,
     "run",
     "--no-prompt",

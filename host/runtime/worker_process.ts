@@ -28,6 +28,8 @@ export interface WorkerProcessOptions {
   codec: WorkerCodec;
   deno: string;
   prefix?: readonly string[];
+  /** Argv that starts this program as a session runtime (see `buildWorkerCommand`). */
+  self?: readonly string[];
   runtimeDir: string;
   /** Parent of per-runtime work dirs (`<TMPDIR>/code-mode-host`). */
   workParent: string;
@@ -120,6 +122,7 @@ class WorkerProcess implements RuntimeTransport {
       prefix: options.prefix,
       sandbox: options.sandbox,
       allowAllForTests: options.allowAllForTests,
+      self: options.self,
       runtimeDir: options.runtimeDir,
       workDir: this.#workDir,
       workerMainHeapMb: options.workerMainHeapMb,

@@ -854,6 +854,8 @@ var Runtime = class {
   #createWorker;
   #cpuMicros;
   #rssBytes;
+  #cellsWriteFrames;
+  #collectGarbage;
   #config = {
     ...DEFAULT_RUNTIME_CONFIG
   };
@@ -886,6 +888,8 @@ var Runtime = class {
       return usage.user + usage.system;
     });
     this.#rssBytes = options.rssBytes ?? (() => Deno.memoryUsage().rss);
+    this.#cellsWriteFrames = options.cellsWriteFrames ?? true;
+    this.#collectGarbage = options.collectGarbage ?? true;
   }
   /** The settings in force (the last `Configure`'s, or the defaults). */
   get config() {
@@ -983,6 +987,42 @@ var Runtime = class {
     if (this.#flushQueued) return;
     this.#flushQueued = true;
     queueMicrotask(this.#flush);
+  }
+  /**
+   * Gives up on a cell that did not confirm its stop (in-process isolation has no hard stop, SPEC
+   * §9.8): nothing more of it is forwarded, no `exited` is sent (the host has ended the cell), and
+   * its Worker is terminated and unreferenced. Deno's `terminate()` does not stop a spinning Worker:
+   * it may keep a core busy until the process exits, but it no longer keeps the process alive.
+   *
+   * @param cellId the cell
+   */
+  abandonCell(cellId) {
+    const running = this.#cells.get(cellId);
+    if (!running) return;
+    running.finished = true;
+    running.exited = true;
+    this.#cells.delete(cellId);
+    this.#release(running.cell);
+    this.#scheduleSpare();
+  }
+  /** Abandons every cell and the spare (the in-process runtime's end). */
+  dispose() {
+    this.#exiting = true;
+    this.#clock.clearTimeout(this.#prewarming);
+    for (const id of [
+      ...this.#cells.keys()
+    ]) this.abandonCell(id);
+    if (this.#spare) this.#release(this.#spare);
+    this.#spare = void 0;
+  }
+  #release(cell) {
+    this.#unpark(cell);
+    cell.closed = true;
+    cell.output.close();
+    cell.control.close();
+    cell.worker.unref?.();
+    void cell.worker.terminate().catch(() => {
+    });
   }
   /**
    * Ends a running cell's isolate without its result: the host gets `exited` with `reason`. The
@@ -1129,8 +1169,10 @@ var Runtime = class {
           port: output.port2,
           control: control.port2,
           words: cell.words,
-          sink: this.#sink,
-          sinkId: cell.sinkId
+          ...this.#cellsWriteFrames ? {
+            sink: this.#sink,
+            sinkId: cell.sinkId
+          } : {}
         }, [
           output.port2,
           control.port2
@@ -1178,7 +1220,7 @@ var Runtime = class {
    */
   #prepareFirstSpare() {
     if (this.#spare) return;
-    collectGarbage();
+    if (this.#collectGarbage) collectGarbage();
     this.#refillSpare();
   }
   /**
@@ -1195,6 +1237,7 @@ var Runtime = class {
       for (const one of output) this.#forward(running, one);
       return;
     }
+    if (output.t === "warmed") return;
     const final = output.t === "result" || output.t === "stopped";
     if (final && running.finished) return;
     if (!("w" in output)) {

@@ -19,25 +19,12 @@ import {
 } from "nice-grpc";
 import { HostError, type HostErrorCode } from "../../core/errors.ts";
 import type { Logger } from "../../ops/log.ts";
+import { GRPC_CODE_OF } from "../status_codes.ts";
 
-/** The gRPC status of each domain code. */
-export const STATUS_OF: Readonly<Record<HostErrorCode, Status>> = {
-  invalid_request: Status.INVALID_ARGUMENT,
-  unknown_session: Status.NOT_FOUND,
-  unknown_invocation: Status.NOT_FOUND,
-  id_reused: Status.ALREADY_EXISTS,
-  session_exists: Status.ALREADY_EXISTS,
-  overloaded: Status.RESOURCE_EXHAUSTED,
-  too_large: Status.RESOURCE_EXHAUSTED,
-  lease_overflow: Status.RESOURCE_EXHAUSTED,
-  shutting_down: Status.UNAVAILABLE,
-  session_closed: Status.CANCELLED,
-  cancelled: Status.CANCELLED,
-  cell_busy: Status.FAILED_PRECONDITION,
-  session_crashed: Status.INTERNAL,
-  runtime_failed: Status.INTERNAL,
-  internal: Status.INTERNAL,
-};
+/** The gRPC status of each domain code (the table shared by every door, `../status_codes.ts`). */
+export const STATUS_OF: Readonly<Record<HostErrorCode, Status>> = GRPC_CODE_OF as Readonly<
+  Record<HostErrorCode, Status>
+>;
 
 /** The message of a failure the host did not expect. */
 export const INTERNAL_MESSAGE = "code-mode host internal error";

@@ -22,6 +22,7 @@ const EXPECTED: [HostErrorCode, Status, string][] = [
   ["session_closed", Status.CANCELLED, "code-mode session is closed"],
   ["cancelled", Status.CANCELLED, "code-mode wait was cancelled"],
   ["cell_busy", Status.FAILED_PRECONDITION, "exec cell 1 already has an active observer"],
+  ["unsupported", Status.FAILED_PRECONDITION, "code-mode session provider does not support resource limits"],
   ["session_crashed", Status.INTERNAL, "code-mode V8 runtime thread ended unexpectedly: exit code 1"],
   ["runtime_failed", Status.INTERNAL, "code-mode session runtime ended before use"],
   ["internal", Status.INTERNAL, "something the host knows"],
