@@ -40,15 +40,19 @@ function cacheDir(): string {
 
 /**
  * The host options that make runtimes self-spawned: `runtimeCommand` is `deno run <the
- * executable's permission flags> host/main.ts --code-mode-session-runtime`.
+ * executable's permission flags> host/main.ts --code-mode-session-runtime`. The OS sandbox is off
+ * here: from source the runtime command reads this repository and Deno's cache, which the sandbox
+ * (rightly) hides; a compiled executable needs only itself inside it.
  *
  * @param flags permission flags (default those of `deno task compile`)
  */
 export function selfSpawnOptions(flags: string[] = compilePermissionFlags()): {
   runtimeCommand: string[];
   workerPrefix: string[];
+  osSandbox: "off";
 } {
   return {
+    osSandbox: "off",
     workerPrefix: ["/usr/bin/env", `DENO_DIR=${cacheDir()}`],
     runtimeCommand: [
       Deno.execPath(),
