@@ -339,8 +339,9 @@ function unlock(sink, id) {
   return true;
 }
 function writeAllSync(bytes) {
+  const length = bytes.length;
   let offset = Deno.stdout.writeSync(bytes);
-  while (offset < bytes.length) offset += Deno.stdout.writeSync(bytes.subarray(offset));
+  while (offset < length) offset += Deno.stdout.writeSync(bytes.subarray(offset));
 }
 
 // worker/runtime.ts
