@@ -345,6 +345,7 @@ export class Session {
     });
     this.#cells.set(cell.id, cell);
     this.#running.set(cell.id, cell);
+    if (this.#running.size === 1) this.#runtime.setActive?.(true);
     this.#cellPermits.set(cell, request.permits);
     if (!check.ok) {
       cell.refuse(check.errorText);
@@ -475,7 +476,7 @@ export class Session {
   }
 
   #cellClosed(cell: Cell): void {
-    this.#running.delete(cell.id);
+    if (this.#running.delete(cell.id) && this.#running.size === 0) this.#runtime.setActive?.(false);
     this.touch();
     const permits = this.#cellPermits.get(cell) ?? [];
     this.#cellPermits.delete(cell);

@@ -127,6 +127,7 @@ export class SessionManager implements AsyncDisposable {
       maxWorkerFrameBytes: o.limits.maxWorkerFrameBytes,
       stderrTailBytes: o.limits.stderrTailBytes,
       workerKillGraceMs: o.limits.workerKillGraceMs,
+      unresponsiveMs: o.limits.runtimeUnresponsiveMs,
     });
     this.#allRuntimes.add(runtime);
     void runtime.ended.then(() => {

@@ -25,6 +25,15 @@ export type RuntimeEnd =
     signal: string | null;
     stderrTail: string;
   }
+  /** The runtime left a liveness ping unanswered past its limit (the host killed the process). */
+  | {
+    kind: "unresponsive";
+    byHost: false;
+    detail: string;
+    code: number | null;
+    signal: string | null;
+    stderrTail: string;
+  }
   /** The runtime reported a fault of its own main loop. */
   | {
     kind: "fault";
@@ -55,6 +64,11 @@ export interface RuntimeTransport extends AsyncDisposable {
   stop(): Promise<RuntimeEnd>;
   /** Hard stop (SPEC §4.5): SIGKILL at once, then reap. */
   kill(): Promise<RuntimeEnd>;
+  /**
+   * Whether the runtime has cells running (the session says so as cells start and end): while it
+   * has, its liveness is checked (`runtimeUnresponsiveMs`); an idle runtime is not pinged.
+   */
+  setActive?(active: boolean): void;
 }
 
 /**
@@ -72,6 +86,7 @@ export interface RuntimeTransport extends AsyncDisposable {
 export function crashReason(end: RuntimeEnd): string {
   if (end.kind === "protocol") return `worker protocol error: ${end.detail}`;
   if (end.kind === "fault") return `worker reported an internal fault: ${end.detail}`;
+  if (end.kind === "unresponsive") return "session runtime stopped responding";
   if (/heap limit|out of memory/i.test(end.stderrTail)) return "V8 heap limit reached";
   if (end.signal) return `worker process killed by signal ${end.signal}`;
   return `worker process exited with code ${end.code}`;
