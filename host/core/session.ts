@@ -453,11 +453,17 @@ export class Session {
       );
       const room = this.#lease.size < this.#options.limits.leaseEventQueueCapacity - reserve;
       if (!host || !session || !room) {
-        this.#options.log.warn("code-mode notification dropped", {
-          session_ref: this.ref,
-          cell_id: cell.id,
-          error: !host || !session ? "no delegate permit" : "the lease is full",
-        });
+        // One line per second per session at most, with the count of those left out.
+        this.#options.log.repeated(
+          "warn",
+          `notification dropped ${this.ref}`,
+          "code-mode notification dropped",
+          {
+            session_ref: this.ref,
+            cell_id: cell.id,
+            error: !host || !session ? "no delegate permit" : "the lease is full",
+          },
+        );
         return;
       }
       this.#lease.push({
