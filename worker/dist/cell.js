@@ -612,6 +612,7 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
   const ReflectApply = Reflect.apply;
   const defineProperty = Object.defineProperty;
   const getOwnPropertyNames = Object.getOwnPropertyNames;
+  const getPrototypeOf = Object.getPrototypeOf;
   const isArray = Array.isArray;
   const stringify = JSON.stringify;
   const parse = JSON.parse;
@@ -943,6 +944,28 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
     pendingTools[id] = settlers;
     return promise;
   }
+  let callSiteProto;
+  defineProperty(ErrorCtor, "prepareStackTrace", {
+    __proto__: null,
+    value: (_error, sites) => {
+      callSiteProto = getPrototypeOf(sites[0]);
+      return "";
+    },
+    writable: true,
+    configurable: true
+  });
+  void new ErrorCtor().stack;
+  const siteFileName = callSiteProto.getFileName;
+  const siteIsEval = callSiteProto.isEval;
+  const siteToString = callSiteProto.toString;
+  function isVisible(site) {
+    try {
+      const file = ReflectApply(siteFileName, site, []);
+      return typeof file !== "string" || file === cellFileName || file === helpersFileName || ReflectApply(siteIsEval, site, []) === true;
+    } catch {
+      return false;
+    }
+  }
   function formatStack(error, sites) {
     let out;
     try {
@@ -951,27 +974,80 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
       out = "<error>";
     }
     if (!isArray(sites)) return out;
-    const list = sites;
-    for (let i = 0; i < list.length; i++) {
-      const site = list[i];
+    for (let i = 0; i < sites.length; i++) {
+      const site = sites[i];
+      if (!isVisible(site)) continue;
       try {
-        const file = site.getFileName();
-        if (typeof file === "string" && file !== cellFileName && file !== helpersFileName && site.isEval() !== true) {
-          continue;
-        }
-        out += "\n    at " + StringCtor(site);
+        out += "\n    at " + ReflectApply(siteToString, site, []);
       } catch {
       }
     }
     return out;
   }
+  let userPrepare;
+  function prepareWithUser(error, sites) {
+    const visible = [];
+    if (isArray(sites)) {
+      for (let i = 0; i < sites.length; i++) {
+        if (!isVisible(sites[i])) continue;
+        defineProperty(visible, visible.length, {
+          __proto__: null,
+          value: sites[i],
+          writable: true,
+          enumerable: true,
+          configurable: true
+        });
+      }
+    }
+    return ReflectApply(userPrepare, ErrorCtor, [
+      error,
+      visible
+    ]);
+  }
   defineProperty(ErrorCtor, "prepareStackTrace", {
     __proto__: null,
-    value: formatStack,
-    writable: true,
+    get: () => typeof userPrepare === "function" ? prepareWithUser : formatStack,
+    set: (value) => {
+      userPrepare = value;
+    },
     enumerable: false,
-    configurable: true
+    configurable: false
   });
+  const temporal = global.Temporal;
+  if (temporal !== void 0 && temporal.Now !== void 0) {
+    const now = temporal.Now;
+    const Instant = temporal.Instant;
+    const dateNow = Date.now;
+    const timeZoneId = now.timeZoneId;
+    const fromMs = Instant.fromEpochMilliseconds;
+    const zoned = (tz) => {
+      const instant = ReflectApply(fromMs, Instant, [
+        dateNow()
+      ]);
+      return instant.toZonedDateTimeISO(tz === void 0 ? ReflectApply(timeZoneId, now, []) : tz);
+    };
+    const coarse = {
+      instant: () => ReflectApply(fromMs, Instant, [
+        dateNow()
+      ]),
+      timeZoneId: () => ReflectApply(timeZoneId, now, []),
+      zonedDateTimeISO: (tz) => zoned(tz),
+      plainDateTimeISO: (tz) => zoned(tz).toPlainDateTime(),
+      plainDateISO: (tz) => zoned(tz).toPlainDate(),
+      plainTimeISO: (tz) => zoned(tz).toPlainTime()
+    };
+    const names2 = getOwnPropertyNames(coarse);
+    for (let i = 0; i < names2.length; i++) {
+      if (typeof now[names2[i]] !== "function") continue;
+      defineProperty(now, names2[i], {
+        __proto__: null,
+        value: coarse[names2[i]],
+        writable: true,
+        enumerable: false,
+        configurable: true
+      });
+    }
+  }
   const allowed = {
     __proto__: null
   };
