@@ -19,6 +19,7 @@ import {
 } from "nice-grpc";
 import { HostError, type HostErrorCode } from "../../core/errors.ts";
 import type { Logger } from "../../ops/log.ts";
+import { UndecodableRequest } from "../../../proto/loader.ts";
 
 /** The gRPC status of each domain code. */
 export const STATUS_OF: Readonly<Record<HostErrorCode, Status>> = {
@@ -82,6 +83,10 @@ export function errorMiddleware(log: Logger): ServerMiddleware {
     call: ServerMiddlewareCall<Request, Response>,
     context: CallContext,
   ): AsyncGenerator<Response, Response | void, undefined> {
+    // Request bytes that are no message of the request type (proto/loader.ts requestDecoder).
+    if (call.request instanceof UndecodableRequest) {
+      throw new ServerError(Status.INVALID_ARGUMENT, call.request.detail);
+    }
     try {
       return yield* call.next(call.request, context);
     } catch (error) {
