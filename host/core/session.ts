@@ -234,6 +234,8 @@ export class Session {
       );
     }
     void runtime.ended.then((end) => this.#onRuntimeEnded(runtime, end));
+    // A replacement runtime may come while cells are already waiting for it.
+    if (this.#running.size > 0) runtime.setActive?.(true);
   }
 
   #onRuntimeMessage(message: WorkerToHost): void {
