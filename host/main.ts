@@ -34,6 +34,7 @@ Usage: deno task serve [FLAGS]     (or the compiled executable with the same fla
   --route-token TOKEN          x-code-mode-route sent on OpenSession
   --limit NAME=VALUE           override a limit (repeatable)
   --log-level LEVEL            debug, info, warn or error (default info); logs go to stderr
+  --no-exit-with-parent        keep running when the process that started the host ends
   --help                       print this help and exit
   --version                    print the version and exit
 `;
@@ -67,7 +68,9 @@ async function main(args: string[]): Promise<void> {
         "log-level": { type: "string", default: "info" },
         "help": { type: "boolean", default: false },
         "version": { type: "boolean", default: false },
+        "exit-with-parent": { type: "boolean", default: true },
       },
+      allowNegative: true,
     });
   } catch (error) {
     fail(new Logger(), (error as Error).message, 2);
@@ -216,6 +219,31 @@ async function main(args: string[]): Promise<void> {
   };
   Deno.addSignalListener("SIGINT", onSignal);
   Deno.addSignalListener("SIGTERM", onSignal);
+  if (v["exit-with-parent"]) {
+    watchParent(() => {
+      log.warn("code-mode-host parent process ended; shutting down");
+      onSignal();
+    });
+  }
+}
+
+/** How often the host looks whether the process that started it is still there. */
+const PARENT_POLL_MS = 250;
+
+/**
+ * Calls `onGone` once when this process's parent ends (it is then re-parented: `Deno.ppid`
+ * changes). A supervisor that kills `deno task serve`, which runs the host as its child, would
+ * otherwise leave the host and its runtimes running. `--no-exit-with-parent` turns it off (a host
+ * started in the background by a script that then exits).
+ */
+function watchParent(onGone: () => void): void {
+  const parent = Deno.ppid;
+  const timer = setInterval(() => {
+    if (Deno.ppid === parent) return;
+    clearInterval(timer);
+    onGone();
+  }, PARENT_POLL_MS);
+  Deno.unrefTimer(timer);
 }
 
 if (import.meta.main) {

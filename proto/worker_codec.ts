@@ -75,6 +75,8 @@ export interface HostToWorker {
   credit?: { cellId: string; events: number; bytes: number };
   stopCell?: { cellId: string };
   shutdown?: Record<string, never>;
+  /** Liveness: the runtime answers with a `pong` of the same `seq`. */
+  ping?: { seq: number };
   message?: string;
 }
 
@@ -83,6 +85,8 @@ export interface WorkerToHost {
   ready?: { denoVersion: string; protocolVersion: number };
   cellEvent?: WireCellEvent;
   runtimeFault?: { detail: string };
+  /** The answer to a `ping`, from the runtime's main thread. */
+  pong?: { seq: number };
   message?: string;
   /** 10 (a newline byte) when set, so that Deno's line-buffered stdout writes a frame at once (see `worker.proto`); ignored by the host. */
   lineEnd?: number;
@@ -197,6 +201,7 @@ export const HOST_TO_WORKER: MessageSchema = message(P + "HostToWorker", [
   ),
   f(6, "stopCell", message(P + "StopCell", [f(1, "cellId", "string")]), "message"),
   f(8, "shutdown", EMPTY("Shutdown"), "message"),
+  f(10, "ping", message(P + "Ping", [f(1, "seq", "uint32")]), "message"),
 ]);
 
 /** `WorkerToHost`, with every message it contains. */
@@ -274,6 +279,7 @@ export const WORKER_TO_HOST: MessageSchema = message(P + "WorkerToHost", [
     "message",
   ),
   f(3, "runtimeFault", message(P + "RuntimeFault", [f(1, "detail", "string")]), "message"),
+  f(4, "pong", message(P + "Pong", [f(1, "seq", "uint32")]), "message"),
   f(15, "lineEnd", "uint32"),
 ]);
 

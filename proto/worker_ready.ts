@@ -10,7 +10,7 @@
 import { encodeFrame } from "./frame_codec.ts";
 
 /** Bumped whenever worker.proto or its semantics change; checked at `Ready` (SPEC §9.3). */
-export const WORKER_PROTOCOL_VERSION = 3;
+export const WORKER_PROTOCOL_VERSION = 4;
 
 function varint(value: number, out: number[]): void {
   while (value > 0x7f) {

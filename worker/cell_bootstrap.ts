@@ -71,6 +71,7 @@ import {
   PARK_MS,
   type WrittenOutput,
 } from "./cell_protocol.ts";
+import { FrameError } from "../proto/frame_codec.ts";
 import { DEFAULT_MAX_FRAME_BYTES, encodeCellFrames, FrameScratch, writeLocked } from "./cell_events.ts";
 import {
   type CellBridges,
@@ -217,6 +218,12 @@ class CellRun {
   #controller: CellController | undefined;
   #credit: CellCredit | undefined;
   #startedPending = false;
+  /** A posted output's credit wait was cut short by a stack overflow: the next output waits first. */
+  #owesWait = false;
+  /** The result, until it has been sent (`#finish` may run short of stack; `#enter` retries). */
+  #unsentResult: CellOutput | undefined;
+  /** The result's frames are written but the runtime has not been told yet. */
+  #noticeOwed = false;
   #refuseImport!: (specifier: unknown) => Promise<never>;
 
   /**
@@ -408,7 +415,15 @@ class CellRun {
             this.#postCounted({ t: "toolResultConsumed", id: first, n: 0 });
             return 0;
         }
-        return this.#awaitCredit() ? 0 : 1;
+        // The output is out: a stack overflow from here must not fail the helper call (its retry
+        // would duplicate the output), so the wait is owed to the next output instead. No call
+        // of ours before the `try`.
+        try {
+          return this.#awaitCredit() ? 0 : 1;
+        } catch {
+          this.#owesWait = true;
+          return 0;
+        }
       },
       callTool: (name, input) => {
         if (this.#livePhase() !== PHASE_RUNNING) return "";
@@ -418,7 +433,12 @@ class CellRun {
             ? { t: "toolCall", id, name: String(name), input, n: utf8ByteLength(input) }
             : { t: "toolCall", id, name: String(name), n: 0 },
         );
-        return this.#awaitCredit() ? id : "";
+        try {
+          return this.#awaitCredit() ? id : "";
+        } catch {
+          this.#owesWait = true; // as in `emit`
+          return id;
+        }
       },
       byteLength: (text) => typeof text === "string" ? utf8ByteLength(text) : 0,
       load: (key) => typeof key === "string" ? this.#view.get(key) : undefined,
@@ -494,6 +514,14 @@ class CellRun {
       // Only a fault of the bootstrap itself lands here (the controller catches user errors).
       this.#finish(1, "code-mode internal error");
     }
+    // A result whose post ran out of stack (the cell's settle ran deep): sent from here.
+    if (this.#unsentResult !== undefined || this.#noticeOwed) {
+      try {
+        this.#sendResult();
+      } catch {
+        // The runtime's watchdog finds a cell that neither writes nor runs.
+      }
+    }
     if (this.#importRefused) {
       // The main queue settles the `import()` promise once this macrotask is over; drain the
       // continuation it queued in the context from the next one.
@@ -504,16 +532,29 @@ class CellRun {
 
   #finish(failed: number, errorText: string): void {
     if (this.#phase !== PHASE_RUNNING) return;
-    this.#phase = PHASE_FINISHED;
-    this.#clearHostTimers();
     const writes = [...this.#writes];
-    if (failed !== 1) return this.#post({ t: "result", writes });
-    const trimmed = this.#trim(errorText);
-    this.#post(
-      trimmed === undefined
+    let result: CellOutput = { t: "result", writes };
+    if (failed === 1) {
+      const trimmed = this.#trim(errorText);
+      result = trimmed === undefined
         ? { t: "result", writes, error: errorText }
-        : { t: "result", writes, trimmedError: trimmed },
-    );
+        : { t: "result", writes, trimmedError: trimmed };
+    }
+    // From here the cell is over even if the post below runs out of stack: `#enter` then sends
+    // the result from its own (shallow) frame.
+    this.#phase = PHASE_FINISHED;
+    this.#unsentResult = result;
+    this.#clearHostTimers();
+    this.#sendResult();
+  }
+
+  #sendResult(): void {
+    const result = this.#unsentResult;
+    if (result !== undefined) {
+      this.#post(result);
+      this.#unsentResult = undefined;
+    }
+    if (this.#noticeOwed) this.#sendNotice();
   }
 
   /** The phase as helpers see it: a stop word set by the runtime stops the cell at once. */
@@ -549,19 +590,48 @@ class CellRun {
     });
   }
 
+  /**
+   * Counts and posts an output. A helper call may run with almost no stack left (a cell at stack
+   * exhaustion), where any call, even of a built-in, can throw a stack overflow: the output is
+   * counted first and the count undone if the post throws (with the same built-ins at the same
+   * depth, which cannot overflow there: they just ran), so it is either sent and counted or
+   * neither, and the helper call throws only in the second case.
+   */
   #postCounted(message: CountedOutput): void {
     const words = this.#credit!.words;
     if (this.#credit!.maxEvents === Infinity) {
       // Unlimited credit (a hand-driven isolate): nothing to settle.
       Atomics.add(words, CREDIT_EVENTS, 1);
-      return this.#post(message);
+      try {
+        this.#post(message);
+      } catch (e) {
+        Atomics.add(words, CREDIT_EVENTS, -1);
+        throw e;
+      }
+      return;
+    }
+    // A call that posted but could not wait for credit (see the `emit` bridge) waits first.
+    if (this.#owesWait) {
+      // Stopped while waiting: nothing is posted, and the helper call sees the stop.
+      if (!this.#awaitCredit()) return;
+      this.#owesWait = false;
     }
     this.#settleCredit();
-    this.#unacked.push(message.n);
+    const unacked = this.#unacked;
+    const length = unacked.length;
+    unacked[length] = message.n;
     this.#unackedBytes += message.n;
     Atomics.store(words, CREDIT_BYTES, this.#unackedBytes);
     Atomics.add(words, CREDIT_EVENTS, 1);
-    this.#post(message);
+    try {
+      this.#post(message);
+    } catch (e) {
+      unacked.length = length;
+      this.#unackedBytes -= message.n;
+      Atomics.store(words, CREDIT_BYTES, this.#unackedBytes);
+      Atomics.add(words, CREDIT_EVENTS, -1);
+      throw e;
+    }
   }
 
   /** Settles the outputs the host has acknowledged since the last look (`CREDIT_ACKED`). */
@@ -610,28 +680,47 @@ class CellRun {
    */
   #post(message: CellOutput): void {
     const outputs: CellOutput[] = this.#startedPending ? [{ t: "started" }, message] : [message];
-    this.#startedPending = false;
+    // A helper call may run with almost no stack left: every step below may throw a stack
+    // overflow, which reaches the helper (it throws, nothing was sent) until the frames are out;
+    // `started` stays pending until then.
     try {
       if (this.#write !== undefined && message.t !== "stopped" && message.t !== "pong") {
         let frames: Uint8Array | undefined;
         try {
           frames = encodeCellFrames(this.#start.cellId, outputs, this.#maxFrameBytes, FRAMES);
-        } catch {
+        } catch (e) {
           // Over the frame limit (reduced forms keep items under it): posted whole, the runtime's
           // own encoding then fails the same way.
+          if (!(e instanceof FrameError)) throw e;
         }
         if (frames !== undefined) {
-          this.#write(frames);
+          // Before the write: nothing that can throw may follow it (see `#postCounted`).
           Atomics.add(this.#credit!.words, CELL_PROGRESS, 1);
-          // The runtime ends the Worker once it reads this: the frames went first.
-          if (message.t === "result") this.#output?.postMessage(WRITTEN_RESULT);
+          const result = message.t === "result";
+          this.#noticeOwed = result;
+          this.#write(frames);
+          this.#startedPending = false;
+          if (result) {
+            this.#unsentResult = undefined;
+            // The runtime ends the Worker once it reads this: the frames went first. If this
+            // runs out of stack, `#enter` sends it.
+            this.#sendNotice();
+          }
           return;
         }
       }
       this.#output?.postMessage(outputs.length === 1 ? outputs[0] : outputs);
-    } catch {
+      this.#startedPending = false;
+    } catch (e) {
       // A closed port or stream means the runtime has gone; nothing to report to.
+      if (e instanceof RangeError) throw e;
     }
+  }
+
+  /** Tells the runtime the result is written (retried by `#enter` if this ran out of stack). */
+  #sendNotice(): void {
+    this.#output?.postMessage(WRITTEN_RESULT);
+    this.#noticeOwed = false;
   }
 }
 

@@ -314,13 +314,25 @@ export function writeLocked(
 ): void {
   for (;;) {
     const holder = Atomics.compareExchange(sink, SINK_LOCK, 0, id);
-    if (holder === 0) break;
+    // Our own: only after a write of this thread that ran out of stack (see below).
+    if (holder === 0 || holder === id) break;
     Atomics.wait(sink, SINK_LOCK, holder, LOCK_WAIT_MS);
   }
   try {
     write(bytes);
   } finally {
-    unlock(sink, id);
+    // A cell's write may run with almost no stack left, where any call can throw a stack
+    // overflow, even of a built-in. The one that took the lock just ran at this depth, so it
+    // runs here too: the lock is released. A waiter not woken by a failed notify looks again
+    // after LOCK_WAIT_MS, and a throw after the write must not fail it (its retry would repeat
+    // the frames).
+    if (Atomics.compareExchange(sink, SINK_LOCK, id, 0) === id) {
+      try {
+        Atomics.notify(sink, SINK_LOCK);
+      } catch {
+        // See above.
+      }
+    }
   }
 }
 
@@ -351,6 +363,8 @@ export function unlock(sink: Int32Array, id: number): boolean {
  * second `write()`: every frame ends with one (`WorkerToHost.line_end`), so it leaves in one.
  */
 export function writeAllSync(bytes: Uint8Array): void {
+  // Read before the write: after it, not even a getter may run (see `writeLocked`).
+  const length = bytes.length;
   let offset = Deno.stdout.writeSync(bytes);
-  while (offset < bytes.length) offset += Deno.stdout.writeSync(bytes.subarray(offset));
+  while (offset < length) offset += Deno.stdout.writeSync(bytes.subarray(offset));
 }

@@ -216,3 +216,44 @@ Deno.test("stream lock: a writer waits while another thread holds the lock and w
   assert.equal(sink[SINK_LOCK], 0);
   await exited;
 });
+
+Deno.test("stream lock: a write that overflows the stack releases the lock, and a lock a writer left held is its own", () => {
+  const sink = new Int32Array(new SharedArrayBuffer(4 * SINK_WORDS));
+  // A write that always overflows, tried at each of the deepest frames of a recursion at the
+  // stack limit, with 0…7 frames more: the write, or the lock's own calls, run out of stack.
+  const burn = (): number => burn() + 1;
+  let leftHeld = 0;
+  const attempt = (n: number): number => {
+    if (n > 0) return attempt(n - 1) + 1;
+    try {
+      writeLocked(sink, 5, new Uint8Array(1), burn);
+    } catch (e) {
+      if (sink[SINK_LOCK] !== 0) {
+        leftHeld++;
+        sink[SINK_LOCK] = 0;
+      }
+      throw e;
+    }
+    return 0;
+  };
+  let depth = 0;
+  let deepest = 0;
+  const down = (): void => {
+    const mine = ++depth;
+    deepest = Math.max(deepest, mine);
+    try {
+      down();
+    } catch (e) {
+      if (deepest - mine > 3000) throw e;
+      attempt(mine % 8);
+    }
+  };
+  assert.throws(down);
+  assert.equal(leftHeld, 0);
+  // A lock left held by 5 (a write cut short before its release) does not make 5 wait forever.
+  Atomics.store(sink, SINK_LOCK, 5);
+  let wrote = false;
+  writeLocked(sink, 5, new Uint8Array(1), () => wrote = true);
+  assert.ok(wrote);
+  assert.equal(sink[SINK_LOCK], 0);
+});

@@ -77,6 +77,7 @@ export function createCellHelpers(
   const ReflectApply = Reflect.apply;
   const defineProperty = Object.defineProperty;
   const getOwnPropertyNames = Object.getOwnPropertyNames;
+  const getPrototypeOf = Object.getPrototypeOf;
   const isArray = Array.isArray;
   const stringify = JSON.stringify;
   const parse = JSON.parse;
@@ -455,8 +456,35 @@ export function createCellHelpers(
   }
 
   // The context is entered from macrotasks of the outer realm, whose frames (the drain, timers)
-  // sit below user frames. The default `stack` format, minus every frame that belongs to neither
-  // the cell, the helpers, eval code nor a built-in: those are exactly the outer realm's frames.
+  // sit below user frames. They are exactly the frames that belong to neither the cell, the
+  // helpers, eval code nor a built-in, and no stack trace shows them: their file names are the
+  // runtime's path (with the host's PID) and their function names the bootstrap's. The call site
+  // methods are the originals, captured before user code can replace them.
+  let callSiteProto: Record<string, unknown> | undefined;
+  defineProperty(ErrorCtor, "prepareStackTrace", {
+    __proto__: null,
+    value: (_error: unknown, sites: unknown[]) => {
+      callSiteProto = getPrototypeOf(sites[0]) as Record<string, unknown>;
+      return "";
+    },
+    writable: true,
+    configurable: true,
+  } as never);
+  void new ErrorCtor().stack;
+  const siteFileName = callSiteProto!.getFileName as () => unknown;
+  const siteIsEval = callSiteProto!.isEval as () => unknown;
+  const siteToString = callSiteProto!.toString as () => string;
+
+  function isVisible(site: unknown): boolean {
+    try {
+      const file = ReflectApply(siteFileName, site, []);
+      return typeof file !== "string" || file === cellFileName || file === helpersFileName ||
+        ReflectApply(siteIsEval, site, []) === true;
+    } catch {
+      return false;
+    }
+  }
+
   // Async frames (`at async f (…)`) come after the outer ones and are kept.
   function formatStack(error: unknown, sites: unknown): string {
     let out: string;
@@ -466,31 +494,87 @@ export function createCellHelpers(
       out = "<error>";
     }
     if (!isArray(sites)) return out;
-    const list = sites as { getFileName(): unknown; isEval(): unknown }[];
-    for (let i = 0; i < list.length; i++) {
-      const site = list[i];
+    for (let i = 0; i < sites.length; i++) {
+      const site = sites[i];
+      if (!isVisible(site)) continue;
       try {
-        const file = site.getFileName();
-        if (
-          typeof file === "string" && file !== cellFileName && file !== helpersFileName &&
-          site.isEval() !== true
-        ) {
-          continue;
-        }
-        out += "\n    at " + StringCtor(site);
+        out += "\n    at " + ReflectApply(siteToString, site, []);
       } catch {
-        // A call site whose methods user code replaced: leave it out.
+        // Nothing to show for it.
       }
     }
     return out;
   }
+
+  // A `prepareStackTrace` of user code gets the visible call sites only. The property is an
+  // accessor that cannot be redefined: reading it gives the function the platform calls (which
+  // filters, then calls the user's), so a user function is never handed the outer frames.
+  let userPrepare: unknown;
+  function prepareWithUser(error: unknown, sites: unknown): unknown {
+    const visible: unknown[] = [];
+    if (isArray(sites)) {
+      for (let i = 0; i < sites.length; i++) {
+        if (!isVisible(sites[i])) continue;
+        defineProperty(visible, visible.length, {
+          __proto__: null,
+          value: sites[i],
+          writable: true,
+          enumerable: true,
+          configurable: true,
+        } as never);
+      }
+    }
+    return ReflectApply(userPrepare as () => unknown, ErrorCtor, [error, visible]);
+  }
   defineProperty(ErrorCtor, "prepareStackTrace", {
     __proto__: null,
-    value: formatStack,
-    writable: true,
+    get: () => typeof userPrepare === "function" ? prepareWithUser : formatStack,
+    set: (value: unknown) => {
+      userPrepare = value;
+    },
     enumerable: false,
-    configurable: true,
+    configurable: false,
   } as never);
+
+  // No clock finer than Date.now()'s milliseconds (`performance` is gone): Temporal.Now reads the
+  // time through Date.now().
+  const temporal = (global as Record<string, unknown>).Temporal as
+    | Record<string, Record<string, (...args: unknown[]) => unknown>>
+    | undefined;
+  if (temporal !== undefined && temporal.Now !== undefined) {
+    const now = temporal.Now;
+    const Instant = temporal.Instant as unknown as {
+      fromEpochMilliseconds(ms: number): Record<string, (tz: unknown) => Record<string, () => unknown>>;
+    };
+    const dateNow = Date.now;
+    const timeZoneId = now.timeZoneId;
+    const fromMs = Instant.fromEpochMilliseconds;
+    const zoned = (tz: unknown) => {
+      const instant = ReflectApply(fromMs, Instant, [dateNow()]) as {
+        toZonedDateTimeISO(tz: unknown): Record<string, () => unknown>;
+      };
+      return instant.toZonedDateTimeISO(tz === undefined ? ReflectApply(timeZoneId, now, []) : tz);
+    };
+    const coarse: Record<string, unknown> = {
+      instant: () => ReflectApply(fromMs, Instant, [dateNow()]),
+      timeZoneId: () => ReflectApply(timeZoneId, now, []),
+      zonedDateTimeISO: (tz?: unknown) => zoned(tz),
+      plainDateTimeISO: (tz?: unknown) => zoned(tz).toPlainDateTime(),
+      plainDateISO: (tz?: unknown) => zoned(tz).toPlainDate(),
+      plainTimeISO: (tz?: unknown) => zoned(tz).toPlainTime(),
+    };
+    const names = getOwnPropertyNames(coarse);
+    for (let i = 0; i < names.length; i++) {
+      if (typeof now[names[i]] !== "function") continue;
+      defineProperty(now, names[i], {
+        __proto__: null,
+        value: coarse[names[i]],
+        writable: true,
+        enumerable: false,
+        configurable: true,
+      } as never);
+    }
+  }
 
   // Remove every global that is not allowed, then install the helpers.
   const allowed: Record<string, boolean> = { __proto__: null } as unknown as Record<

@@ -333,6 +333,9 @@ export class Runtime {
       case "shutdown":
         void this.#shutdown();
         return;
+      case "ping":
+        // Liveness: answered by this thread at once, whatever the cells do.
+        return this.#send({ pong: { seq: message.ping!.seq ?? 0 } });
       default:
         // A message of a newer host that this runtime does not know.
         return;

@@ -90,6 +90,13 @@ export interface Limits {
   shutdownGraceMs: number;
   /** Wait between stdin close, SIGTERM and SIGKILL (2,000). */
   workerKillGraceMs: number;
+  /**
+   * A session runtime with cells running that leaves a liveness ping unanswered this long is
+   * killed and its session reported crashed, `session runtime stopped responding` (5,000; 0 = no
+   * pings). Its main thread answers at once even while a cell spins (cells run in threads of
+   * their own), so this only has to outlast a host or runtime stalled by load.
+   */
+  runtimeUnresponsiveMs: number;
 }
 
 /** The SPEC §2.8 defaults. */
@@ -133,6 +140,7 @@ export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
   stderrTailBytes: 65_536,
   shutdownGraceMs: 10_000,
   workerKillGraceMs: 2_000,
+  runtimeUnresponsiveMs: 5_000,
 });
 
 /**

@@ -234,6 +234,8 @@ export class Session {
       );
     }
     void runtime.ended.then((end) => this.#onRuntimeEnded(runtime, end));
+    // A replacement runtime may come while cells are already waiting for it.
+    if (this.#running.size > 0) runtime.setActive?.(true);
   }
 
   #onRuntimeMessage(message: WorkerToHost): void {
@@ -345,6 +347,7 @@ export class Session {
     });
     this.#cells.set(cell.id, cell);
     this.#running.set(cell.id, cell);
+    if (this.#running.size === 1) this.#runtime.setActive?.(true);
     this.#cellPermits.set(cell, request.permits);
     if (!check.ok) {
       cell.refuse(check.errorText);
@@ -456,11 +459,17 @@ export class Session {
       );
       const room = this.#lease.size < this.#options.limits.leaseEventQueueCapacity - reserve;
       if (!host || !session || !room) {
-        this.#options.log.warn("code-mode notification dropped", {
-          session_ref: this.ref,
-          cell_id: cell.id,
-          error: !host || !session ? "no delegate permit" : "the lease is full",
-        });
+        // One line per second per session at most, with the count of those left out.
+        this.#options.log.repeated(
+          "warn",
+          `notification dropped ${this.ref}`,
+          "code-mode notification dropped",
+          {
+            session_ref: this.ref,
+            cell_id: cell.id,
+            error: !host || !session ? "no delegate permit" : "the lease is full",
+          },
+        );
         return;
       }
       this.#lease.push({
@@ -479,7 +488,7 @@ export class Session {
   }
 
   #cellClosed(cell: Cell): void {
-    this.#running.delete(cell.id);
+    if (this.#running.delete(cell.id) && this.#running.size === 0) this.#runtime.setActive?.(false);
     this.touch();
     const permits = this.#cellPermits.get(cell) ?? [];
     this.#cellPermits.delete(cell);

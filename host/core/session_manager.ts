@@ -144,6 +144,7 @@ export class SessionManager implements AsyncDisposable {
       memoryWatchdog: this.#memoryWatchdog,
       sandbox: o.runtime.sandbox,
       allowAllForTests: o.runtime.allowAllForTests,
+      unresponsiveMs: o.limits.runtimeUnresponsiveMs,
     });
     this.#allRuntimes.add(runtime);
     void runtime.ended.then(() => {

@@ -35,6 +35,15 @@ export type RuntimeEnd =
     signal: string | null;
     stderrTail: string;
   }
+  /** The runtime left a liveness ping unanswered past its limit (the host killed the process). */
+  | {
+    kind: "unresponsive";
+    byHost: false;
+    detail: string;
+    code: number | null;
+    signal: string | null;
+    stderrTail: string;
+  }
   /** The runtime reported a fault of its own main loop. */
   | {
     kind: "fault";
@@ -72,6 +81,11 @@ export interface RuntimeTransport extends AsyncDisposable {
   readonly hardStop?: boolean;
   /** Gives up on a cell that did not confirm its stop (runtimes without a hard stop). */
   abandonCell?(cellId: string): void;
+  /**
+   * Whether the runtime has cells running (the session says so as cells start and end): while it
+   * has, its liveness is checked (`runtimeUnresponsiveMs`); an idle runtime is not pinged.
+   */
+  setActive?(active: boolean): void;
 }
 
 /**
@@ -90,6 +104,7 @@ export function crashReason(end: RuntimeEnd): string {
   if (end.kind === "protocol") return `worker protocol error: ${end.detail}`;
   if (end.kind === "fault") return `worker reported an internal fault: ${end.detail}`;
   if (end.kind === "memory") return `session runtime exceeded its memory limit of ${end.limitMb} MiB`;
+  if (end.kind === "unresponsive") return "session runtime stopped responding";
   if (/heap limit|out of memory/i.test(end.stderrTail)) return "V8 heap limit reached";
   if (end.signal) return `worker process killed by signal ${end.signal}`;
   return `worker process exited with code ${end.code}`;

@@ -47,7 +47,16 @@ export interface WorkerProcessOptions {
   denoVersion?: string;
   /** Expected protocol version in `Ready` (default {@link WORKER_PROTOCOL_VERSION}). */
   protocolVersion?: number;
+  /** `runtimeUnresponsiveMs`: an unanswered ping this old kills the runtime; 0 or absent = no pings. */
+  unresponsiveMs?: number;
 }
+
+/**
+ * Liveness ticks per unresponsive limit: a ping goes out on a tick while none is unanswered, and
+ * one unanswered past the limit on two ticks in a row kills the runtime, so a stopped runtime is
+ * found within 1.5 × the limit (and never before it).
+ */
+const PINGS_PER_LIMIT = 4;
 
 let nextId = 0;
 
@@ -103,10 +112,16 @@ class WorkerProcess implements RuntimeTransport {
   #stopping = false;
   #alive = true;
   #failure:
-    | { kind: "protocol" | "fault"; detail: string }
+    | { kind: "protocol" | "fault" | "unresponsive"; detail: string }
     | { kind: "memory"; limitMb: number }
     | undefined;
   #unwatch: () => void = () => {};
+  /** Cells are running (`setActive`): the liveness timer runs. */
+  #active = false;
+  #pingTimer: ReturnType<typeof setTimeout> | undefined;
+  #pingSeq = 0;
+  /** The unanswered ping: its seq and when it was sent. */
+  #pingOut: { seq: number; at: number; overdue?: boolean } | undefined;
   #resolveReady!: () => void;
   #rejectReady!: (error: Error) => void;
   #gotReady = false;
@@ -202,6 +217,51 @@ class WorkerProcess implements RuntimeTransport {
     await this.stop();
   }
 
+  setActive(active: boolean): void {
+    this.#active = active;
+    if (active) this.#armPing();
+  }
+
+  /** One timer per runtime, armed while cells run or a ping is unanswered. */
+  #armPing(): void {
+    const limit = this.#options.unresponsiveMs ?? 0;
+    if (limit <= 0 || this.#pingTimer !== undefined || !this.#alive || this.#stopping) return;
+    if (!this.#active && this.#pingOut === undefined) return;
+    this.#pingTimer = setTimeout(this.#onPingTimer, Math.max(1, Math.floor(limit / PINGS_PER_LIMIT)));
+    Deno.unrefTimer(this.#pingTimer);
+  }
+
+  readonly #onPingTimer = (): void => {
+    this.#pingTimer = undefined;
+    if (!this.#alive || this.#stopping) return;
+    const now = performance.now();
+    const out = this.#pingOut;
+    if (out !== undefined) {
+      if (now - out.at >= this.#options.unresponsiveMs!) {
+        // Overdue twice: once, and again a tick later, after this process has read its pipes
+        // (a host that stalled past the limit has a Pong waiting unread, and is not misled).
+        if (out.overdue) {
+          this.#failure ??= {
+            kind: "unresponsive",
+            detail: `no answer to a liveness ping in ${Math.round(now - out.at)} ms`,
+          };
+          this.#signal("SIGKILL");
+          return;
+        }
+        out.overdue = true;
+      }
+    } else if (this.#active && this.#gotReady) {
+      const seq = this.#pingSeq = (this.#pingSeq + 1) >>> 0;
+      this.#pingOut = { seq, at: now };
+      void this.send({ ping: { seq } }).catch(() => {});
+    }
+    this.#armPing();
+  };
+
+  #onPong(seq: number): void {
+    if (this.#pingOut?.seq === seq) this.#pingOut = undefined;
+  }
+
   #signal(signal: Deno.Signal): void {
     try {
       this.#child.kill(signal);
@@ -249,10 +309,14 @@ class WorkerProcess implements RuntimeTransport {
       this.#resolveReady();
       return;
     }
-    if (message.message === undefined) throw new FrameError("an envelope with no message set");
-    if (message.ready) throw new FrameError("an unexpected Ready frame");
-    if (message.runtimeFault) {
-      this.#failure ??= { kind: "fault", detail: message.runtimeFault.detail ?? "" };
+    // A cell event (nearly every frame) takes one comparison.
+    if (message.message !== "cellEvent") {
+      if (message.message === undefined) throw new FrameError("an envelope with no message set");
+      if (message.ready) throw new FrameError("an unexpected Ready frame");
+      if (message.pong) return this.#onPong(message.pong.seq ?? 0);
+      if (message.runtimeFault) {
+        this.#failure ??= { kind: "fault", detail: message.runtimeFault.detail ?? "" };
+      }
     }
     this.onMessage(message);
   }
@@ -287,6 +351,8 @@ class WorkerProcess implements RuntimeTransport {
     const status = await this.#child.status;
     this.#alive = false;
     this.#unwatch();
+    clearTimeout(this.#pingTimer);
+    this.#pingTimer = undefined;
     if (!this.#gotReady) this.#rejectReady(new Error("session runtime exited before it was ready"));
     // Give the reader a moment to take frames already in the pipe (a RuntimeFault, say).
     await Promise.race([reading, new Promise((r) => setTimeout(r, 50))]);

@@ -572,23 +572,24 @@ var LOCK_WAIT_MS = 20;
 function writeLocked(sink, id, bytes, write = writeAllSync) {
   for (; ; ) {
     const holder = Atomics.compareExchange(sink, SINK_LOCK, 0, id);
-    if (holder === 0) break;
+    if (holder === 0 || holder === id) break;
     Atomics.wait(sink, SINK_LOCK, holder, LOCK_WAIT_MS);
   }
   try {
     write(bytes);
   } finally {
-    unlock(sink, id);
+    if (Atomics.compareExchange(sink, SINK_LOCK, id, 0) === id) {
+      try {
+        Atomics.notify(sink, SINK_LOCK);
+      } catch {
+      }
+    }
   }
 }
-function unlock(sink, id) {
-  if (Atomics.compareExchange(sink, SINK_LOCK, id, 0) !== id) return false;
-  Atomics.notify(sink, SINK_LOCK);
-  return true;
-}
 function writeAllSync(bytes) {
+  const length = bytes.length;
   let offset = Deno.stdout.writeSync(bytes);
-  while (offset < bytes.length) offset += Deno.stdout.writeSync(bytes.subarray(offset));
+  while (offset < length) offset += Deno.stdout.writeSync(bytes.subarray(offset));
 }
 
 // worker/cell_helpers.ts
@@ -611,6 +612,7 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
   const ReflectApply = Reflect.apply;
   const defineProperty = Object.defineProperty;
   const getOwnPropertyNames = Object.getOwnPropertyNames;
+  const getPrototypeOf = Object.getPrototypeOf;
   const isArray = Array.isArray;
   const stringify = JSON.stringify;
   const parse = JSON.parse;
@@ -942,6 +944,28 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
     pendingTools[id] = settlers;
     return promise;
   }
+  let callSiteProto;
+  defineProperty(ErrorCtor, "prepareStackTrace", {
+    __proto__: null,
+    value: (_error, sites) => {
+      callSiteProto = getPrototypeOf(sites[0]);
+      return "";
+    },
+    writable: true,
+    configurable: true
+  });
+  void new ErrorCtor().stack;
+  const siteFileName = callSiteProto.getFileName;
+  const siteIsEval = callSiteProto.isEval;
+  const siteToString = callSiteProto.toString;
+  function isVisible(site) {
+    try {
+      const file = ReflectApply(siteFileName, site, []);
+      return typeof file !== "string" || file === cellFileName || file === helpersFileName || ReflectApply(siteIsEval, site, []) === true;
+    } catch {
+      return false;
+    }
+  }
   function formatStack(error, sites) {
     let out;
     try {
@@ -950,27 +974,80 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
       out = "<error>";
     }
     if (!isArray(sites)) return out;
-    const list = sites;
-    for (let i = 0; i < list.length; i++) {
-      const site = list[i];
+    for (let i = 0; i < sites.length; i++) {
+      const site = sites[i];
+      if (!isVisible(site)) continue;
       try {
-        const file = site.getFileName();
-        if (typeof file === "string" && file !== cellFileName && file !== helpersFileName && site.isEval() !== true) {
-          continue;
-        }
-        out += "\n    at " + StringCtor(site);
+        out += "\n    at " + ReflectApply(siteToString, site, []);
       } catch {
       }
     }
     return out;
   }
+  let userPrepare;
+  function prepareWithUser(error, sites) {
+    const visible = [];
+    if (isArray(sites)) {
+      for (let i = 0; i < sites.length; i++) {
+        if (!isVisible(sites[i])) continue;
+        defineProperty(visible, visible.length, {
+          __proto__: null,
+          value: sites[i],
+          writable: true,
+          enumerable: true,
+          configurable: true
+        });
+      }
+    }
+    return ReflectApply(userPrepare, ErrorCtor, [
+      error,
+      visible
+    ]);
+  }
   defineProperty(ErrorCtor, "prepareStackTrace", {
     __proto__: null,
-    value: formatStack,
-    writable: true,
+    get: () => typeof userPrepare === "function" ? prepareWithUser : formatStack,
+    set: (value) => {
+      userPrepare = value;
+    },
     enumerable: false,
-    configurable: true
+    configurable: false
   });
+  const temporal = global.Temporal;
+  if (temporal !== void 0 && temporal.Now !== void 0) {
+    const now = temporal.Now;
+    const Instant = temporal.Instant;
+    const dateNow = Date.now;
+    const timeZoneId = now.timeZoneId;
+    const fromMs = Instant.fromEpochMilliseconds;
+    const zoned = (tz) => {
+      const instant = ReflectApply(fromMs, Instant, [
+        dateNow()
+      ]);
+      return instant.toZonedDateTimeISO(tz === void 0 ? ReflectApply(timeZoneId, now, []) : tz);
+    };
+    const coarse = {
+      instant: () => ReflectApply(fromMs, Instant, [
+        dateNow()
+      ]),
+      timeZoneId: () => ReflectApply(timeZoneId, now, []),
+      zonedDateTimeISO: (tz) => zoned(tz),
+      plainDateTimeISO: (tz) => zoned(tz).toPlainDateTime(),
+      plainDateISO: (tz) => zoned(tz).toPlainDate(),
+      plainTimeISO: (tz) => zoned(tz).toPlainTime()
+    };
+    const names2 = getOwnPropertyNames(coarse);
+    for (let i = 0; i < names2.length; i++) {
+      if (typeof now[names2[i]] !== "function") continue;
+      defineProperty(now, names2[i], {
+        __proto__: null,
+        value: coarse[names2[i]],
+        writable: true,
+        enumerable: false,
+        configurable: true
+      });
+    }
+  }
   const allowed = {
     __proto__: null
   };
@@ -1229,6 +1306,12 @@ var CellRun = class {
   #controller;
   #credit;
   #startedPending = false;
+  /** A posted output's credit wait was cut short by a stack overflow: the next output waits first. */
+  #owesWait = false;
+  /** The result, until it has been sent (`#finish` may run short of stack; `#enter` retries). */
+  #unsentResult;
+  /** The result's frames are written but the runtime has not been told yet. */
+  #noticeOwed = false;
   #refuseImport;
   /**
    * Builds the context and the helpers ahead of the cell, while this Worker waits as the session's
@@ -1409,7 +1492,12 @@ var CellRun = class {
             });
             return 0;
         }
-        return this.#awaitCredit() ? 0 : 1;
+        try {
+          return this.#awaitCredit() ? 0 : 1;
+        } catch {
+          this.#owesWait = true;
+          return 0;
+        }
       },
       callTool: (name, input) => {
         if (this.#livePhase() !== PHASE_RUNNING) return "";
@@ -1426,7 +1514,12 @@ var CellRun = class {
           name: String(name),
           n: 0
         });
-        return this.#awaitCredit() ? id : "";
+        try {
+          return this.#awaitCredit() ? id : "";
+        } catch {
+          this.#owesWait = true;
+          return id;
+        }
       },
       byteLength: (text) => typeof text === "string" ? utf8ByteLength(text) : 0,
       load: (key) => typeof key === "string" ? this.#view.get(key) : void 0,
@@ -1496,6 +1589,12 @@ var CellRun = class {
     } catch {
       this.#finish(1, "code-mode internal error");
     }
+    if (this.#unsentResult !== void 0 || this.#noticeOwed) {
+      try {
+        this.#sendResult();
+      } catch {
+      }
+    }
     if (this.#importRefused) {
       this.#importRefused = false;
       setHostImmediate(() => this.#enter(() => {
@@ -1504,25 +1603,37 @@ var CellRun = class {
   }
   #finish(failed, errorText) {
     if (this.#phase !== PHASE_RUNNING) return;
-    this.#phase = PHASE_FINISHED;
-    this.#clearHostTimers();
     const writes = [
       ...this.#writes
     ];
-    if (failed !== 1) return this.#post({
+    let result = {
       t: "result",
       writes
-    });
-    const trimmed = this.#trim(errorText);
-    this.#post(trimmed === void 0 ? {
-      t: "result",
-      writes,
-      error: errorText
-    } : {
-      t: "result",
-      writes,
-      trimmedError: trimmed
-    });
+    };
+    if (failed === 1) {
+      const trimmed = this.#trim(errorText);
+      result = trimmed === void 0 ? {
+        t: "result",
+        writes,
+        error: errorText
+      } : {
+        t: "result",
+        writes,
+        trimmedError: trimmed
+      };
+    }
+    this.#phase = PHASE_FINISHED;
+    this.#unsentResult = result;
+    this.#clearHostTimers();
+    this.#sendResult();
+  }
+  #sendResult() {
+    const result = this.#unsentResult;
+    if (result !== void 0) {
+      this.#post(result);
+      this.#unsentResult = void 0;
+    }
+    if (this.#noticeOwed) this.#sendNotice();
   }
   /** The phase as helpers see it: a stop word set by the runtime stops the cell at once. */
   #livePhase() {
@@ -1559,18 +1670,45 @@ var CellRun = class {
       n: utf8ByteLength(trimmed.head) + utf8ByteLength(trimmed.tail)
     });
   }
+  /**
+   * Counts and posts an output. A helper call may run with almost no stack left (a cell at stack
+   * exhaustion), where any call, even of a built-in, can throw a stack overflow: the output is
+   * counted first and the count undone if the post throws (with the same built-ins at the same
+   * depth, which cannot overflow there: they just ran), so it is either sent and counted or
+   * neither, and the helper call throws only in the second case.
+   */
   #postCounted(message) {
     const words = this.#credit.words;
     if (this.#credit.maxEvents === Infinity) {
       Atomics.add(words, CREDIT_EVENTS, 1);
-      return this.#post(message);
+      try {
+        this.#post(message);
+      } catch (e) {
+        Atomics.add(words, CREDIT_EVENTS, -1);
+        throw e;
+      }
+      return;
+    }
+    if (this.#owesWait) {
+      if (!this.#awaitCredit()) return;
+      this.#owesWait = false;
     }
     this.#settleCredit();
-    this.#unacked.push(message.n);
+    const unacked = this.#unacked;
+    const length = unacked.length;
+    unacked[length] = message.n;
     this.#unackedBytes += message.n;
     Atomics.store(words, CREDIT_BYTES, this.#unackedBytes);
     Atomics.add(words, CREDIT_EVENTS, 1);
-    this.#post(message);
+    try {
+      this.#post(message);
+    } catch (e) {
+      unacked.length = length;
+      this.#unackedBytes -= message.n;
+      Atomics.store(words, CREDIT_BYTES, this.#unackedBytes);
+      Atomics.add(words, CREDIT_EVENTS, -1);
+      throw e;
+    }
   }
   /** Settles the outputs the host has acknowledged since the last look (`CREDIT_ACKED`). */
   #settleCredit() {
@@ -1619,24 +1757,37 @@ var CellRun = class {
     ] : [
       message
     ];
-    this.#startedPending = false;
     try {
       if (this.#write !== void 0 && message.t !== "stopped" && message.t !== "pong") {
         let frames;
         try {
           frames = encodeCellFrames(this.#start.cellId, outputs, this.#maxFrameBytes, FRAMES);
-        } catch {
+        } catch (e) {
+          if (!(e instanceof FrameError)) throw e;
         }
         if (frames !== void 0) {
-          this.#write(frames);
           Atomics.add(this.#credit.words, CELL_PROGRESS, 1);
-          if (message.t === "result") this.#output?.postMessage(WRITTEN_RESULT);
+          const result = message.t === "result";
+          this.#noticeOwed = result;
+          this.#write(frames);
+          this.#startedPending = false;
+          if (result) {
+            this.#unsentResult = void 0;
+            this.#sendNotice();
+          }
           return;
         }
       }
       this.#output?.postMessage(outputs.length === 1 ? outputs[0] : outputs);
-    } catch {
+      this.#startedPending = false;
+    } catch (e) {
+      if (e instanceof RangeError) throw e;
     }
+  }
+  /** Tells the runtime the result is written (retried by `#enter` if this ran out of stack). */
+  #sendNotice() {
+    this.#output?.postMessage(WRITTEN_RESULT);
+    this.#noticeOwed = false;
   }
 };
 var FRAMES = new FrameScratch();

@@ -41,7 +41,7 @@ function writeFrameHeader(out, pos, length, maxFrameBytes) {
 }
 
 // proto/worker_ready.ts
-var WORKER_PROTOCOL_VERSION = 3;
+var WORKER_PROTOCOL_VERSION = 4;
 function varint(value, out) {
   while (value > 127) {
     out.push(value & 127 | 128);

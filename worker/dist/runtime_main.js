@@ -339,8 +339,9 @@ function unlock(sink, id) {
   return true;
 }
 function writeAllSync(bytes) {
+  const length = bytes.length;
   let offset = Deno.stdout.writeSync(bytes);
-  while (offset < bytes.length) offset += Deno.stdout.writeSync(bytes.subarray(offset));
+  while (offset < length) offset += Deno.stdout.writeSync(bytes.subarray(offset));
 }
 
 // worker/runtime.ts
@@ -441,7 +442,10 @@ var HOST_TO_WORKER = message(P + "HostToWorker", [
   f(6, "stopCell", message(P + "StopCell", [
     f(1, "cellId", "string")
   ]), "message"),
-  f(8, "shutdown", EMPTY("Shutdown"), "message")
+  f(8, "shutdown", EMPTY("Shutdown"), "message"),
+  f(10, "ping", message(P + "Ping", [
+    f(1, "seq", "uint32")
+  ]), "message")
 ]);
 var WORKER_TO_HOST = message(P + "WorkerToHost", [
   f(1, "ready", message(P + "Ready", [
@@ -488,6 +492,9 @@ var WORKER_TO_HOST = message(P + "WorkerToHost", [
   ]), "message"),
   f(3, "runtimeFault", message(P + "RuntimeFault", [
     f(1, "detail", "string")
+  ]), "message"),
+  f(4, "pong", message(P + "Pong", [
+    f(1, "seq", "uint32")
   ]), "message"),
   f(15, "lineEnd", "uint32")
 ]);
@@ -959,6 +966,12 @@ var Runtime = class {
       case "shutdown":
         void this.#shutdown();
         return;
+      case "ping":
+        return this.#send({
+          pong: {
+            seq: message2.ping.seq ?? 0
+          }
+        });
       default:
         return;
     }

@@ -20,6 +20,7 @@ import {
 import { HostError, type HostErrorCode } from "../../core/errors.ts";
 import type { Logger } from "../../ops/log.ts";
 import { GRPC_CODE_OF } from "../status_codes.ts";
+import { UndecodableRequest } from "../../../proto/loader.ts";
 
 /** The gRPC status of each domain code (the table shared by every door, `../status_codes.ts`). */
 export const STATUS_OF: Readonly<Record<HostErrorCode, Status>> = GRPC_CODE_OF as Readonly<
@@ -69,6 +70,10 @@ export function errorMiddleware(log: Logger): ServerMiddleware {
     call: ServerMiddlewareCall<Request, Response>,
     context: CallContext,
   ): AsyncGenerator<Response, Response | void, undefined> {
+    // Request bytes that are no message of the request type (proto/loader.ts requestDecoder).
+    if (call.request instanceof UndecodableRequest) {
+      throw new ServerError(Status.INVALID_ARGUMENT, call.request.detail);
+    }
     try {
       return yield* call.next(call.request, context);
     } catch (error) {

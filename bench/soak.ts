@@ -1,0 +1,68 @@
+/**
+ * Memory per cell (issue 20, item 5), in one run against a real host on 127.0.0.1:0: one session
+ * runs `BENCH_SOAK_CELLS` (default 2,000) small cells one after another (a text, a stored value, a
+ * timer, a tool-free await), and the resident memory (VmRSS) of the host process and of the
+ * session's runtime is printed every quarter, with the growth per cell over the second half (after
+ * the warm-up: compiled code, pools and caches filled). `deno task bench:soak`; prints a Markdown
+ * table. No timing assertions: figures only.
+ *
+ * @module
+ */
+import { createChannel, createClient } from "nice-grpc";
+import { createHost } from "../host/doors/grpc/server.ts";
+import { Logger } from "../host/ops/log.ts";
+import { codeModeHostDefinition } from "../proto/loader.ts";
+
+const MIB = 1024 * 1024;
+const CELLS = Number(Deno.env.get("BENCH_SOAK_CELLS") ?? 2_000);
+const SOURCE =
+  'text("x"); store("k", { n: 1 }); await new Promise((r) => setTimeout(r, 0)); text(load("k").n)';
+
+function rss(pid: number): number {
+  const status = Deno.readTextFileSync(`/proc/${pid}/status`);
+  return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) * 1024;
+}
+
+const host = await createHost({ listen: "127.0.0.1:0", warmSessions: 1, log: new Logger("error") });
+const channel = createChannel(`127.0.0.1:${host.port}`);
+// deno-lint-ignore no-explicit-any
+const client = createClient(codeModeHostDefinition() as any, channel) as any;
+const abort = new AbortController();
+const lease = client.openSession({}, { signal: abort.signal })[Symbol.asyncIterator]();
+const sessionId = (await lease.next()).value.opened.sessionId;
+const runtimePid = host.state.session(sessionId)!.runtimePid!;
+
+const rows: { cells: number; host: number; runtime: number; ms: number }[] = [];
+const start = performance.now();
+const sample = (cells: number) =>
+  rows.push({ cells, host: rss(Deno.pid), runtime: rss(runtimePid), ms: performance.now() - start });
+sample(0);
+for (let i = 1; i <= CELLS; i++) {
+  let completed = false;
+  for await (
+    const event of client.execute({ sessionId, executionId: `soak-${i}`, toolCallId: "c", source: SOURCE })
+  ) if (event.outcome?.completed) completed = true;
+  if (!completed) throw new Error(`cell ${i} did not complete`);
+  if (i % Math.max(1, Math.floor(CELLS / 4)) === 0 || i === CELLS) sample(i);
+}
+abort.abort();
+channel.close();
+await host.shutdown();
+
+console.log("| cells | host RSS (MiB) | runtime RSS (MiB) | elapsed (s) |");
+console.log("| ---: | ---: | ---: | ---: |");
+for (const r of rows) {
+  console.log(
+    `| ${r.cells} | ${(r.host / MIB).toFixed(1)} | ${(r.runtime / MIB).toFixed(1)} | ${
+      (r.ms / 1000).toFixed(1)
+    } |`,
+  );
+}
+const half = rows.find((r) => r.cells >= CELLS / 2)!;
+const last = rows.at(-1)!;
+const perCell = (a: number, b: number) => ((b - a) / (last.cells - half.cells) / 1024).toFixed(2);
+console.log(
+  `\nSecond half, growth per cell: host ${perCell(half.host, last.host)} KiB, runtime ${
+    perCell(half.runtime, last.runtime)
+  } KiB; ${(CELLS / (last.ms / 1000)).toFixed(0)} cells/s`,
+);
