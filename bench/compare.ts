@@ -40,6 +40,7 @@ import {
   ProcessOwnedGrpcCodeModeSessionProvider,
 } from "../mod.ts";
 import { InProcessCodeModeSessionProvider } from "../host/doors/embedded.ts";
+import { V1Client } from "../tests/_v1_client.ts";
 
 const ROUNDS = Number(Deno.env.get("BENCH_ROUNDS") ?? 200);
 
@@ -265,6 +266,28 @@ const fmt = (ms: number) => ms.toFixed(2);
       }× the TCP library row)`,
     ]);
     await overStdio.shutdown();
+    // The same over Codex's JSON host V1 (SPEC §9.10): the launcher with no arguments, as Codex
+    // starts it, and the V1 client of the tests (it waits for the initial response).
+    {
+      const v1 = V1Client.spawn({ args: ["--log-level", "warn"], keepStdout: false });
+      await v1.hello({ requiredCapabilities: [], optionalCapabilities: [] });
+      await v1.open("session-1");
+      const viaV1: number[] = [];
+      for (let i = 0; i < Math.min(ROUNDS, 100) + 1; i++) {
+        await pause(60);
+        const took = await time(() => v1.run("session-1", 'text("x")'));
+        if (i > 0) viaV1.push(took);
+      }
+      rows.push([
+        'Execute text("x") over JSON host V1 on stdio (the Codex launcher), same gap',
+        fmt(percentile(viaV1, 50)),
+        fmt(percentile(viaV1, 95)),
+        `${(percentile(viaV1, 50) / floorP50).toFixed(1)}× (${
+          (percentile(viaV1, 50) / percentile(viaLibrary, 50)).toFixed(2)
+        }× the TCP library row)`,
+      ]);
+      await v1.finish();
+    }
     // The same through the embedded provider (no gRPC at all), in both isolations (SPEC §9.8).
     for (const isolation of ["subprocess", "in-process"] as const) {
       await using embedded = new InProcessCodeModeSessionProvider({
