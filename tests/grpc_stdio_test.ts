@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { CodeModeError, ProcessOwnedGrpcCodeModeSessionProvider, RESET_MESSAGE } from "../mod.ts";
 import { eventually, processExists } from "./_harness.ts";
 import { RecordingDelegate, rejection, run, textResponse } from "./_client_harness.ts";
+import { descendants } from "./_v1_helpers.ts";
 
 const repoRoot = new URL("..", import.meta.url).pathname;
 const hostMain = `${repoRoot}host/main.ts`;
@@ -23,30 +24,6 @@ function hostArgs(...extra: string[]): string[] {
     "warn",
     ...extra,
   ];
-}
-
-/** All descendant pids of `pid` (via /proc). */
-function descendants(pid: number): number[] {
-  const parents = new Map<number, number[]>();
-  for (const entry of Deno.readDirSync("/proc")) {
-    if (!/^\d+$/.test(entry.name)) continue;
-    try {
-      const stat = Deno.readTextFileSync(`/proc/${entry.name}/stat`);
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      const list = parents.get(ppid) ?? [];
-      list.push(Number(entry.name));
-      parents.set(ppid, list);
-    } catch { /* gone */ }
-  }
-  const out: number[] = [];
-  const queue = [pid];
-  while (queue.length) {
-    for (const child of parents.get(queue.shift()!) ?? []) {
-      out.push(child);
-      queue.push(child);
-    }
-  }
-  return out;
 }
 
 const echo = { name: "echo", toolName: { name: "echo" }, description: "", kind: "function" as const };

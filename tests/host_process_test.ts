@@ -7,6 +7,7 @@ import { Status } from "nice-grpc";
 import { createChannel, createClient } from "nice-grpc";
 import { HealthDefinition } from "nice-grpc-server-health";
 import { removeStaleDirectories } from "../host/runtime/runtime_files.ts";
+import { descendants } from "./_v1_helpers.ts";
 import {
   CapturedLog,
   collect,
@@ -21,30 +22,6 @@ import {
   SPIN,
   startHost,
 } from "./_harness.ts";
-
-/** All descendant pids of `pid` (via /proc). */
-function descendants(pid: number): number[] {
-  const parents = new Map<number, number[]>();
-  for (const entry of Deno.readDirSync("/proc")) {
-    if (!/^\d+$/.test(entry.name)) continue;
-    try {
-      const stat = Deno.readTextFileSync(`/proc/${entry.name}/stat`);
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      const list = parents.get(ppid) ?? [];
-      list.push(Number(entry.name));
-      parents.set(ppid, list);
-    } catch { /* gone */ }
-  }
-  const out: number[] = [];
-  const queue = [pid];
-  while (queue.length) {
-    for (const child of parents.get(queue.shift()!) ?? []) {
-      out.push(child);
-      queue.push(child);
-    }
-  }
-  return out;
-}
 
 /** The runtime (Deno) processes under a host; an OS sandbox's bubblewrap processes are not runtimes. */
 function runtimePids(hostPid: number): number[] {
