@@ -471,3 +471,45 @@ export function fakeSpawner(
     },
   };
 }
+
+/**
+ * The SPEC text an error carries (host errors hold it as `message`).
+ *
+ * @param error what was thrown
+ * @returns its message
+ */
+export function specText(error: unknown): string {
+  return String((error as Error)?.message ?? error);
+}
+
+/**
+ * The message a promise rejects with (host errors carry the SPEC's exact text as `message`).
+ *
+ * @param promise the promise expected to reject
+ * @returns the rejection's message
+ * @throws {Error} when the promise fulfils
+ */
+export async function rejectionMessage(promise: Promise<unknown>): Promise<string> {
+  try {
+    await promise;
+  } catch (error) {
+    return specText(error);
+  }
+  throw new Error("expected a rejection");
+}
+
+/**
+ * The message a call throws.
+ *
+ * @param fn the call expected to throw
+ * @returns the error's message
+ * @throws {Error} when the call returns
+ */
+export function thrownMessage(fn: () => unknown): string {
+  try {
+    fn();
+  } catch (error) {
+    return specText(error);
+  }
+  throw new Error("expected a throw");
+}

@@ -3,35 +3,20 @@
  * with fake runtimes: no processes. Errors are checked by their SPEC messages only.
  */
 import assert from "node:assert/strict";
-import { FakeClock, type FakeRuntime, type FakeRuntimeOptions, fakeSpawner, turn } from "../testing.ts";
+import {
+  FakeClock,
+  type FakeRuntime,
+  type FakeRuntimeOptions,
+  fakeSpawner,
+  rejectionMessage,
+  specText,
+  thrownMessage,
+  turn,
+} from "../testing.ts";
 import { type Limits, resolveLimits } from "./limits.ts";
 import { Logger } from "../ops/log.ts";
 import { OUTPUT_CLIENT, type Session } from "./session.ts";
 import { SessionManager } from "./session_manager.ts";
-
-/** The SPEC text of a thrown status, whatever error class carries it. */
-function specText(error: unknown): string {
-  const e = error as { details?: unknown; message?: unknown };
-  return String(typeof e.details === "string" ? e.details : e.message);
-}
-
-async function rejection(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise;
-  } catch (error) {
-    return specText(error);
-  }
-  throw new Error("expected a rejection");
-}
-
-function thrown(fn: () => unknown): string {
-  try {
-    fn();
-  } catch (error) {
-    return specText(error);
-  }
-  throw new Error("expected a throw");
-}
 
 function setup(
   options: {
@@ -68,10 +53,10 @@ Deno.test("SessionManager: maxSessions bounds open and opening sessions; a remov
   const { manager, open } = setup({ limits: { maxSessions: 2 } });
   const a = await open();
   const slot = manager.acquireSlot(); // an OpenSession still opening holds a slot too
-  assert.equal(thrown(() => manager.acquireSlot()), "code-mode host has too many sessions");
+  assert.equal(thrownMessage(() => manager.acquireSlot()), "code-mode host has too many sessions");
   slot.release();
   await open();
-  assert.equal(thrown(() => manager.acquireSlot()), "code-mode host has too many sessions");
+  assert.equal(thrownMessage(() => manager.acquireSlot()), "code-mode host has too many sessions");
   await a.close();
   assert.equal(manager.sessions.size, 1);
   (await manager.open({ outputMode: OUTPUT_CLIENT, cellHeapMb: 64 }, manager.acquireSlot())).ensureOpen();
@@ -81,16 +66,22 @@ Deno.test("SessionManager: maxSessions bounds open and opening sessions; a remov
 Deno.test("SessionManager: request and control permits are try-acquired with their SPEC messages", async () => {
   const { manager } = setup({ limits: { maxInFlightRequests: 1, maxInFlightControlRequests: 2 } });
   const request = manager.permit("request");
-  assert.equal(thrown(() => manager.permit("request")), "code-mode host has too many in-flight requests");
+  assert.equal(
+    thrownMessage(() => manager.permit("request")),
+    "code-mode host has too many in-flight requests",
+  );
   const controls = [manager.permit("control"), manager.permit("control")];
   assert.equal(
-    thrown(() => manager.permit("control")),
+    thrownMessage(() => manager.permit("control")),
     "code-mode host has too many in-flight control requests",
   );
   request.release();
   request.release(); // idempotent: frees one permit, not two
   manager.permit("request");
-  assert.equal(thrown(() => manager.permit("request")), "code-mode host has too many in-flight requests");
+  assert.equal(
+    thrownMessage(() => manager.permit("request")),
+    "code-mode host has too many in-flight requests",
+  );
   controls[0].release();
   manager.permit("control");
   await manager.drain();
@@ -153,7 +144,7 @@ Deno.test("SessionManager: a runtime that fails to start fails the open with its
     warmSessions: 0,
     runtime: (index) => index === 0 ? { ready: mismatch } : {},
   });
-  assert.equal(await rejection(open()), mismatch.message);
+  assert.equal(await rejectionMessage(open()), mismatch.message);
   assert.equal(runtimes[0].endedBy, "kill", "the failed runtime is reaped");
   const session = await open(); // the slot came back
   assert.equal(session.runtime, runtimes[1]);
@@ -175,15 +166,15 @@ Deno.test("SessionManager: a warm runtime whose start fails is logged, killed an
 
 Deno.test("SessionManager: lookup validates the ID, finds open sessions, and answers NOT_FOUND once removed", async () => {
   const { manager, open } = setup();
-  assert.equal(thrown(() => manager.lookup("")), "code-mode session ID must not be empty");
-  assert.equal(thrown(() => manager.lookup(undefined)), "code-mode session ID must not be empty");
-  assert.equal(thrown(() => manager.lookup("not-a-uuid")), "code-mode session ID must be a UUID");
+  assert.equal(thrownMessage(() => manager.lookup("")), "code-mode session ID must not be empty");
+  assert.equal(thrownMessage(() => manager.lookup(undefined)), "code-mode session ID must not be empty");
+  assert.equal(thrownMessage(() => manager.lookup("not-a-uuid")), "code-mode session ID must be a UUID");
   const unknown = crypto.randomUUID();
-  assert.equal(thrown(() => manager.lookup(unknown)), `unknown code-mode session ${unknown}`);
+  assert.equal(thrownMessage(() => manager.lookup(unknown)), `unknown code-mode session ${unknown}`);
   const session = await open();
   assert.equal(manager.lookup(session.id), session);
   await session.close();
-  assert.equal(thrown(() => manager.lookup(session.id)), `unknown code-mode session ${session.id}`);
+  assert.equal(thrownMessage(() => manager.lookup(session.id)), `unknown code-mode session ${session.id}`);
   await manager.drain();
 });
 
@@ -191,7 +182,7 @@ Deno.test("SessionManager: a crashed session leaves the registry at once", async
   const { manager, open } = setup();
   const session = await open();
   await (session.runtime as FakeRuntime).crash({ signal: "SIGKILL" });
-  assert.equal(thrown(() => manager.lookup(session.id)), `unknown code-mode session ${session.id}`);
+  assert.equal(thrownMessage(() => manager.lookup(session.id)), `unknown code-mode session ${session.id}`);
   manager.acquireSlot().release();
   await manager.drain();
 });
@@ -202,7 +193,7 @@ Deno.test("SessionManager: drain refuses new sessions, closes every session with
   const ends = sessions.map(leaseEnd);
   await turn();
   await manager.drain();
-  assert.equal(thrown(() => manager.acquireSlot()), "code-mode host is shutting down");
+  assert.equal(thrownMessage(() => manager.acquireSlot()), "code-mode host is shutting down");
   assert.deepEqual(await Promise.all(ends), [
     "code-mode host is shutting down",
     "code-mode host is shutting down",

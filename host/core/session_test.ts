@@ -3,7 +3,15 @@
  * processes, no sockets. Errors are checked by their SPEC messages only.
  */
 import assert from "node:assert/strict";
-import { FakeClock, FakeRuntime, type FakeRuntimeOptions, turn } from "../testing.ts";
+import {
+  FakeClock,
+  FakeRuntime,
+  type FakeRuntimeOptions,
+  rejectionMessage,
+  specText,
+  thrownMessage,
+  turn,
+} from "../testing.ts";
 import { type Limits, resolveLimits } from "./limits.ts";
 import { Logger } from "../ops/log.ts";
 import { Permits } from "./permits.ts";
@@ -11,32 +19,6 @@ import { OUTPUT_CLIENT, OUTPUT_SERVER, Session, type SessionEvent, type StartReq
 
 const EXEC_ENDED = "exec runtime ended unexpectedly";
 const CLOSED = "code-mode session is closed";
-
-/** The SPEC text of a thrown status, whatever error class carries it. */
-function specText(error: unknown): string {
-  const e = error as { details?: unknown; message?: unknown };
-  return String(typeof e.details === "string" ? e.details : e.message);
-}
-
-/** The SPEC text a promise rejects with. */
-async function rejection(promise: Promise<unknown>): Promise<string> {
-  try {
-    await promise;
-  } catch (error) {
-    return specText(error);
-  }
-  throw new Error("expected a rejection");
-}
-
-/** The SPEC text a call throws. */
-function thrown(fn: () => unknown): string {
-  try {
-    fn();
-  } catch (error) {
-    return specText(error);
-  }
-  throw new Error("expected a throw");
-}
 
 interface Harness {
   session: Session;
@@ -288,7 +270,7 @@ Deno.test("Session: a runtime that exits on its own is a crash: lease INTERNAL, 
   await h.session.removed;
   assert.equal(h.removals, 1);
   assert.equal(h.session.open, false);
-  assert.equal(await rejection(h.start()), CLOSED);
+  assert.equal(await rejectionMessage(h.start()), CLOSED);
   const failed = h.lines.find((l) => l.level === "error")!;
   assert.equal(failed.msg, "code-mode host session failed: worker process killed by signal SIGKILL");
   assert.equal(failed.session_ref, 7);
@@ -344,8 +326,8 @@ Deno.test("Session: close stops the runtime, terminates running cells, cancels W
   const wait = h.session.registerWait("w1");
   const closing = h.session.close();
   assert.equal(h.session.open, false, "closed at once (step 1)");
-  assert.equal(await rejection(h.start()), CLOSED);
-  assert.equal(thrown(() => h.session.ensureOpen()), CLOSED);
+  assert.equal(await rejectionMessage(h.start()), CLOSED);
+  assert.equal(thrownMessage(() => h.session.ensureOpen()), CLOSED);
   assert.equal(specText(wait.cancel.reason), CLOSED, "active Waits are cancelled (step 2)");
   const outcome = await running.initial;
   assert.equal(outcome.kind, "terminated");
@@ -459,13 +441,13 @@ Deno.test("Session: a cell that cannot confirm a stop gets its runtime restarted
 Deno.test("Session: execution and wait IDs cannot be reused; a CancelWait that comes first cancels the Wait", () => {
   const h = setup();
   h.session.reserveExecution("e");
-  assert.equal(thrown(() => h.session.reserveExecution("e")), "code-mode execution ID `e` was reused");
+  assert.equal(thrownMessage(() => h.session.reserveExecution("e")), "code-mode execution ID `e` was reused");
   h.session.releaseExecution("e");
-  assert.equal(thrown(() => h.session.reserveExecution("e")), "code-mode execution ID `e` was reused");
+  assert.equal(thrownMessage(() => h.session.reserveExecution("e")), "code-mode execution ID `e` was reused");
   h.session.registerWait("w").finish();
-  assert.equal(thrown(() => h.session.registerWait("w")), "code-mode wait ID `w` was reused");
+  assert.equal(thrownMessage(() => h.session.registerWait("w")), "code-mode wait ID `w` was reused");
   void h.session.cancelWait("early");
-  assert.equal(thrown(() => h.session.registerWait("early")), "code-mode wait was cancelled");
+  assert.equal(thrownMessage(() => h.session.registerWait("early")), "code-mode wait was cancelled");
   h.session.yieldObservation("pre", "execution");
   assert.ok(h.session.reserveExecution("pre").aborted, "a YieldObservation that came first is kept");
   return h.session.close();
@@ -489,7 +471,10 @@ Deno.test("Session: notify() is published on the lease with the cell's IDs", asy
 Deno.test("Session: more tool subscriptions than maxSubscriptionsPerSession are refused", async () => {
   const h = setup({ maxSubscriptionsPerSession: 1 });
   const first = h.session.subscribe([]);
-  assert.equal(thrown(() => h.session.subscribe([])), "code-mode session has too many tool subscriptions");
+  assert.equal(
+    thrownMessage(() => h.session.subscribe([])),
+    "code-mode session has too many tool subscriptions",
+  );
   h.session.unsubscribe(first);
   h.session.subscribe([]);
   await h.session.close();
