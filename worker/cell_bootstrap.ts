@@ -42,6 +42,7 @@ import {
   setImmediate as setHostImmediate,
   setTimeout as setHostTimer,
 } from "node:timers";
+import v8 from "node:v8";
 import vm from "node:vm";
 import {
   MessageChannel,
@@ -59,6 +60,7 @@ import {
   type CellControl,
   type CellCredit,
   type CellOutput,
+  type CellRecycled,
   type CellStart,
   type CellTool,
   type CellTrimmedText,
@@ -225,6 +227,23 @@ class CellRun {
   /** The result's frames are written but the runtime has not been told yet. */
   #noticeOwed = false;
   #refuseImport!: (specifier: unknown) => Promise<never>;
+  /** Called in the macrotask after the one that finished the cell (reuse, `cell_protocol.ts` 3a). */
+  #onFinished: (() => void) | undefined;
+
+  /** The cell's ID, once it began. */
+  get cellId(): string | undefined {
+    return this.#start?.cellId;
+  }
+
+  /**
+   * Whether the cell *completed* and its Worker may run another cell (SPEC §5.1): its result is
+   * sent, it was never stopped (no stop word, no `stop`), and its timers are cleared.
+   */
+  get reusable(): boolean {
+    return this.#phase === PHASE_FINISHED && this.#unsentResult === undefined && !this.#noticeOwed &&
+      this.#hostTimers.size === 0 &&
+      (this.#credit === undefined || Atomics.load(this.#credit.words, CREDIT_STOP) === 0);
+  }
 
   /**
    * Builds the context and the helpers ahead of the cell, while this Worker waits as the session's
@@ -301,8 +320,10 @@ class CellRun {
     warm: Warmed | undefined,
     inMacrotask: boolean,
     write: FrameWriter | undefined = warm?.write,
+    onFinished?: () => void,
   ): void {
     this.#start = start;
+    this.#onFinished = onFinished;
     this.#maxFrameBytes = start.maxFrameBytes || DEFAULT_MAX_FRAME_BYTES;
     this.#output = start.output ?? warm?.port;
     this.#write = write;
@@ -368,7 +389,12 @@ class CellRun {
   control(message: CellControl): void {
     if (message.t === "ping") {
       this.#post({ t: "pong" });
-    } else if (message.t === "stop") {
+      return;
+    }
+    // A message for the cell this (reused) Worker ran before: that cell is gone.
+    const target = (message as { cell?: string }).cell;
+    if (target !== undefined && target !== this.#start?.cellId) return;
+    if (message.t === "stop") {
       if (this.#phase === PHASE_RUNNING) this.#phase = PHASE_STOPPED;
       this.#clearHostTimers();
       this.#post({ t: "stopped" });
@@ -546,6 +572,15 @@ class CellRun {
     this.#unsentResult = result;
     this.#clearHostTimers();
     this.#sendResult();
+    // After this macrotask, whose drain still runs the microtasks queued so far (SPEC §5.6): a
+    // microtask that never ends keeps this from running, and the runtime then ends the Worker.
+    const onFinished = this.#onFinished;
+    this.#onFinished = undefined;
+    try {
+      if (onFinished !== undefined) setHostImmediate(onFinished);
+    } catch {
+      // Out of stack: the Worker is simply not reused (the runtime ends it).
+    }
   }
 
   #sendResult(): void {
@@ -818,19 +853,19 @@ interface Warmed {
   write?: FrameWriter;
 }
 
-/** Boots the cell isolate on `port`: posts `ready`, then serves one cell. */
+/** Boots the cell isolate on `port`: posts `ready`, then serves cells, one at a time. */
 function boot(port: NonNullable<typeof parentPort>): void {
   // Unhandled rejections in the context never fail the cell (SPEC §5.2).
   process.on("unhandledRejection", () => {});
   // The context and helpers are built before `ready`, so a spare Worker starts its cell at once.
-  const prepared = new CellRun();
+  let prepared = new CellRun();
   prepared.prepare();
   let cell: CellRun | undefined;
   let warmed: Warmed | undefined;
   const start = (message: CellStart, inMacrotask: boolean) => {
     if (cell !== undefined) return;
     cell = prepared;
-    cell.begin(message, warmed, inMacrotask);
+    cell.begin(message, warmed, inMacrotask, warmed?.write, warmed && recycle);
   };
   // Parked inside a macrotask until the doorbell rings (module doc of cell_protocol.ts, step 2).
   // The first park is short: a spare that is not taken at once collects its start-up garbage
@@ -842,12 +877,32 @@ function boot(port: NonNullable<typeof parentPort>): void {
     Atomics.wait(words, CELL_DOORBELL, 0, collected ? PARK_MS : COLLECT_AFTER_MS);
     const received = receiveMessageOnPort(control);
     const message = received?.message as CellControl | undefined;
-    if (message?.t === "start") return start(message, true);
+    if (message?.t === "start") {
+      // Ready for the next ring once this cell is over (reuse); a discard (2) stays.
+      Atomics.compareExchange(words, CELL_DOORBELL, 1, 0);
+      return start(message, true);
+    }
     if (Atomics.load(words, CELL_DOORBELL) === 2) return;
     if (!collected) {
       collected = true;
       collectGarbage();
     }
+    setHostImmediate(park);
+  };
+  // The cell completed (cell_protocol.ts item 3a): this runs in the macrotask after the one that
+  // finished it. Nothing of it is referenced from here on: its timers are cleared, its `CellRun`
+  // (and with it its context, helpers and pending tool calls) is dropped, and messages naming it
+  // are ignored. A fresh realm is built before the runtime may hand over the next cell.
+  const recycle = () => {
+    const finished = cell;
+    if (finished === undefined || !finished.reusable || warmed === undefined) return;
+    if (Atomics.load(warmed.words, CELL_DOORBELL) === 2) return;
+    prepared = new CellRun();
+    prepared.prepare();
+    cell = undefined;
+    // The old realm is garbage now: collected once the Worker waits (see `park`).
+    collected = false;
+    warmed.port.postMessage({ t: "recycled", heap: v8.getHeapStatistics().used_heap_size } satisfies CellRecycled);
     setHostImmediate(park);
   };
   port.on("message", (message: CellControl) => {

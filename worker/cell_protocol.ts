@@ -24,8 +24,15 @@
  *    stdout itself, under the stream lock (`cell_events.ts`), and bumps `CELL_PROGRESS`: two thread
  *    hops less between a cell and its host (~0.6 ms of a warm Execute on an idle 2-core machine).
  *    Of what it wrote it posts only its `result`, as a {@link WrittenOutput} and after the frames
- *    (with the cell's normal `exited`): the runtime ends the Worker on it. `stopped` and `pong`
- *    are always posted.
+ *    (with the cell's normal `exited`). `stopped` and `pong` are always posted.
+ * 3a. Reuse (SPEC 1.2 §5.1): a cell that *completed* (its `result` sent, never stopped) leaves a
+ *    Worker that may run the next cell of the same session in a new realm. In the macrotask after
+ *    the one that finished the cell (so no microtask of that cell is left: the drain ran to its
+ *    end), the bootstrap drops the cell (its timers are already cleared, its context is never
+ *    entered again), builds a fresh context with fresh helpers, posts {@link CellRecycled} and
+ *    parks again on the same doorbell, which it reset to 0 when it took the start. The runtime
+ *    hands it the next cell only after that message; it ends the Worker instead after a stopped
+ *    or failed cell, a heap-limit exit or a fault, or when its retire policy says so.
  * 4. Output is credit-based (SPEC §8.10): the cell counts every {@link CountedOutput} in
  *    `CREDIT_EVENTS` and keeps its `n` payload bytes until the host acknowledges it: the runtime
  *    adds each host `Credit{events}` to `CREDIT_ACKED`. A helper call whose item leaves the cell
@@ -125,10 +132,14 @@ export interface CellCredit {
 export type CellControl =
   | CellStart
   /** Settles the JS promise of `tools.x()` call `id` (`"tool-1"`, …): `json` parsed in the context, or rejected with the string `error`. */
-  | { t: "toolResult"; id: string; json: string }
-  | { t: "toolResult"; id: string; error: string }
-  /** Stop: answer `stopped`, dispatch nothing more into the context, make helpers throw. */
-  | { t: "stop" }
+  | { t: "toolResult"; id: string; json: string; cell?: string }
+  | { t: "toolResult"; id: string; error: string; cell?: string }
+  /**
+   * Stop: answer `stopped`, dispatch nothing more into the context, make helpers throw. `cell` (on
+   * this and on `toolResult`) names the cell it is meant for: a reused Worker ignores a message
+   * for the cell it ran before.
+   */
+  | { t: "stop"; cell?: string }
   /** Liveness probe: answered with `pong` whenever the isolate is not running code. */
   | { t: "ping" }
   /**
@@ -195,6 +206,16 @@ export type CellOutput =
 export interface WrittenOutput {
   t: "result";
   w: true;
+}
+
+/**
+ * Posted on the output port when a Worker whose cell completed is ready for the next cell of its
+ * session (item 3a): a fresh context is built and the Worker parks on its doorbell again.
+ */
+export interface CellRecycled {
+  t: "recycled";
+  /** The isolate's used V8 heap, bytes, after the fresh context was built (the retire policy). */
+  heap: number;
 }
 
 /** Posted once on `parentPort` when the bootstrap has booted and waits for its `start`. */

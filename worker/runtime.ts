@@ -39,6 +39,7 @@ import {
   CELL_WORDS,
   type CellControl,
   type CellOutput,
+  type CellRecycled,
   type CellStart,
   CREDIT_ACKED,
   CREDIT_BYTES,
@@ -155,6 +156,33 @@ const STDIN_CHUNK_BYTES = 65_536;
  */
 const PREWARM_IDLE_MS = 50;
 
+// ---- Worker reuse (SPEC 1.2 §5.1, cell_protocol.ts item 3a) --------------------------------------
+
+/**
+ * A Worker whose cell completed is told to build a fresh realm; one that has not confirmed within
+ * this time (a microtask of its cell that never ends) is ended and a new spare created.
+ */
+const RECYCLE_WAIT_MS = 100;
+/**
+ * A Worker is retired (ended, and a new one created off the critical path) after this many cells:
+ * a bound on whatever a realm may leave in its isolate (compiled code, the `Symbol.for` registry).
+ * Measured with bench/soak.ts (bench/README.md).
+ */
+export const RETIRE_AFTER_CELLS = 1_000;
+/**
+ * A Worker is retired when its used V8 heap, after its fresh realm is built, exceeds this share of
+ * its heap limit (or {@link RETIRE_HEAP_BYTES}): a heavy cell's garbage is cheaper to drop with its
+ * isolate than to collect while the next cell waits.
+ */
+const RETIRE_HEAP_SHARE = 0.5;
+/** The absolute heap bound of the retire policy, bytes. */
+const RETIRE_HEAP_BYTES = 64 * MIB;
+/**
+ * While a cell runs with no Worker ready, a new spare is created after this long, so that a
+ * concurrent cell of the session finds one too; a back-to-back cell reuses the running cell's.
+ */
+const SPARE_WHILE_RUNNING_MS = 200;
+
 // ---- heap-limit watchdog (see Runtime.#checkParkedCells) -----------------------------------------
 
 const WATCHDOG_MS = 250;
@@ -186,8 +214,14 @@ interface CellWorker {
   words: Int32Array;
   /** Its lock ID on the stream words. */
   sinkId: number;
-  /** Receives the cell's output; until the cell starts, it waits for `warmed`. */
+  /** Receives the cell's output; until the cell starts, it waits for `warmed` (or `recycled`). */
   onOutput: (output: PortOutput) => void;
+  /** The cell it runs, if any: its error and exit are that cell's. */
+  running?: RunningCell;
+  /** Cells started on it so far (the retire policy). */
+  served: number;
+  /** Set when it will run no further cell (retired, or its recycling timed out). */
+  retired: boolean;
 }
 
 interface RunningCell {
@@ -209,6 +243,10 @@ interface RunningCell {
   exitDetail?: string;
   /** `CELL_PROGRESS` as last seen by the watchdog. */
   progress: number;
+  /** A stop was requested: its Worker is never reused. */
+  stopRequested: boolean;
+  /** Its Worker is kept for the next cell (it completed). */
+  reuse: boolean;
 }
 
 /**
@@ -244,6 +282,8 @@ export class Runtime {
   #retry: unknown;
 
   #spare: CellWorker | undefined;
+  /** The timer of {@link SPARE_WHILE_RUNNING_MS}. */
+  #spareWhileRunning: unknown;
   readonly #cells = new Map<string, RunningCell>();
   #watchdog: unknown;
   #prewarming: unknown;
@@ -322,8 +362,8 @@ export class Runtime {
       case "toolResult": {
         const r = message.toolResult!;
         const result: CellControl = r.errorMessage !== undefined
-          ? { t: "toolResult", id: r.runtimeToolCallId, error: r.errorMessage }
-          : { t: "toolResult", id: r.runtimeToolCallId, json: r.outputJson ?? "null" };
+          ? { t: "toolResult", id: r.runtimeToolCallId, error: r.errorMessage, cell: r.cellId }
+          : { t: "toolResult", id: r.runtimeToolCallId, json: r.outputJson ?? "null", cell: r.cellId };
         return this.#postToCell(r.cellId, result);
       }
       case "stopCell":
@@ -536,6 +576,8 @@ export class Runtime {
       words: new Int32Array(new SharedArrayBuffer(4 * CELL_WORDS)),
       sinkId: this.#nextSinkId++,
       onOutput: () => {},
+      served: 0,
+      retired: false,
     };
     output.port1.on("message", (message: PortOutput) => cell.onOutput(message));
     cell.ready = new Promise<void>((settle) => {
@@ -570,10 +612,20 @@ export class Runtime {
         unlock(this.#sink, cell.sinkId);
         if (this.#pending.length > 0) this.#flush();
         resolve();
+        const running = cell.running;
+        // The error event (if any) precedes exit; give the port a last chance to deliver.
+        if (running) this.#clock.setTimeout(() => this.#reportExit(running), 0);
       });
     });
-    worker.on("error", () => {
+    worker.on("error", (error: Error & { code?: string }) => {
       cell.dead = true;
+      const running = cell.running;
+      if (!running) return;
+      if (error?.code === "ERR_WORKER_OUT_OF_MEMORY") running.exitReason = "heap_limit";
+      else {
+        running.exitReason = "fault";
+        running.exitDetail = String(error?.message ?? error);
+      }
     });
     return cell;
   }
@@ -586,6 +638,8 @@ export class Runtime {
 
   /** Ends a spare that will never run a cell. */
   #discard(cell: CellWorker): void {
+    cell.running = undefined;
+    cell.retired = true;
     this.#unpark(cell);
     cell.closed = true;
     cell.output.close();
@@ -595,7 +649,9 @@ export class Runtime {
 
   #takeCellWorker(): CellWorker {
     const spare = this.#spare;
-    const taken = spare && !spare.dead && spare.heapMb === this.#config.heapMb ? spare : undefined;
+    const taken = spare && !spare.dead && !spare.retired && spare.heapMb === this.#config.heapMb
+      ? spare
+      : undefined;
     if (spare && spare !== taken) this.#discard(spare);
     this.#spare = undefined;
     return taken ?? this.#createCellWorker(this.#config.heapMb);
@@ -603,6 +659,16 @@ export class Runtime {
 
   #refillSpare(): void {
     if (!this.#spare && !this.#exiting) this.#spare = this.#createCellWorker(this.#config.heapMb);
+  }
+
+  /** Creates a spare if a cell still runs with none ready after {@link SPARE_WHILE_RUNNING_MS}. */
+  #armSpareWhileRunning(): void {
+    this.#spareWhileRunning ??= this.#clock.setTimeout(() => {
+      this.#spareWhileRunning = undefined;
+      for (const running of this.#cells.values()) {
+        if (!running.finished) return this.#refillSpare();
+      }
+    }, SPARE_WHILE_RUNNING_MS);
   }
 
   /**
@@ -632,7 +698,10 @@ export class Runtime {
     }
     // A spare's `warmed` still queued on its port when a drain reads it (a shutdown while the cell
     // waits for its Worker): not an output of the cell.
-    if ((output as { t: string }).t === "warmed") return;
+    const kind = (output as { t: string }).t;
+    if (kind === "warmed") return;
+    // A reused Worker's fresh realm, met by the drain of the cell it ran: its recycle handler's.
+    if (kind === "recycled") return running.cell.onOutput(output);
     const final = output.t === "result" || output.t === "stopped";
     if (final && running.finished) return;
     if (!("w" in output)) {
@@ -645,9 +714,69 @@ export class Runtime {
       // Nothing more can come from the cell: its exit is reported now, not after `terminate()`
       // settles (0.2–1.5 ms later, more while the host and its client use both cores), since a
       // harness returns a cell's result only once its CellClosed arrives (SPEC §10.11).
+      running.reuse = output.t === "result" && this.#reusable(running);
+      // Before the exit's drain, which may meet the Worker's `recycled` already.
+      if (running.reuse) this.#recycle(running);
       this.#reportExit(running);
-      this.#endCellSoon(running);
+      if (!running.reuse) this.#endCellSoon(running);
     }
+  }
+
+  /** Whether a cell's Worker may run the next cell (SPEC §5.1): the cell completed, cleanly. */
+  #reusable(running: RunningCell): boolean {
+    const cell = running.cell;
+    return !running.stopRequested && running.exitReason === "normal" && !cell.dead && !cell.retired &&
+      !this.#exiting && cell.heapMb === this.#config.heapMb &&
+      Atomics.load(cell.words, CREDIT_STOP) === 0;
+  }
+
+  /**
+   * Keeps a completed cell's Worker for the next cell: it is the spare again once it confirms its
+   * fresh realm (`recycled`), unless the retire policy ends it then. A start that comes first waits
+   * for that confirmation (usually well under a millisecond).
+   */
+  #recycle(running: RunningCell): void {
+    const cell = running.cell;
+    cell.running = undefined;
+    cell.settled = false;
+    let timer: unknown;
+    cell.ready = new Promise<void>((settle) => {
+      const done = () => {
+        this.#clock.clearTimeout(timer);
+        cell.settled = true;
+        settle();
+      };
+      timer = this.#clock.setTimeout(() => {
+        this.#retire(cell);
+        done();
+      }, RECYCLE_WAIT_MS);
+      cell.onOutput = (output) => {
+        const recycled = output as unknown as CellRecycled;
+        if (recycled.t !== "recycled") return;
+        const limit = Math.min(RETIRE_HEAP_BYTES, cell.heapMb * MIB * RETIRE_HEAP_SHARE);
+        if (cell.served >= RETIRE_AFTER_CELLS || recycled.heap > limit) this.#retire(cell);
+        done();
+      };
+      if (cell.dead) done();
+    });
+    if (this.#spare === undefined && !this.#exiting) {
+      this.#spare = cell;
+      this.#clock.clearTimeout(this.#spareWhileRunning);
+      this.#spareWhileRunning = undefined;
+    } else if (this.#spare !== cell) {
+      // A spare is ready already (one per session): this Worker is not needed.
+      this.#retire(cell);
+    }
+  }
+
+  /** Ends a Worker that will run no further cell; a new spare follows if it was the spare. */
+  #retire(cell: CellWorker): void {
+    if (cell.retired) return;
+    const wasSpare = this.#spare === cell;
+    if (wasSpare) this.#spare = undefined;
+    // A start that waits for it falls back to a new Worker (#startCell).
+    this.#discard(cell);
+    if (wasSpare) this.#scheduleSpare();
   }
 
   /** A host `Credit`: the cell's next `events` counted outputs are acknowledged (it settles them). */
@@ -685,8 +814,10 @@ export class Runtime {
     if (running.exited) return; // the drain met the cell's result
     running.exited = true;
     this.#cells.delete(running.id);
-    running.cell.closed = true;
-    running.cell.output.close();
+    if (!running.reuse) {
+      running.cell.closed = true;
+      running.cell.output.close();
+    }
     if (running.exitWritten) return;
     this.#sendCellEvent({
       cellId: running.id,
@@ -714,7 +845,7 @@ export class Runtime {
   }
 
   async #startCell(start: NonNullable<HostToWorker["startCell"]>): Promise<void> {
-    const cell = this.#takeCellWorker();
+    let cell = this.#takeCellWorker();
     const running: RunningCell = {
       id: start.cellId,
       cell,
@@ -725,21 +856,22 @@ export class Runtime {
       lastSeen: this.#clock.now(),
       exitReason: "normal",
       progress: 0,
+      stopRequested: false,
+      reuse: false,
     };
     this.#cells.set(start.cellId, running);
-    cell.worker.on("error", (error: Error & { code?: string }) => {
-      if (error?.code === "ERR_WORKER_OUT_OF_MEMORY") running.exitReason = "heap_limit";
-      else {
-        running.exitReason = "fault";
-        running.exitDetail = String(error?.message ?? error);
-      }
-    });
-    cell.worker.once("exit", () => {
-      // The error event (if any) precedes exit; give the port a last chance to deliver.
-      this.#clock.setTimeout(() => this.#reportExit(running), 0);
-    });
+    cell.running = running;
     if (!cell.settled) await cell.ready;
+    if (cell.retired && !running.finished) {
+      // A recycled Worker that the retire policy ended, or that never confirmed its fresh realm.
+      cell.running = undefined;
+      cell = running.cell = this.#createCellWorker(this.#config.heapMb);
+      cell.running = running;
+      await cell.ready;
+    }
     if (cell.dead) return;
+    cell.served++;
+    if (this.#spare === undefined) this.#armSpareWhileRunning();
     cell.onOutput = (output) => {
       running.lastSeen = this.#clock.now();
       running.ping = undefined;
@@ -793,10 +925,11 @@ export class Runtime {
       this.#scheduleSpare();
       return;
     }
+    running.stopRequested = true;
     Atomics.store(running.cell.words, CREDIT_STOP, 1);
     this.#wake(running);
     this.#drain(running);
-    running.cell.worker.postMessage({ t: "stop" } satisfies CellControl);
+    running.cell.worker.postMessage({ t: "stop", cell: running.id } satisfies CellControl);
   }
 
   // ---- heap-limit watchdog ------------------------------------------------------------------------

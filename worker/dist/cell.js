@@ -1,6 +1,7 @@
 // worker/cell_bootstrap.ts
 import process from "node:process";
 import { clearTimeout as clearHostTimer, setImmediate as setHostImmediate, setTimeout as setHostTimer } from "node:timers";
+import v82 from "node:v8";
 import vm2 from "node:vm";
 import { MessageChannel, parentPort, receiveMessageOnPort } from "node:worker_threads";
 
@@ -1313,6 +1314,19 @@ var CellRun = class {
   /** The result's frames are written but the runtime has not been told yet. */
   #noticeOwed = false;
   #refuseImport;
+  /** Called in the macrotask after the one that finished the cell (reuse, `cell_protocol.ts` 3a). */
+  #onFinished;
+  /** The cell's ID, once it began. */
+  get cellId() {
+    return this.#start?.cellId;
+  }
+  /**
+   * Whether the cell *completed* and its Worker may run another cell (SPEC §5.1): its result is
+   * sent, it was never stopped (no stop word, no `stop`), and its timers are cleared.
+   */
+  get reusable() {
+    return this.#phase === PHASE_FINISHED && this.#unsentResult === void 0 && !this.#noticeOwed && this.#hostTimers.size === 0 && (this.#credit === void 0 || Atomics.load(this.#credit.words, CREDIT_STOP) === 0);
+  }
   /**
    * Builds the context and the helpers ahead of the cell, while this Worker waits as the session's
    * spare: only `tools`, `ALL_TOOLS` and the limits depend on the cell (see `begin`).
@@ -1363,8 +1377,9 @@ var CellRun = class {
    * @param write writes the cell's frames to the runtime's stream (`cell_protocol.ts` item 3);
    *   without it every output is posted whole
    */
-  begin(start, warm, inMacrotask, write = warm?.write) {
+  begin(start, warm, inMacrotask, write = warm?.write, onFinished) {
     this.#start = start;
+    this.#onFinished = onFinished;
     this.#maxFrameBytes = start.maxFrameBytes || DEFAULT_MAX_FRAME_BYTES;
     this.#output = start.output ?? warm?.port;
     this.#write = write;
@@ -1430,7 +1445,11 @@ var CellRun = class {
       this.#post({
         t: "pong"
       });
-    } else if (message.t === "stop") {
+      return;
+    }
+    const target = message.cell;
+    if (target !== void 0 && target !== this.#start?.cellId) return;
+    if (message.t === "stop") {
       if (this.#phase === PHASE_RUNNING) this.#phase = PHASE_STOPPED;
       this.#clearHostTimers();
       this.#post({
@@ -1626,6 +1645,12 @@ var CellRun = class {
     this.#unsentResult = result;
     this.#clearHostTimers();
     this.#sendResult();
+    const onFinished = this.#onFinished;
+    this.#onFinished = void 0;
+    try {
+      if (onFinished !== void 0) setHostImmediate(onFinished);
+    } catch {
+    }
   }
   #sendResult() {
     const result = this.#unsentResult;
@@ -1856,14 +1881,14 @@ var COLLECT_AFTER_MS = 25;
 function boot(port) {
   process.on("unhandledRejection", () => {
   });
-  const prepared = new CellRun();
+  let prepared = new CellRun();
   prepared.prepare();
   let cell;
   let warmed;
   const start = (message, inMacrotask) => {
     if (cell !== void 0) return;
     cell = prepared;
-    cell.begin(message, warmed, inMacrotask);
+    cell.begin(message, warmed, inMacrotask, warmed?.write, warmed && recycle);
   };
   let collected = false;
   const park = () => {
@@ -1872,12 +1897,29 @@ function boot(port) {
     Atomics.wait(words, CELL_DOORBELL, 0, collected ? PARK_MS : COLLECT_AFTER_MS);
     const received = receiveMessageOnPort(control);
     const message = received?.message;
-    if (message?.t === "start") return start(message, true);
+    if (message?.t === "start") {
+      Atomics.compareExchange(words, CELL_DOORBELL, 1, 0);
+      return start(message, true);
+    }
     if (Atomics.load(words, CELL_DOORBELL) === 2) return;
     if (!collected) {
       collected = true;
       collectGarbage();
     }
+    setHostImmediate(park);
+  };
+  const recycle = () => {
+    const finished = cell;
+    if (finished === void 0 || !finished.reusable || warmed === void 0) return;
+    if (Atomics.load(warmed.words, CELL_DOORBELL) === 2) return;
+    prepared = new CellRun();
+    prepared.prepare();
+    cell = void 0;
+    collected = false;
+    warmed.port.postMessage({
+      t: "recycled",
+      heap: v82.getHeapStatistics().used_heap_size
+    });
     setHostImmediate(park);
   };
   port.on("message", (message) => {

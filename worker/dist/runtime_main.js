@@ -847,6 +847,11 @@ var RETRY_MS = 1;
 var EXIT_FLUSH_MS = 1e3;
 var STDIN_CHUNK_BYTES = 65536;
 var PREWARM_IDLE_MS = 50;
+var RECYCLE_WAIT_MS = 100;
+var RETIRE_AFTER_CELLS = 1e3;
+var RETIRE_HEAP_SHARE = 0.5;
+var RETIRE_HEAP_BYTES = 64 * MIB;
+var SPARE_WHILE_RUNNING_MS = 200;
 var WATCHDOG_MS = 250;
 var SILENCE_MS = 500;
 var PARKED_WINDOW_MS = 1e3;
@@ -876,6 +881,8 @@ var Runtime = class {
   #flushQueued = false;
   #retry;
   #spare;
+  /** The timer of {@link SPARE_WHILE_RUNNING_MS}. */
+  #spareWhileRunning;
   #cells = /* @__PURE__ */ new Map();
   #watchdog;
   #prewarming;
@@ -951,11 +958,13 @@ var Runtime = class {
         const result = r.errorMessage !== void 0 ? {
           t: "toolResult",
           id: r.runtimeToolCallId,
-          error: r.errorMessage
+          error: r.errorMessage,
+          cell: r.cellId
         } : {
           t: "toolResult",
           id: r.runtimeToolCallId,
-          json: r.outputJson ?? "null"
+          json: r.outputJson ?? "null",
+          cell: r.cellId
         };
         return this.#postToCell(r.cellId, result);
       }
@@ -1164,7 +1173,9 @@ var Runtime = class {
       words: new Int32Array(new SharedArrayBuffer(4 * CELL_WORDS)),
       sinkId: this.#nextSinkId++,
       onOutput: () => {
-      }
+      },
+      served: 0,
+      retired: false
     };
     output.port1.on("message", (message2) => cell.onOutput(message2));
     cell.ready = new Promise((settle) => {
@@ -1197,10 +1208,19 @@ var Runtime = class {
         unlock(this.#sink, cell.sinkId);
         if (this.#pending.length > 0) this.#flush();
         resolve();
+        const running = cell.running;
+        if (running) this.#clock.setTimeout(() => this.#reportExit(running), 0);
       });
     });
-    worker.on("error", () => {
+    worker.on("error", (error) => {
       cell.dead = true;
+      const running = cell.running;
+      if (!running) return;
+      if (error?.code === "ERR_WORKER_OUT_OF_MEMORY") running.exitReason = "heap_limit";
+      else {
+        running.exitReason = "fault";
+        running.exitDetail = String(error?.message ?? error);
+      }
     });
     return cell;
   }
@@ -1211,6 +1231,8 @@ var Runtime = class {
   }
   /** Ends a spare that will never run a cell. */
   #discard(cell) {
+    cell.running = void 0;
+    cell.retired = true;
     this.#unpark(cell);
     cell.closed = true;
     cell.output.close();
@@ -1219,13 +1241,22 @@ var Runtime = class {
   }
   #takeCellWorker() {
     const spare = this.#spare;
-    const taken = spare && !spare.dead && spare.heapMb === this.#config.heapMb ? spare : void 0;
+    const taken = spare && !spare.dead && !spare.retired && spare.heapMb === this.#config.heapMb ? spare : void 0;
     if (spare && spare !== taken) this.#discard(spare);
     this.#spare = void 0;
     return taken ?? this.#createCellWorker(this.#config.heapMb);
   }
   #refillSpare() {
     if (!this.#spare && !this.#exiting) this.#spare = this.#createCellWorker(this.#config.heapMb);
+  }
+  /** Creates a spare if a cell still runs with none ready after {@link SPARE_WHILE_RUNNING_MS}. */
+  #armSpareWhileRunning() {
+    this.#spareWhileRunning ??= this.#clock.setTimeout(() => {
+      this.#spareWhileRunning = void 0;
+      for (const running of this.#cells.values()) {
+        if (!running.finished) return this.#refillSpare();
+      }
+    }, SPARE_WHILE_RUNNING_MS);
   }
   /**
    * Collects the runtime's own start-up garbage, then creates its first spare: no other isolate of
@@ -1250,7 +1281,9 @@ var Runtime = class {
       for (const one of output) this.#forward(running, one);
       return;
     }
-    if (output.t === "warmed") return;
+    const kind = output.t;
+    if (kind === "warmed") return;
+    if (kind === "recycled") return running.cell.onOutput(output);
     const final = output.t === "result" || output.t === "stopped";
     if (final && running.finished) return;
     if (!("w" in output)) {
@@ -1259,9 +1292,61 @@ var Runtime = class {
     if (final) {
       running.finished = true;
       if ("w" in output) running.exitWritten = true;
+      running.reuse = output.t === "result" && this.#reusable(running);
+      if (running.reuse) this.#recycle(running);
       this.#reportExit(running);
-      this.#endCellSoon(running);
+      if (!running.reuse) this.#endCellSoon(running);
     }
+  }
+  /** Whether a cell's Worker may run the next cell (SPEC §5.1): the cell completed, cleanly. */
+  #reusable(running) {
+    const cell = running.cell;
+    return !running.stopRequested && running.exitReason === "normal" && !cell.dead && !cell.retired && !this.#exiting && cell.heapMb === this.#config.heapMb && Atomics.load(cell.words, CREDIT_STOP) === 0;
+  }
+  /**
+   * Keeps a completed cell's Worker for the next cell: it is the spare again once it confirms its
+   * fresh realm (`recycled`), unless the retire policy ends it then. A start that comes first waits
+   * for that confirmation (usually well under a millisecond).
+   */
+  #recycle(running) {
+    const cell = running.cell;
+    cell.running = void 0;
+    cell.settled = false;
+    let timer;
+    cell.ready = new Promise((settle) => {
+      const done = () => {
+        this.#clock.clearTimeout(timer);
+        cell.settled = true;
+        settle();
+      };
+      timer = this.#clock.setTimeout(() => {
+        this.#retire(cell);
+        done();
+      }, RECYCLE_WAIT_MS);
+      cell.onOutput = (output) => {
+        const recycled = output;
+        if (recycled.t !== "recycled") return;
+        const limit = Math.min(RETIRE_HEAP_BYTES, cell.heapMb * MIB * RETIRE_HEAP_SHARE);
+        if (cell.served >= RETIRE_AFTER_CELLS || recycled.heap > limit) this.#retire(cell);
+        done();
+      };
+      if (cell.dead) done();
+    });
+    if (this.#spare === void 0 && !this.#exiting) {
+      this.#spare = cell;
+      this.#clock.clearTimeout(this.#spareWhileRunning);
+      this.#spareWhileRunning = void 0;
+    } else if (this.#spare !== cell) {
+      this.#retire(cell);
+    }
+  }
+  /** Ends a Worker that will run no further cell; a new spare follows if it was the spare. */
+  #retire(cell) {
+    if (cell.retired) return;
+    const wasSpare = this.#spare === cell;
+    if (wasSpare) this.#spare = void 0;
+    this.#discard(cell);
+    if (wasSpare) this.#scheduleSpare();
   }
   /** A host `Credit`: the cell's next `events` counted outputs are acknowledged (it settles them). */
   #credit(cellId, events) {
@@ -1293,8 +1378,10 @@ var Runtime = class {
     if (running.exited) return;
     running.exited = true;
     this.#cells.delete(running.id);
-    running.cell.closed = true;
-    running.cell.output.close();
+    if (!running.reuse) {
+      running.cell.closed = true;
+      running.cell.output.close();
+    }
     if (running.exitWritten) return;
     this.#sendCellEvent({
       cellId: running.id,
@@ -1323,7 +1410,7 @@ var Runtime = class {
     this.#scheduleSpare();
   }
   async #startCell(start) {
-    const cell = this.#takeCellWorker();
+    let cell = this.#takeCellWorker();
     const running = {
       id: start.cellId,
       cell,
@@ -1333,21 +1420,22 @@ var Runtime = class {
       started: false,
       lastSeen: this.#clock.now(),
       exitReason: "normal",
-      progress: 0
+      progress: 0,
+      stopRequested: false,
+      reuse: false
     };
     this.#cells.set(start.cellId, running);
-    cell.worker.on("error", (error) => {
-      if (error?.code === "ERR_WORKER_OUT_OF_MEMORY") running.exitReason = "heap_limit";
-      else {
-        running.exitReason = "fault";
-        running.exitDetail = String(error?.message ?? error);
-      }
-    });
-    cell.worker.once("exit", () => {
-      this.#clock.setTimeout(() => this.#reportExit(running), 0);
-    });
+    cell.running = running;
     if (!cell.settled) await cell.ready;
+    if (cell.retired && !running.finished) {
+      cell.running = void 0;
+      cell = running.cell = this.#createCellWorker(this.#config.heapMb);
+      cell.running = running;
+      await cell.ready;
+    }
     if (cell.dead) return;
+    cell.served++;
+    if (this.#spare === void 0) this.#armSpareWhileRunning();
     cell.onOutput = (output) => {
       running.lastSeen = this.#clock.now();
       running.ping = void 0;
@@ -1400,11 +1488,13 @@ var Runtime = class {
       this.#scheduleSpare();
       return;
     }
+    running.stopRequested = true;
     Atomics.store(running.cell.words, CREDIT_STOP, 1);
     this.#wake(running);
     this.#drain(running);
     running.cell.worker.postMessage({
-      t: "stop"
+      t: "stop",
+      cell: running.id
     });
   }
   // ---- heap-limit watchdog ------------------------------------------------------------------------
