@@ -112,6 +112,8 @@ export interface RuntimeOptions {
    * time, so it passes false (see `collect_garbage.ts`).
    */
   collectGarbage?: boolean;
+  /** A cell Worker runs at most this many cells (default {@link RETIRE_AFTER_CELLS}). */
+  retireAfterCells?: number;
 }
 
 /** The settings a `Configure` frame gives a runtime. */
@@ -268,6 +270,7 @@ export class Runtime {
   readonly #rssBytes: () => number;
   readonly #cellsWriteFrames: boolean;
   readonly #collectGarbage: boolean;
+  readonly #retireAfterCells: number;
 
   #config: RuntimeConfig = { ...DEFAULT_RUNTIME_CONFIG };
   readonly #store = new Map<string, string>();
@@ -303,6 +306,7 @@ export class Runtime {
     this.#rssBytes = options.rssBytes ?? (() => Deno.memoryUsage().rss);
     this.#cellsWriteFrames = options.cellsWriteFrames ?? true;
     this.#collectGarbage = options.collectGarbage ?? true;
+    this.#retireAfterCells = options.retireAfterCells ?? RETIRE_AFTER_CELLS;
   }
 
   /** The settings in force (the last `Configure`'s, or the defaults). */
@@ -754,7 +758,7 @@ export class Runtime {
         const recycled = output as unknown as CellRecycled;
         if (recycled.t !== "recycled") return;
         const limit = Math.min(RETIRE_HEAP_BYTES, cell.heapMb * MIB * RETIRE_HEAP_SHARE);
-        if (cell.served >= RETIRE_AFTER_CELLS || recycled.heap > limit) this.#retire(cell);
+        if (cell.served >= this.#retireAfterCells || recycled.heap > limit) this.#retire(cell);
         done();
       };
       if (cell.dead) done();
@@ -898,6 +902,12 @@ export class Runtime {
         dropMediaOver: config.server ? MAX_MEDIA_BYTES : config.maxMessageBytes,
       },
     };
+    if (cell.served > 1) {
+      // A reused Worker: the last cell's account (a Credit for it is ignored from now on).
+      for (const word of [CREDIT_EVENTS, CREDIT_BYTES, CREDIT_ACKED, CELL_PROGRESS]) {
+        Atomics.store(cell.words, word, 0);
+      }
+    }
     // The parked spare takes the start from its control port as soon as the doorbell rings.
     cell.control.postMessage(message);
     Atomics.store(cell.words, CELL_DOORBELL, 1);

@@ -20,7 +20,13 @@ import {
   CREDIT_GENERATION,
   CREDIT_STOP,
 } from "./cell_protocol.ts";
-import { type CellThread, Runtime, type RuntimeClock, type RuntimeInput } from "./runtime.ts";
+import {
+  type CellThread,
+  RETIRE_AFTER_CELLS,
+  Runtime,
+  type RuntimeClock,
+  type RuntimeInput,
+} from "./runtime.ts";
 
 const codec = createWorkerCodec();
 
@@ -131,7 +137,9 @@ class FakeCell extends EventEmitter {
 }
 
 /** A runtime with fake cells, a manual clock and its frames decoded. */
-function harness(options: { boot?: boolean; cpu?: () => number; rss?: () => number } = {}) {
+function harness(
+  options: { boot?: boolean; cpu?: () => number; rss?: () => number; retireAfterCells?: number } = {},
+) {
   const clock = new ManualClock();
   const input = new Pipe();
   const cells: FakeCell[] = [];
@@ -152,6 +160,7 @@ function harness(options: { boot?: boolean; cpu?: () => number; rss?: () => numb
     },
     cpuMicros: options.cpu ?? (() => 0),
     rssBytes: options.rss ?? (() => 0),
+    retireAfterCells: options.retireAfterCells,
   });
   /** The events of one cell, without their cell ID. */
   const events = (cellId: string) =>
@@ -248,7 +257,7 @@ Deno.test("A Credit adds its events to the cell's acknowledged count and wakes i
   assert.equal(Atomics.load(cell.words!, CREDIT_ACKED), 5);
 });
 
-Deno.test("Outputs posted by a cell become its events; its result ends it with a normal exit", async () => {
+Deno.test("Outputs posted by a cell become its events; its result ends it with a normal exit, its Worker kept", async () => {
   const h = harness();
   const cell = await started(h);
   cell.output({ t: "started" });
@@ -262,7 +271,142 @@ Deno.test("Outputs posted by a cell become its events; its result ends it with a
     { event: "result", result: {} },
     { event: "exited", exited: { reason: "normal" } },
   ]);
-  assert.ok(cell.terminated, "the finished cell's Worker was ended");
+  assert.ok(!cell.terminated, "the completed cell's Worker is kept for the next cell (SPEC §5.1)");
+});
+
+/** Runs cell `cellId` to its result on `cell` and lets the Worker confirm its fresh realm. */
+async function complete(cell: FakeCell, heap = MIB): Promise<void> {
+  cell.output({ t: "result", writes: [] });
+  await settle();
+  cell.port!.postMessage({ t: "recycled", heap });
+  await settle();
+}
+
+/** Starts cell `cellId` on whatever Worker the runtime picks. */
+async function startNext(h: ReturnType<typeof harness>, cellId: string): Promise<FakeCell> {
+  h.runtime.receive({ message: "startCell", startCell: { cellId, source: "", tools: [], storeVersion: 0 } });
+  await settle();
+  const cell = h.cells.find((c) => c.start?.cellId === cellId);
+  assert.ok(cell, `cell ${cellId} was started`);
+  return cell;
+}
+
+Deno.test("Reuse: a completed cell's Worker runs the next cell once it confirms its fresh realm; no new Worker", async () => {
+  const h = harness();
+  const cell = await started(h);
+  Atomics.add(cell.words!, CREDIT_EVENTS, 3);
+  h.runtime.receive({ message: "credit", credit: { cellId: "1", events: 2, bytes: 0 } });
+  await complete(cell);
+  const next = await startNext(h, "2");
+  assert.equal(next, cell, "the same Worker");
+  assert.equal(h.cells.length, 1, "no Worker was created");
+  // Its credit words start from zero for the new cell; the last cell's Credit is ignored.
+  assert.equal(Atomics.load(cell.words!, CREDIT_ACKED), 0);
+  assert.equal(Atomics.load(cell.words!, CREDIT_EVENTS), 0);
+  h.runtime.receive({ message: "credit", credit: { cellId: "1", events: 1, bytes: 0 } });
+  assert.equal(Atomics.load(cell.words!, CREDIT_ACKED), 0);
+  await complete(cell);
+  assert.equal(await startNext(h, "3"), cell);
+  assert.deepEqual(h.events("2").map((e) => e.event), ["result", "exited"]);
+});
+
+Deno.test("Reuse: a start that arrives before the Worker confirms its realm waits for it", async () => {
+  const h = harness();
+  const cell = await started(h);
+  cell.output({ t: "result", writes: [] });
+  await settle();
+  h.runtime.receive({ message: "startCell", startCell: { cellId: "2", source: "", tools: [], storeVersion: 0 } });
+  await settle();
+  assert.equal(cell.start?.cellId, "1", "not handed over before `recycled`");
+  cell.port!.postMessage({ t: "recycled", heap: MIB });
+  await settle();
+  assert.equal(cell.start?.cellId, "2");
+  assert.equal(h.cells.length, 1);
+});
+
+Deno.test("Reuse: messages for a cell carry its ID, so a reused Worker can tell them from the last cell's", async () => {
+  const h = harness();
+  const cell = await started(h);
+  h.runtime.receive({
+    message: "toolResult",
+    toolResult: { cellId: "1", runtimeToolCallId: "tool-1", outputJson: "2" },
+  });
+  assert.deepEqual(cell.posted.at(-1), { t: "toolResult", id: "tool-1", json: "2", cell: "1" });
+  await complete(cell);
+  await startNext(h, "2");
+  // A late result for cell 1 is not posted to the Worker that now runs cell 2.
+  const posted = cell.posted.length;
+  h.runtime.receive({
+    message: "toolResult",
+    toolResult: { cellId: "1", runtimeToolCallId: "tool-1", outputJson: "3" },
+  });
+  assert.equal(cell.posted.length, posted);
+});
+
+Deno.test("Reuse: never after a stopped cell; its Worker is ended and a new one runs the next cell", async () => {
+  const h = harness();
+  const cell = await started(h);
+  h.runtime.receive({ message: "stopCell", stopCell: { cellId: "1" } });
+  await settle();
+  assert.ok(cell.terminated);
+  h.clock.advance(0);
+  await settle();
+  const next = await startNext(h, "2");
+  assert.notEqual(next, cell);
+});
+
+Deno.test("Reuse: never after a heap-limit exit or a fault of the Worker", async () => {
+  for (const code of ["ERR_WORKER_OUT_OF_MEMORY", "ERR_OTHER"]) {
+    const h = harness();
+    const cell = await started(h);
+    cell.emit("error", Object.assign(new Error("boom"), { code }));
+    cell.emit("exit", 1);
+    h.clock.advance(0);
+    await settle();
+    assert.equal(h.events("1").at(-1)?.exited?.reason, code === "ERR_OTHER" ? "fault" : "heap_limit");
+    h.clock.advance(0);
+    await settle();
+    assert.notEqual(await startNext(h, "2"), cell, code);
+  }
+});
+
+Deno.test("Reuse: a Worker is retired over its heap share, after RETIRE_AFTER_CELLS cells, or when it never confirms", async () => {
+  // Over the heap bound (half of the 64 MiB limit): ended; a new spare follows.
+  {
+    const h = harness();
+    const cell = await started(h);
+    await complete(cell, 40 * MIB);
+    assert.ok(cell.terminated);
+    h.clock.advance(0);
+    await settle();
+    assert.notEqual(await startNext(h, "2"), cell);
+  }
+  // Cells served (the default is RETIRE_AFTER_CELLS).
+  {
+    assert.ok(RETIRE_AFTER_CELLS > 1);
+    const h = harness({ retireAfterCells: 3 });
+    const cell = await started(h);
+    for (let i = 2; i <= 3; i++) {
+      await complete(cell);
+      assert.equal(await startNext(h, String(i)), cell);
+    }
+    await complete(cell);
+    assert.ok(cell.terminated, "retired after 3 cells");
+  }
+  // No `recycled` (a microtask of its cell never ends): the waiting start gets a new Worker.
+  {
+    const h = harness();
+    const cell = await started(h);
+    cell.output({ t: "result", writes: [] });
+    await settle();
+    h.runtime.receive({ message: "startCell", startCell: { cellId: "2", source: "", tools: [], storeVersion: 0 } });
+    await settle();
+    h.clock.advance(100);
+    await settle();
+    assert.ok(cell.terminated);
+    const next = h.cells.find((c) => c.start?.cellId === "2");
+    assert.ok(next && next !== cell);
+  }
 });
 
 Deno.test("StopCell of a started cell sets its stop word, then asks it to stop; its answer ends it", async () => {
@@ -270,7 +414,7 @@ Deno.test("StopCell of a started cell sets its stop word, then asks it to stop; 
   const cell = await started(h);
   h.runtime.receive({ message: "stopCell", stopCell: { cellId: "1" } });
   assert.equal(Atomics.load(cell.words!, CREDIT_STOP), 1);
-  assert.deepEqual(cell.posted.at(-1), { t: "stop" });
+  assert.deepEqual(cell.posted.at(-1), { t: "stop", cell: "1" });
   await settle();
   assert.deepEqual(h.events("1"), [{ event: "exited", exited: { reason: "normal" } }]);
 });

@@ -868,6 +868,7 @@ var Runtime = class {
   #rssBytes;
   #cellsWriteFrames;
   #collectGarbage;
+  #retireAfterCells;
   #config = {
     ...DEFAULT_RUNTIME_CONFIG
   };
@@ -904,6 +905,7 @@ var Runtime = class {
     this.#rssBytes = options.rssBytes ?? (() => Deno.memoryUsage().rss);
     this.#cellsWriteFrames = options.cellsWriteFrames ?? true;
     this.#collectGarbage = options.collectGarbage ?? true;
+    this.#retireAfterCells = options.retireAfterCells ?? RETIRE_AFTER_CELLS;
   }
   /** The settings in force (the last `Configure`'s, or the defaults). */
   get config() {
@@ -1327,7 +1329,7 @@ var Runtime = class {
         const recycled = output;
         if (recycled.t !== "recycled") return;
         const limit = Math.min(RETIRE_HEAP_BYTES, cell.heapMb * MIB * RETIRE_HEAP_SHARE);
-        if (cell.served >= RETIRE_AFTER_CELLS || recycled.heap > limit) this.#retire(cell);
+        if (cell.served >= this.#retireAfterCells || recycled.heap > limit) this.#retire(cell);
         done();
       };
       if (cell.dead) done();
@@ -1466,6 +1468,16 @@ var Runtime = class {
         dropMediaOver: config.server ? MAX_MEDIA_BYTES : config.maxMessageBytes
       }
     };
+    if (cell.served > 1) {
+      for (const word of [
+        CREDIT_EVENTS,
+        CREDIT_BYTES,
+        CREDIT_ACKED,
+        CELL_PROGRESS
+      ]) {
+        Atomics.store(cell.words, word, 0);
+      }
+    }
     cell.control.postMessage(message2);
     Atomics.store(cell.words, CELL_DOORBELL, 1);
     Atomics.notify(cell.words, CELL_DOORBELL);
