@@ -611,6 +611,43 @@ export function createCellHelpers(
   }
   for (let i = 0; i < helpers.length; i++) installGlobal(helpers[i][0], helpers[i][1]);
 
+  // A FinalizationRegistry's cleanup callback is run by V8 whenever a collection finds its target
+  // gone, even after the cell ended and while its Worker runs the next cell of the session (SPEC
+  // §5.1 reuse). The constructor the cell sees wraps each callback so that it runs only while the
+  // cell runs; everything else (name, length, prototype, subclassing, errors) is the original's.
+  const Registry = (global as Record<string, unknown>).FinalizationRegistry as
+    | (new (cleanup: unknown) => object)
+    | undefined;
+  if (typeof Registry === "function") {
+    const construct = Reflect.construct;
+    const guarded = new Proxy(Registry, {
+      __proto__: null,
+      construct(target: typeof Registry, args: unknown[], newTarget: unknown) {
+        const cleanup = args[0];
+        if (typeof cleanup === "function") {
+          args[0] = function (held: unknown) {
+            let running = false;
+            try {
+              running = bridgePhase() === 0;
+            } catch {
+              // Unknown: not run.
+            }
+            if (running) return ReflectApply(cleanup as () => unknown, undefined, [held]);
+          };
+        }
+        return ReflectApply(construct, undefined, [target, args, newTarget]) as object;
+      },
+    } as ProxyHandler<typeof Registry>);
+    defineProperty(Registry.prototype, "constructor", {
+      __proto__: null,
+      value: guarded,
+      writable: true,
+      enumerable: false,
+      configurable: true,
+    } as never);
+    installGlobal("FinalizationRegistry", guarded);
+  }
+
   function configure(toolsJson: string, messageLimit: number, storedLimit: number): void {
     maxMessageBytes = messageLimit;
     maxStoredValueBytes = storedLimit;

@@ -1110,6 +1110,41 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
     });
   }
   for (let i = 0; i < helpers.length; i++) installGlobal(helpers[i][0], helpers[i][1]);
+  const Registry = global.FinalizationRegistry;
+  if (typeof Registry === "function") {
+    const construct = Reflect.construct;
+    const guarded = new Proxy(Registry, {
+      __proto__: null,
+      construct(target, args, newTarget) {
+        const cleanup = args[0];
+        if (typeof cleanup === "function") {
+          args[0] = function(held) {
+            let running = false;
+            try {
+              running = bridgePhase() === 0;
+            } catch {
+            }
+            if (running) return ReflectApply(cleanup, void 0, [
+              held
+            ]);
+          };
+        }
+        return ReflectApply(construct, void 0, [
+          target,
+          args,
+          newTarget
+        ]);
+      }
+    });
+    defineProperty(Registry.prototype, "constructor", {
+      __proto__: null,
+      value: guarded,
+      writable: true,
+      enumerable: false,
+      configurable: true
+    });
+    installGlobal("FinalizationRegistry", guarded);
+  }
   function configure(toolsJson, messageLimit, storedLimit) {
     maxMessageBytes = messageLimit;
     maxStoredValueBytes = storedLimit;
@@ -1877,6 +1912,7 @@ function rehearse() {
     channel.port2.close();
   }
 }
+var COLLECT_OVER_BYTES = 12 * MIB;
 var COLLECT_AFTER_MS = 25;
 function boot(port) {
   process.on("unhandledRejection", () => {
@@ -1912,9 +1948,10 @@ function boot(port) {
     const finished = cell;
     if (finished === void 0 || !finished.reusable || warmed === void 0) return;
     if (Atomics.load(warmed.words, CELL_DOORBELL) === 2) return;
+    cell = void 0;
+    if (v82.getHeapStatistics().used_heap_size > COLLECT_OVER_BYTES) collectGarbage();
     prepared = new CellRun();
     prepared.prepare();
-    cell = void 0;
     collected = false;
     warmed.port.postMessage({
       t: "recycled",
