@@ -705,7 +705,10 @@ export class Runtime {
     const kind = (output as { t: string }).t;
     if (kind === "warmed") return;
     // A reused Worker's fresh realm, met by the drain of the cell it ran: its recycle handler's.
-    if (kind === "recycled") return running.cell.onOutput(output);
+    if (kind === "recycled") {
+      if (running.reuse) running.cell.onOutput(output);
+      return;
+    }
     const final = output.t === "result" || output.t === "stopped";
     if (final && running.finished) return;
     if (!("w" in output)) {
@@ -840,7 +843,8 @@ export class Runtime {
   }
 
   async #endCell(running: RunningCell): Promise<void> {
-    if (!running.started) this.#unpark(running.cell);
+    // Also a Worker that built a fresh realm on its own and parked: the runtime did not reuse it.
+    this.#unpark(running.cell);
     running.cell.closed = true;
     running.cell.control.close();
     await running.cell.worker.terminate().catch(() => {});

@@ -1285,7 +1285,10 @@ var Runtime = class {
     }
     const kind = output.t;
     if (kind === "warmed") return;
-    if (kind === "recycled") return running.cell.onOutput(output);
+    if (kind === "recycled") {
+      if (running.reuse) running.cell.onOutput(output);
+      return;
+    }
     const final = output.t === "result" || output.t === "stopped";
     if (final && running.finished) return;
     if (!("w" in output)) {
@@ -1403,7 +1406,7 @@ var Runtime = class {
     setImmediate(() => void this.#endCell(running));
   }
   async #endCell(running) {
-    if (!running.started) this.#unpark(running.cell);
+    this.#unpark(running.cell);
     running.cell.closed = true;
     running.cell.control.close();
     await running.cell.worker.terminate().catch(() => {
