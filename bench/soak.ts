@@ -1,10 +1,12 @@
 /**
- * Memory per cell (issue 20, item 5), in one run against a real host on 127.0.0.1:0: one session
- * runs `BENCH_SOAK_CELLS` (default 2,000) small cells one after another (a text, a stored value, a
- * timer, a tool-free await), and the resident memory (VmRSS) of the host process and of the
- * session's runtime is printed every quarter, with the growth per cell over the second half (after
- * the warm-up: compiled code, pools and caches filled). `deno task bench:soak`; prints a Markdown
- * table. No timing assertions: figures only.
+ * Memory per cell (issues 17 and 20), in one run against a real host on 127.0.0.1:0: one session
+ * runs `BENCH_SOAK_CELLS` (default 10,000) small cells back to back (a text, a stored value, a
+ * timer, a tool-free await), so that cell Workers are reused (SPEC 1.2 §5.1) and retired by the
+ * runtime's policy, and the resident memory (VmRSS) of the host process and of the session's
+ * runtime is printed at the start, after the warm-up (the first tenth: compiled code, pools and
+ * caches filled) and every tenth after it, with the spread of the runtime's RSS after the warm-up
+ * (target: flat within 32 MiB) and the growth per cell over the second half. `deno task bench:soak`;
+ * prints a Markdown table. No timing assertions: figures only.
  *
  * @module
  */
@@ -14,7 +16,7 @@ import { Logger } from "../host/ops/log.ts";
 import { codeModeHostDefinition } from "../proto/loader.ts";
 
 const MIB = 1024 * 1024;
-const CELLS = Number(Deno.env.get("BENCH_SOAK_CELLS") ?? 2_000);
+const CELLS = Number(Deno.env.get("BENCH_SOAK_CELLS") ?? 10_000);
 const SOURCE =
   'text("x"); store("k", { n: 1 }); await new Promise((r) => setTimeout(r, 0)); text(load("k").n)';
 
@@ -43,7 +45,7 @@ for (let i = 1; i <= CELLS; i++) {
     const event of client.execute({ sessionId, executionId: `soak-${i}`, toolCallId: "c", source: SOURCE })
   ) if (event.outcome?.completed) completed = true;
   if (!completed) throw new Error(`cell ${i} did not complete`);
-  if (i % Math.max(1, Math.floor(CELLS / 4)) === 0 || i === CELLS) sample(i);
+  if (i % Math.max(1, Math.floor(CELLS / 10)) === 0 || i === CELLS) sample(i);
 }
 abort.abort();
 channel.close();
@@ -58,6 +60,15 @@ for (const r of rows) {
     } |`,
   );
 }
+const warm = rows.filter((r) => r.cells >= CELLS / 10).map((r) => r.runtime);
+const spread = (Math.max(...warm) - Math.min(...warm)) / MIB;
+console.log(
+  `\nRuntime RSS: start ${(rows[0].runtime / MIB).toFixed(1)} MiB, after the warm-up ${
+    (warm[0] / MIB).toFixed(1)
+  } MiB, middle ${(rows.find((r) => r.cells >= CELLS / 2)!.runtime / MIB).toFixed(1)} MiB, end ${
+    (rows.at(-1)!.runtime / MIB).toFixed(1)
+  } MiB; spread after the warm-up ${spread.toFixed(1)} MiB`,
+);
 const half = rows.find((r) => r.cells >= CELLS / 2)!;
 const last = rows.at(-1)!;
 const perCell = (a: number, b: number) => ((b - a) / (last.cells - half.cells) / 1024).toFixed(2);

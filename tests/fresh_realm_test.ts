@@ -199,7 +199,7 @@ Deno.test("Back-to-back cells of a session run in one reused Worker, each in a f
   });
 
   // Every cell above ran back to back in the Worker of the first: none was created meanwhile (a
-  // spare is created only while a cell runs for 200 ms with none ready, so allow one).
+  // spare is created only while a cell runs for a second with none ready, so allow one).
   const fresh = added(before, workerThreads(h, s.id));
   assert.ok(fresh.length <= 1, `new Worker threads: ${fresh.join(", ")}`);
   // No notification of any earlier cell reached the lease.

@@ -164,7 +164,7 @@ const PREWARM_IDLE_MS = 50;
  * A Worker whose cell completed is told to build a fresh realm; one that has not confirmed within
  * this time (a microtask of its cell that never ends) is ended and a new spare created.
  */
-const RECYCLE_WAIT_MS = 100;
+const RECYCLE_WAIT_MS = 1_000;
 /**
  * A Worker is retired (ended, and a new one created off the critical path) after this many cells:
  * a bound on whatever a realm may leave in its isolate (compiled code, the `Symbol.for` registry).
@@ -183,7 +183,7 @@ const RETIRE_HEAP_BYTES = 64 * MIB;
  * While a cell runs with no Worker ready, a new spare is created after this long, so that a
  * concurrent cell of the session finds one too; a back-to-back cell reuses the running cell's.
  */
-const SPARE_WHILE_RUNNING_MS = 200;
+const SPARE_WHILE_RUNNING_MS = 1_000;
 
 // ---- heap-limit watchdog (see Runtime.#checkParkedCells) -----------------------------------------
 

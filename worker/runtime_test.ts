@@ -401,7 +401,7 @@ Deno.test("Reuse: a Worker is retired over its heap share, after RETIRE_AFTER_CE
     await settle();
     h.runtime.receive({ message: "startCell", startCell: { cellId: "2", source: "", tools: [], storeVersion: 0 } });
     await settle();
-    h.clock.advance(100);
+    h.clock.advance(1_000);
     await settle();
     assert.ok(cell.terminated);
     const next = h.cells.find((c) => c.start?.cellId === "2");
