@@ -13,8 +13,8 @@
  *   cell isolate is ready (the common case: a model thinks between cells).
  * - The same through the client library (`execute` + `initialResponse`), which waits for the cell's
  *   `CellClosed` too: what a harness sees.
- * - Back-to-back Execute: the same with no gap; on Deno 2.9.6 the next cell then pays for
- *   creating its Worker (~30 ms that block the runtime's main thread).
+ * - Back-to-back Execute: the same with no gap, so the next cell runs in the previous cell's
+ *   Worker, in a fresh realm (SPEC 1.2 §5.1); its ratio is to the back-to-back Health/Check.
  * - OpenSession with the warm pool, and cold (pool disabled; 300 ms apart, and back to back), against
  *   a bare `deno run` of an empty file (the cold floor).
  * - The first Execute of a session sent right after its OpenSession (a warm runtime's spare was
@@ -25,6 +25,8 @@
  *   runtime process trees (the sessions' and the refilled warm pool's; with the OS sandbox a tree
  *   is the runtime and its two bubblewrap processes) plus the host's growth / 20.
  * - Cells per second, back-to-back `text("x")` cells, with 1 and with 8 concurrent sessions.
+ * - A 60 MiB Client-mode outcome (`text` of 60 MiB) through the client library, against raw
+ *   `node:http2` moving 60 MiB from another process of the same Deno, alternately in one run.
  * - The OS sandbox's cost (issue 22): warm and cold OpenSession (300 ms apart) and the warm
  *   Execute, each with `--os-sandbox off` and `bwrap`, the two hosts' samples interleaved; the
  *   ratio is bwrap / off. The rows above run with the default (`auto`: bubblewrap when it works).
@@ -43,6 +45,9 @@ import { InProcessCodeModeSessionProvider } from "../host/doors/embedded.ts";
 import { V1Client } from "../tests/_v1_client.ts";
 
 const ROUNDS = Number(Deno.env.get("BENCH_ROUNDS") ?? 200);
+/** `BENCH_ONLY=latency,memory,open,sandbox,large` runs only those sections (default: all). */
+const ONLY = Deno.env.get("BENCH_ONLY")?.split(",");
+const section = (name: string) => ONLY === undefined || ONLY.includes(name);
 
 function percentile(samples: number[], p: number): number {
   const sorted = [...samples].sort((a, b) => a - b);
@@ -150,7 +155,7 @@ async function executeText(client: { execute: (r: unknown) => AsyncIterable<unkn
 const rows: [string, string, string, string][] = [];
 const fmt = (ms: number) => ms.toFixed(2);
 
-{
+if (section("latency")) {
   const host = await measureHost(2);
   const { client, health } = host;
   const session = await openSession(client);
@@ -322,10 +327,10 @@ const fmt = (ms: number) => ms.toFixed(2);
   const b2b: number[] = [];
   for (let i = 0; i < Math.min(ROUNDS, 100); i++) b2b.push(await time(() => executeText(client, session.id)));
   rows.push([
-    'Execute text("x"), back-to-back',
+    'Execute text("x"), back-to-back (the previous cell\'s Worker, a fresh realm)',
     fmt(percentile(b2b, 50)),
     fmt(percentile(b2b, 95)),
-    `${(percentile(b2b, 50) / floorP50).toFixed(1)}×`,
+    `${(percentile(b2b, 50) / floorP50).toFixed(1)}× back-to-back Health/Check`,
   ]);
 
   // Tool-call round trip: JS → subscription → CompleteToolCall → JS, measured as the interval
@@ -430,7 +435,7 @@ const fmt = (ms: number) => ms.toFixed(2);
 
 // Resident memory per idle session, and cells per second with 1 and 8 sessions.
 const extra: string[] = [];
-{
+if (section("memory")) {
   const host = await measureHost(2);
   const { client } = host;
   const rollup = (pid: number, field: string) =>
@@ -486,7 +491,7 @@ const extra: string[] = [];
   await host.shutdown();
 }
 
-{
+if (section("open")) {
   const host = await measureHost(0);
   const { client } = host;
   // 300 ms apart, as the floor: back to back, each OpenSession would share the two cores with the
@@ -538,7 +543,7 @@ const extra: string[] = [];
   await host.shutdown();
 }
 
-{
+if (section("sandbox")) {
   // The OS sandbox: each sample is taken on the off host and then the bwrap host, alternately.
   const modes = ["off", "bwrap"] as const;
   const warmHosts: Awaited<ReturnType<typeof measureHost>>[] = [];
@@ -589,6 +594,107 @@ const extra: string[] = [];
     }
   }
   for (const h of [...warmHosts, ...coldHosts]) await h.shutdown();
+}
+
+// A 60 MiB Client-mode outcome through the client library against raw node:http2 moving 60 MiB
+// (a server in another process of the same Deno writes it in 1 MiB chunks), alternately.
+if (section("large")) {
+  const SIZE = 60 * 1024 * 1024;
+  const host = await measureHost(2);
+  const session = await new GrpcCodeModeSessionProvider(`http://${host.address}`).createSession({
+    outputTruncation: "client",
+  });
+  const delegate = new NoopCodeModeSessionDelegate();
+  const raw = await startRawHttp2(SIZE);
+  const viaHost: number[] = [];
+  const viaRaw: number[] = [];
+  for (let i = 0; i < 7; i++) {
+    const took = await time(async () => {
+      const cell = await session.execute(
+        { toolCallId: "c", enabledTools: [], source: `text("x".repeat(${SIZE}))` },
+        delegate,
+      );
+      const response = await cell.initialResponse();
+      const item = response.contentItems[0] as { text?: string } | undefined;
+      if (item?.text?.length !== SIZE) {
+        throw new Error(`60 MiB outcome: ${JSON.stringify(response).slice(0, 200)}`);
+      }
+    });
+    const moved = await time(() => raw.fetch());
+    if (i > 0) { // the first of each warms up
+      viaHost.push(took);
+      viaRaw.push(moved);
+    }
+    await pause(200);
+  }
+  rows.push([
+    "raw `node:http2`, 60 MiB from another Deno process (floor of the row below)",
+    fmt(percentile(viaRaw, 50)),
+    fmt(percentile(viaRaw, 95)),
+    "",
+  ]);
+  rows.push([
+    "60 MiB Client-mode outcome through the client library (execute + initialResponse)",
+    fmt(percentile(viaHost, 50)),
+    fmt(percentile(viaHost, 95)),
+    `${(percentile(viaHost, 50) / percentile(viaRaw, 50)).toFixed(2)}× raw node:http2`,
+  ]);
+  await session.shutdown();
+  await raw.close();
+  await host.shutdown();
+}
+
+/** A `node:http2` server in a Deno process of its own that answers every request with `size` bytes. */
+async function startRawHttp2(size: number) {
+  const server = `
+    import http2 from "node:http2";
+    const chunk = new Uint8Array(1024 * 1024).fill(120);
+    const s = http2.createServer();
+    s.on("stream", (stream) => {
+      stream.respond({ ":status": 200 });
+      let left = ${size};
+      const write = () => {
+        while (left > 0) {
+          const n = Math.min(left, chunk.length);
+          left -= n;
+          if (!stream.write(n === chunk.length ? chunk : chunk.subarray(0, n))) return stream.once("drain", write);
+        }
+        stream.end();
+      };
+      write();
+    });
+    s.listen(0, "127.0.0.1", () => console.log(s.address().port));`;
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["eval", server],
+    stdin: "null",
+    stdout: "piped",
+    stderr: "inherit",
+  }).spawn();
+  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let printed = "";
+  while (!printed.includes("\n")) {
+    const { done, value } = await reader.read();
+    if (done) throw new Error("the raw node:http2 server exited");
+    printed += value;
+  }
+  const http2 = await import("node:http2");
+  const session = http2.connect(`http://127.0.0.1:${printed.trim()}`);
+  return {
+    fetch: () =>
+      new Promise<void>((resolve, reject) => {
+        let received = 0;
+        const stream = session.request({ ":path": "/" });
+        stream.on("data", (chunk: Uint8Array) => received += chunk.length);
+        stream.on("end", () => received === size ? resolve() : reject(new Error(`raw: ${received} bytes`)));
+        stream.on("error", reject);
+      }),
+    async close() {
+      session.close();
+      child.kill("SIGTERM");
+      await child.status;
+      await reader.cancel().catch(() => {});
+    },
+  };
 }
 
 console.log(
