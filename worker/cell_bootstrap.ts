@@ -193,6 +193,22 @@ const DRAIN_CONTEXT = new vm.Script("0", { filename: CELL_HELPERS_FILE_NAME });
  */
 let helpersScript: vm.Script | undefined;
 
+/** An `import()` was refused since the last drain (see `CellRun.#enter`); one cell runs at a time. */
+let importRefused = false;
+
+/**
+ * The `importModuleDynamically` of every context and cell script of this isolate. Deno settles the
+ * context's `import()` promise from the Worker's main microtask queue, after the entry that called
+ * `import()` has drained the context: `#enter` then schedules one more entry to run the
+ * continuation. One function for the isolate, closing over nothing of a cell: Deno 2.9.6 keeps a
+ * `vm.Script`'s callback, and all it closes over, for the life of the isolate, so a callback per
+ * cell kept every earlier cell's realm alive in a reused Worker (~200 KiB of heap per cell).
+ */
+function refuseImport(specifier: unknown): Promise<never> {
+  importRefused = true;
+  return Promise.reject(`Unsupported import in exec: ${String(specifier)}`);
+}
+
 /** The outer-realm state of the one cell this isolate runs. */
 class CellRun {
   #start!: CellStart;
@@ -215,8 +231,6 @@ class CellRun {
   #viewBytes = -1;
   #writes = new Map<string, string>();
   #context: vm.Context | undefined;
-  /** An `import()` was refused since the last drain (see `begin`). */
-  #importRefused = false;
   #controller: CellController | undefined;
   #credit: CellCredit | undefined;
   #startedPending = false;
@@ -226,7 +240,6 @@ class CellRun {
   #unsentResult: CellOutput | undefined;
   /** The result's frames are written but the runtime has not been told yet. */
   #noticeOwed = false;
-  #refuseImport!: (specifier: unknown) => Promise<never>;
   /** Called in the macrotask after the one that finished the cell (reuse, `cell_protocol.ts` 3a). */
   #onFinished: (() => void) | undefined;
 
@@ -250,13 +263,6 @@ class CellRun {
    * spare: only `tools`, `ALL_TOOLS` and the limits depend on the cell (see `begin`).
    */
   prepare(): void {
-    const refuseImport = (specifier: unknown): Promise<never> => {
-      // Deno settles the context's `import()` promise from the Worker's main microtask queue,
-      // after the entry that called `import()` has drained the context: `#enter` then schedules
-      // one more entry to run the continuation.
-      this.#importRefused = true;
-      return Promise.reject(`Unsupported import in exec: ${String(specifier)}`);
-    };
     // DONT_CONTEXTIFY gives the context an ordinary global object: no interceptors, no sandbox
     // object of this realm behind it, and global lookups ~20x faster than a contextified object.
     // `afterEvaluate` gives it a microtask queue of its own, drained at the end of each
@@ -266,7 +272,6 @@ class CellRun {
       importModuleDynamically: refuseImport as never,
     });
     this.#context = context;
-    this.#refuseImport = refuseImport;
     helpersScript ??= new vm.Script(`"use strict";(${createCellHelpers.toString()})`, {
       filename: CELL_HELPERS_FILE_NAME,
     });
@@ -300,7 +305,7 @@ class CellRun {
     new vm.Script("0", {
       filename: CELL_FILE_NAME,
       lineOffset: CELL_LINE_OFFSET,
-      importModuleDynamically: this.#refuseImport as never,
+      importModuleDynamically: refuseImport as never,
     }).runInContext(context);
   }
 
@@ -345,9 +350,8 @@ class CellRun {
     this.#controller!.configure(JSON.stringify(tools), start.maxMessageBytes, start.maxStoredValueBytes);
     // `started` leaves with the cell's first output (one message, one frame write): see #post.
     this.#startedPending = true;
-    const refuseImport = this.#refuseImport;
     const run = () => {
-      this.#evaluate(refuseImport);
+      this.#evaluate();
       // A cell still running without output yet: report its start now.
       if (this.#startedPending) {
         this.#startedPending = false;
@@ -359,7 +363,7 @@ class CellRun {
   }
 
   /** Compiles the source and evaluates it once; runs inside a macrotask. */
-  #evaluate(refuseImport: (specifier: unknown) => Promise<never>): void {
+  #evaluate(): void {
     const context = this.#context;
     if (context === undefined || this.#phase !== PHASE_RUNNING) return;
     let script: vm.Script;
@@ -548,10 +552,10 @@ class CellRun {
         // The runtime's watchdog finds a cell that neither writes nor runs.
       }
     }
-    if (this.#importRefused) {
+    if (importRefused) {
       // The main queue settles the `import()` promise once this macrotask is over; drain the
       // continuation it queued in the context from the next one.
-      this.#importRefused = false;
+      importRefused = false;
       setHostImmediate(() => this.#enter(() => {}));
     }
   }

@@ -1316,6 +1316,11 @@ var DRAIN_CONTEXT = new vm2.Script("0", {
   filename: CELL_HELPERS_FILE_NAME
 });
 var helpersScript;
+var importRefused = false;
+function refuseImport(specifier) {
+  importRefused = true;
+  return Promise.reject(`Unsupported import in exec: ${String(specifier)}`);
+}
 var CellRun = class {
   #start;
   #output;
@@ -1337,8 +1342,6 @@ var CellRun = class {
   #viewBytes = -1;
   #writes = /* @__PURE__ */ new Map();
   #context;
-  /** An `import()` was refused since the last drain (see `begin`). */
-  #importRefused = false;
   #controller;
   #credit;
   #startedPending = false;
@@ -1348,7 +1351,6 @@ var CellRun = class {
   #unsentResult;
   /** The result's frames are written but the runtime has not been told yet. */
   #noticeOwed = false;
-  #refuseImport;
   /** Called in the macrotask after the one that finished the cell (reuse, `cell_protocol.ts` 3a). */
   #onFinished;
   /** The cell's ID, once it began. */
@@ -1367,16 +1369,11 @@ var CellRun = class {
    * spare: only `tools`, `ALL_TOOLS` and the limits depend on the cell (see `begin`).
    */
   prepare() {
-    const refuseImport = (specifier) => {
-      this.#importRefused = true;
-      return Promise.reject(`Unsupported import in exec: ${String(specifier)}`);
-    };
     const context = vm2.createContext(vm2.constants.DONT_CONTEXTIFY, {
       microtaskMode: "afterEvaluate",
       importModuleDynamically: refuseImport
     });
     this.#context = context;
-    this.#refuseImport = refuseImport;
     helpersScript ??= new vm2.Script(`"use strict";(${createCellHelpers.toString()})`, {
       filename: CELL_HELPERS_FILE_NAME
     });
@@ -1398,7 +1395,7 @@ var CellRun = class {
     new vm2.Script("0", {
       filename: CELL_FILE_NAME,
       lineOffset: CELL_LINE_OFFSET,
-      importModuleDynamically: this.#refuseImport
+      importModuleDynamically: refuseImport
     }).runInContext(context);
   }
   /**
@@ -1437,9 +1434,8 @@ var CellRun = class {
     }));
     this.#controller.configure(JSON.stringify(tools), start.maxMessageBytes, start.maxStoredValueBytes);
     this.#startedPending = true;
-    const refuseImport = this.#refuseImport;
     const run = () => {
-      this.#evaluate(refuseImport);
+      this.#evaluate();
       if (this.#startedPending) {
         this.#startedPending = false;
         this.#post({
@@ -1451,7 +1447,7 @@ var CellRun = class {
     else setHostImmediate(run);
   }
   /** Compiles the source and evaluates it once; runs inside a macrotask. */
-  #evaluate(refuseImport) {
+  #evaluate() {
     const context = this.#context;
     if (context === void 0 || this.#phase !== PHASE_RUNNING) return;
     let script;
@@ -1649,8 +1645,8 @@ var CellRun = class {
       } catch {
       }
     }
-    if (this.#importRefused) {
-      this.#importRefused = false;
+    if (importRefused) {
+      importRefused = false;
       setHostImmediate(() => this.#enter(() => {
       }));
     }
