@@ -845,12 +845,6 @@ function rehearse(): void {
   }
 }
 
-/**
- * A Worker whose completed cell leaves more used heap than this collects its garbage before it
- * runs the next cell (see `recycle` in `boot`): ~3–5 MiB is the heap of a warmed Worker.
- */
-const COLLECT_OVER_BYTES = 12 * MIB;
-
 /** How long a warmed spare waits for a cell before it collects its garbage (see `park`). */
 const COLLECT_AFTER_MS = 25;
 
@@ -908,16 +902,14 @@ function boot(port: NonNullable<typeof parentPort>): void {
     if (finished === undefined || !finished.reusable || warmed === undefined) return;
     if (Atomics.load(warmed.words, CELL_DOORBELL) === 2) return;
     cell = undefined;
-    // The old realm is garbage now. A cell that allocated much is collected before the next cell
-    // comes: on Deno 2.9.6 a Worker near its heap limit ends before V8 collects that garbage (a
-    // 64 MiB cell after one that left 20 MiB failed), and a cell gets its whole limit (SPEC §5.1).
-    // Otherwise it is collected once the Worker waits (see `park`). The fresh context is created
-    // after the collection (see collect_garbage.ts).
-    if (v8.getHeapStatistics().used_heap_size > COLLECT_OVER_BYTES) collectGarbage();
+    // The old realm is garbage now: collected once the Worker waits (see `park`), or by V8 when the
+    // next cell needs the room (a cell gets its whole heap limit: tests/fresh_realm_test.ts).
     prepared = new CellRun();
     prepared.prepare();
     collected = false;
-    warmed.port.postMessage({ t: "recycled", heap: v8.getHeapStatistics().used_heap_size } satisfies CellRecycled);
+    warmed.port.postMessage(
+      { t: "recycled", heap: v8.getHeapStatistics().used_heap_size } satisfies CellRecycled,
+    );
     setHostImmediate(park);
   };
   port.on("message", (message: CellControl) => {

@@ -315,7 +315,10 @@ Deno.test("Reuse: a start that arrives before the Worker confirms its realm wait
   const cell = await started(h);
   cell.output({ t: "result", writes: [] });
   await settle();
-  h.runtime.receive({ message: "startCell", startCell: { cellId: "2", source: "", tools: [], storeVersion: 0 } });
+  h.runtime.receive({
+    message: "startCell",
+    startCell: { cellId: "2", source: "", tools: [], storeVersion: 0 },
+  });
   await settle();
   assert.equal(cell.start?.cellId, "1", "not handed over before `recycled`");
   cell.port!.postMessage({ t: "recycled", heap: MIB });
@@ -399,7 +402,10 @@ Deno.test("Reuse: a Worker is retired over its heap share, after RETIRE_AFTER_CE
     const cell = await started(h);
     cell.output({ t: "result", writes: [] });
     await settle();
-    h.runtime.receive({ message: "startCell", startCell: { cellId: "2", source: "", tools: [], storeVersion: 0 } });
+    h.runtime.receive({
+      message: "startCell",
+      startCell: { cellId: "2", source: "", tools: [], storeVersion: 0 },
+    });
     await settle();
     h.clock.advance(1_000);
     await settle();

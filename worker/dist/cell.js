@@ -1908,7 +1908,6 @@ function rehearse() {
     channel.port2.close();
   }
 }
-var COLLECT_OVER_BYTES = 12 * MIB;
 var COLLECT_AFTER_MS = 25;
 function boot(port) {
   process.on("unhandledRejection", () => {
@@ -1945,7 +1944,6 @@ function boot(port) {
     if (finished === void 0 || !finished.reusable || warmed === void 0) return;
     if (Atomics.load(warmed.words, CELL_DOORBELL) === 2) return;
     cell = void 0;
-    if (v82.getHeapStatistics().used_heap_size > COLLECT_OVER_BYTES) collectGarbage();
     prepared = new CellRun();
     prepared.prepare();
     collected = false;
