@@ -75,7 +75,11 @@ Deno.test("Back-to-back cells of a session run in one reused Worker, each in a f
   await using h = await startHost();
   await using s = await openSession(h.client);
   s.pump();
-  await using tools = answerTools(h.client, s.id, (call) => JSON.parse(new TextDecoder().decode(call.inputJson)) === "held");
+  await using tools = answerTools(
+    h.client,
+    s.id,
+    (call) => JSON.parse(new TextDecoder().decode(call.inputJson)) === "held",
+  );
   const baseline = await run(h.client, s.id, "text(Object.getOwnPropertyNames(globalThis).sort().join())");
   const before = workerThreads(h, s.id);
   const cell = (source: string) => run(h.client, s.id, source);
@@ -148,7 +152,9 @@ Deno.test("Back-to-back cells of a session run in one reused Worker, each in a f
   });
 
   await t.step("pending tool calls", async () => {
-    const a = await withEcho('tools.echo("held").then((v) => notify("tool-leak " + JSON.stringify(v))); text("a")');
+    const a = await withEcho(
+      'tools.echo("held").then((v) => notify("tool-leak " + JSON.stringify(v))); text("a")',
+    );
     assert.deepEqual(a.texts, ["a"]);
     const b = await withEcho(`text(JSON.stringify(await tools.echo("b"))); ${LET_TIMERS_RUN}`);
     assert.deepEqual(b.texts, ['{"for":"\\"b\\""}']);
@@ -194,7 +200,9 @@ Deno.test("Back-to-back cells of a session run in one reused Worker, each in a f
   });
 
   await t.step("stored values stay, as SPEC §6 says; a failed cell's Worker is reused too", async () => {
-    await cell('store("kept", 1); throw new Error("boom")').then((r) => assert.match(r.error!, /^Error: boom/));
+    await cell('store("kept", 1); throw new Error("boom")').then((r) =>
+      assert.match(r.error!, /^Error: boom/)
+    );
     assert.deepEqual((await cell('text(load("kept"))')).texts, ["1"]);
   });
 
@@ -224,7 +232,9 @@ Deno.test("A cell after a heavy allocating cell in the same Worker gets its full
   await using h = await startHost();
   // 64 MiB per cell; ~20 MiB of doubles kept by the first cell (under the retire policy's half of
   // the limit), ~46 MiB allocated by the second: over the limit if the first realm were reachable.
-  await using s = await openSession(h.client, { cellExecutionLimits: { maxHeapSizeBytes: 64 * 1024 * 1024 } });
+  await using s = await openSession(h.client, {
+    cellExecutionLimits: { maxHeapSizeBytes: 64 * 1024 * 1024 },
+  });
   await run(h.client, s.id, 'text("warm")');
   const before = workerThreads(h, s.id);
   const chunks = (n: number) => `Array.from({ length: ${n} }, () => new Array(3_000).fill(0.5))`;
@@ -238,7 +248,9 @@ Deno.test("A cell after a heavy allocating cell in the same Worker gets its full
 
 Deno.test("A Worker is never reused after a terminated cell or a heap-limit exit", async () => {
   await using h = await startHost();
-  await using s = await openSession(h.client, { cellExecutionLimits: { maxHeapSizeBytes: 16 * 1024 * 1024 } });
+  await using s = await openSession(h.client, {
+    cellExecutionLimits: { maxHeapSizeBytes: 16 * 1024 * 1024 },
+  });
   await run(h.client, s.id, 'text("warm")');
   // Terminated: the Worker that ran the cell ends; the next cell runs in a new one.
   {
