@@ -28,31 +28,19 @@ const options = { "grpc.max_receive_message_length": 67_108_864, "grpc.use_local
  * client's work on the `started` event would stall the host's.
  */
 export async function measureHost(warmSessions: number, extraArgs: string[] = []) {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--allow-all",
-      new URL("../host/main.ts", import.meta.url).pathname,
-      "--listen",
-      "grpc://127.0.0.1:0",
-      "--warm-sessions",
-      String(warmSessions),
-      "--log-level",
-      "error",
-      ...extraArgs,
-    ],
-    stdin: "null",
-    stdout: "piped",
-    stderr: "inherit",
-  }).spawn();
-  const lines = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let printed = "";
-  while (!printed.includes("\n")) {
-    const { done, value } = await lines.read();
-    if (done) throw new Error("the host exited before printing its endpoint");
-    printed += value;
-  }
-  const address = new URL(printed.split("\n")[0].trim()).host;
+  const { child, line, lines } = await spawnDeno([
+    "run",
+    "--allow-all",
+    new URL("../host/main.ts", import.meta.url).pathname,
+    "--listen",
+    "grpc://127.0.0.1:0",
+    "--warm-sessions",
+    String(warmSessions),
+    "--log-level",
+    "error",
+    ...extraArgs,
+  ], "the host");
+  const address = new URL(line).host;
   const channel = createChannel(address, undefined, options);
   // deno-lint-ignore no-explicit-any
   const client = createClient(codeModeHostDefinition() as any, channel) as any;
@@ -71,6 +59,25 @@ export async function measureHost(warmSessions: number, extraArgs: string[] = []
       await lines.cancel().catch(() => {});
     },
   };
+}
+
+/**
+ * Spawns `deno` with `args` (stdout piped, stderr inherited) and reads the first line it prints.
+ *
+ * @param args the arguments after `deno`
+ * @param what the process, for the error when it exits first
+ */
+export async function spawnDeno(args: string[], what: string) {
+  const child = new Deno.Command(Deno.execPath(), { args, stdin: "null", stdout: "piped", stderr: "inherit" })
+    .spawn();
+  const lines = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let printed = "";
+  while (!printed.includes("\n")) {
+    const { done, value } = await lines.read();
+    if (done) throw new Error(`${what} exited before printing its first line`);
+    printed += value;
+  }
+  return { child, line: printed.split("\n")[0].trim(), lines };
 }
 
 /** PIDs of the processes whose parent is `pid` (a host's session runtimes). */

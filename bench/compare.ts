@@ -33,7 +33,16 @@
  *
  * @module
  */
-import { childPids, executeText, measureHost, openSession, pause, percentile, time } from "./_host.ts";
+import {
+  childPids,
+  executeText,
+  measureHost,
+  openSession,
+  pause,
+  percentile,
+  spawnDeno,
+  time,
+} from "./_host.ts";
 import {
   GrpcCodeModeSessionProvider,
   NoopCodeModeSessionDelegate,
@@ -559,21 +568,9 @@ async function startRawHttp2(size: number) {
       write();
     });
     s.listen(0, "127.0.0.1", () => console.log(s.address().port));`;
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["eval", server],
-    stdin: "null",
-    stdout: "piped",
-    stderr: "inherit",
-  }).spawn();
-  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let printed = "";
-  while (!printed.includes("\n")) {
-    const { done, value } = await reader.read();
-    if (done) throw new Error("the raw node:http2 server exited");
-    printed += value;
-  }
+  const { child, line, lines } = await spawnDeno(["eval", server], "the raw node:http2 server");
   const http2 = await import("node:http2");
-  const session = http2.connect(`http://127.0.0.1:${printed.trim()}`);
+  const session = http2.connect(`http://127.0.0.1:${line}`);
   return {
     fetch: () =>
       new Promise<void>((resolve, reject) => {
@@ -587,7 +584,7 @@ async function startRawHttp2(size: number) {
       session.close();
       child.kill("SIGTERM");
       await child.status;
-      await reader.cancel().catch(() => {});
+      await lines.cancel().catch(() => {});
     },
   };
 }

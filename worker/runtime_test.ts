@@ -282,9 +282,14 @@ async function complete(cell: FakeCell, heap = MIB): Promise<void> {
   await settle();
 }
 
+/** Sends the StartCell of cell `cellId`. */
+function sendStart(h: ReturnType<typeof harness>, cellId: string): void {
+  h.runtime.receive({ message: "startCell", startCell: { cellId, source: "", tools: [], storeVersion: 0 } });
+}
+
 /** Starts cell `cellId` on whatever Worker the runtime picks. */
 async function startNext(h: ReturnType<typeof harness>, cellId: string): Promise<FakeCell> {
-  h.runtime.receive({ message: "startCell", startCell: { cellId, source: "", tools: [], storeVersion: 0 } });
+  sendStart(h, cellId);
   await settle();
   const cell = h.cells.find((c) => c.start?.cellId === cellId);
   assert.ok(cell, `cell ${cellId} was started`);
@@ -315,10 +320,7 @@ Deno.test("Reuse: a start that arrives before the Worker confirms its realm wait
   const cell = await started(h);
   cell.output({ t: "result", writes: [] });
   await settle();
-  h.runtime.receive({
-    message: "startCell",
-    startCell: { cellId: "2", source: "", tools: [], storeVersion: 0 },
-  });
+  sendStart(h, "2");
   await settle();
   assert.equal(cell.start?.cellId, "1", "not handed over before `recycled`");
   cell.port!.postMessage({ t: "recycled", heap: MIB });
@@ -402,10 +404,7 @@ Deno.test("Reuse: a Worker is retired over its heap share, after RETIRE_AFTER_CE
     const cell = await started(h);
     cell.output({ t: "result", writes: [] });
     await settle();
-    h.runtime.receive({
-      message: "startCell",
-      startCell: { cellId: "2", source: "", tools: [], storeVersion: 0 },
-    });
+    sendStart(h, "2");
     await settle();
     h.clock.advance(1_000);
     await settle();
