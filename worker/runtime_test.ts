@@ -287,6 +287,16 @@ function sendStart(h: ReturnType<typeof harness>, cellId: string): void {
   h.runtime.receive({ message: "startCell", startCell: { cellId, source: "", tools: [], storeVersion: 0 } });
 }
 
+/** Cell 1 posts its result, and cell 2's StartCell follows before its Worker confirms a fresh realm. */
+async function resultThenStart(h: ReturnType<typeof harness>): Promise<FakeCell> {
+  const cell = await started(h);
+  cell.output({ t: "result", writes: [] });
+  await settle();
+  sendStart(h, "2");
+  await settle();
+  return cell;
+}
+
 /** Starts cell `cellId` on whatever Worker the runtime picks. */
 async function startNext(h: ReturnType<typeof harness>, cellId: string): Promise<FakeCell> {
   sendStart(h, cellId);
@@ -317,11 +327,7 @@ Deno.test("Reuse: a completed cell's Worker runs the next cell once it confirms 
 
 Deno.test("Reuse: a start that arrives before the Worker confirms its realm waits for it", async () => {
   const h = harness();
-  const cell = await started(h);
-  cell.output({ t: "result", writes: [] });
-  await settle();
-  sendStart(h, "2");
-  await settle();
+  const cell = await resultThenStart(h);
   assert.equal(cell.start?.cellId, "1", "not handed over before `recycled`");
   cell.port!.postMessage({ t: "recycled", heap: MIB });
   await settle();
@@ -401,11 +407,7 @@ Deno.test("Reuse: a Worker is retired over its heap share, after RETIRE_AFTER_CE
   // No `recycled` (a microtask of its cell never ends): the waiting start gets a new Worker.
   {
     const h = harness();
-    const cell = await started(h);
-    cell.output({ t: "result", writes: [] });
-    await settle();
-    sendStart(h, "2");
-    await settle();
+    const cell = await resultThenStart(h);
     h.clock.advance(1_000);
     await settle();
     assert.ok(cell.terminated);
