@@ -109,6 +109,13 @@ export const CELL_WORDS = 8;
 export const SINK_LOCK = 0;
 /** Int32 words of the runtime's shared stream buffer. */
 export const SINK_WORDS = 2;
+/**
+ * A reused Worker is retired when its used V8 heap, after its fresh realm is built (and, when over
+ * the bound, after a collection), exceeds this share of its heap limit or {@link RETIRE_HEAP_BYTES}.
+ */
+export const RETIRE_HEAP_SHARE = 0.5;
+/** The absolute heap bound of the retire policy, bytes. */
+export const RETIRE_HEAP_BYTES = 64 * 1024 * 1024;
 /** A parked spare wakes this often, so its event loop still turns now and then. */
 export const PARK_MS = 1_000;
 

@@ -46,6 +46,8 @@ import {
   CREDIT_EVENTS,
   CREDIT_GENERATION,
   CREDIT_STOP,
+  RETIRE_HEAP_BYTES,
+  RETIRE_HEAP_SHARE,
   SINK_LOCK,
   SINK_WORDS,
   type WrittenOutput,
@@ -171,14 +173,6 @@ const RECYCLE_WAIT_MS = 1_000;
  * Measured with bench/soak.ts (bench/README.md).
  */
 export const RETIRE_AFTER_CELLS = 1_000;
-/**
- * A Worker is retired when its used V8 heap, after its fresh realm is built, exceeds this share of
- * its heap limit (or {@link RETIRE_HEAP_BYTES}): a heavy cell's garbage is cheaper to drop with its
- * isolate than to collect while the next cell waits.
- */
-const RETIRE_HEAP_SHARE = 0.5;
-/** The absolute heap bound of the retire policy, bytes. */
-const RETIRE_HEAP_BYTES = 64 * MIB;
 /**
  * While a cell runs with no Worker ready, a new spare is created after this long, so that a
  * concurrent cell of the session finds one too; a back-to-back cell reuses the running cell's.

@@ -129,6 +129,8 @@ var CREDIT_ACKED = 5;
 var CELL_PROGRESS = 6;
 var CELL_WORDS = 8;
 var SINK_LOCK = 0;
+var RETIRE_HEAP_SHARE = 0.5;
+var RETIRE_HEAP_BYTES = 64 * 1024 * 1024;
 var PARK_MS = 1e3;
 
 // proto/frame_codec.ts
@@ -1944,6 +1946,8 @@ function boot(port) {
     if (finished === void 0 || !finished.reusable || warmed === void 0) return;
     if (Atomics.load(warmed.words, CELL_DOORBELL) === 2) return;
     cell = void 0;
+    const { used_heap_size: used, heap_size_limit: limit } = v82.getHeapStatistics();
+    if (used > Math.min(RETIRE_HEAP_BYTES, limit * RETIRE_HEAP_SHARE)) collectGarbage();
     prepared = new CellRun();
     prepared.prepare();
     collected = false;
