@@ -849,6 +849,17 @@ function rehearse(): void {
 
 /** How long a warmed spare waits for a cell before it collects its garbage (see `park`). */
 const COLLECT_AFTER_MS = 25;
+/**
+ * How long a reused Worker waits for the next cell before it collects the old realms' garbage: longer
+ * than a harness's pause between back-to-back cells, so that a full collection (~12 ms, far more on
+ * a loaded machine) does not meet the next cell (it showed as 100–200 ms p95 back to back).
+ */
+const RECYCLED_COLLECT_AFTER_MS = 250;
+/**
+ * A reused Worker whose used heap passes this (or its retire bound) collects before the next cell:
+ * memory stays flat in a long run of back-to-back cells (a cell leaves ~0.2 MiB of garbage).
+ */
+const COLLECT_OVER_BYTES = 24 * MIB;
 
 /** What a `warm` message with a control port handed over (see `cell_protocol.ts`, step 1). */
 interface Warmed {
@@ -877,10 +888,11 @@ function boot(port: NonNullable<typeof parentPort>): void {
   // The first park is short: a spare that is not taken at once collects its start-up garbage
   // (~12 ms, ~4 MiB less resident while it waits), which a cell waiting for it should not pay.
   let collected = false;
+  let collectAfterMs = COLLECT_AFTER_MS;
   const park = () => {
     const { control, words } = warmed!;
     if (cell !== undefined) return;
-    Atomics.wait(words, CELL_DOORBELL, 0, collected ? PARK_MS : COLLECT_AFTER_MS);
+    Atomics.wait(words, CELL_DOORBELL, 0, collected ? PARK_MS : collectAfterMs);
     const received = receiveMessageOnPort(control);
     const message = received?.message as CellControl | undefined;
     if (message?.t === "start") {
@@ -906,13 +918,15 @@ function boot(port: NonNullable<typeof parentPort>): void {
     cell = undefined;
     // The old realm is garbage now: collected once the Worker waits (see `park`), or by V8 when the
     // next cell needs the room (a cell gets its whole heap limit: tests/fresh_realm_test.ts). A heap
-    // over the runtime's retire bound is collected first, so that only what is really kept counts
-    // (garbage of back-to-back cells passed 64 MiB every few hundred cells and retired good Workers).
+    // over COLLECT_OVER_BYTES or the runtime's retire bound is collected first, so that memory stays
+    // flat and only what is really kept counts for the retire policy (garbage of back-to-back cells
+    // passed 64 MiB every few hundred cells and retired good Workers).
     const { used_heap_size: used, heap_size_limit: limit } = v8.getHeapStatistics();
-    if (used > Math.min(RETIRE_HEAP_BYTES, limit * RETIRE_HEAP_SHARE)) collectGarbage();
+    if (used > Math.min(COLLECT_OVER_BYTES, RETIRE_HEAP_BYTES, limit * RETIRE_HEAP_SHARE)) collectGarbage();
     prepared = new CellRun();
     prepared.prepare();
     collected = false;
+    collectAfterMs = RECYCLED_COLLECT_AFTER_MS;
     warmed.port.postMessage(
       { t: "recycled", heap: v8.getHeapStatistics().used_heap_size } satisfies CellRecycled,
     );

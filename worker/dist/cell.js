@@ -1911,6 +1911,8 @@ function rehearse() {
   }
 }
 var COLLECT_AFTER_MS = 25;
+var RECYCLED_COLLECT_AFTER_MS = 250;
+var COLLECT_OVER_BYTES = 24 * MIB;
 function boot(port) {
   process.on("unhandledRejection", () => {
   });
@@ -1924,10 +1926,11 @@ function boot(port) {
     cell.begin(message, warmed, inMacrotask, warmed?.write, warmed && recycle);
   };
   let collected = false;
+  let collectAfterMs = COLLECT_AFTER_MS;
   const park = () => {
     const { control, words } = warmed;
     if (cell !== void 0) return;
-    Atomics.wait(words, CELL_DOORBELL, 0, collected ? PARK_MS : COLLECT_AFTER_MS);
+    Atomics.wait(words, CELL_DOORBELL, 0, collected ? PARK_MS : collectAfterMs);
     const received = receiveMessageOnPort(control);
     const message = received?.message;
     if (message?.t === "start") {
@@ -1947,10 +1950,11 @@ function boot(port) {
     if (Atomics.load(warmed.words, CELL_DOORBELL) === 2) return;
     cell = void 0;
     const { used_heap_size: used, heap_size_limit: limit } = v82.getHeapStatistics();
-    if (used > Math.min(RETIRE_HEAP_BYTES, limit * RETIRE_HEAP_SHARE)) collectGarbage();
+    if (used > Math.min(COLLECT_OVER_BYTES, RETIRE_HEAP_BYTES, limit * RETIRE_HEAP_SHARE)) collectGarbage();
     prepared = new CellRun();
     prepared.prepare();
     collected = false;
+    collectAfterMs = RECYCLED_COLLECT_AFTER_MS;
     warmed.port.postMessage({
       t: "recycled",
       heap: v82.getHeapStatistics().used_heap_size
