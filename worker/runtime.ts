@@ -174,8 +174,10 @@ const RECYCLE_WAIT_MS = 1_000;
  */
 export const RETIRE_AFTER_CELLS = 1_000;
 /**
- * While a cell runs with no Worker ready, a new spare is created after this long, so that a
- * concurrent cell of the session finds one too; a back-to-back cell reuses the running cell's.
+ * In a session that has run cells concurrently, a cell that runs this long with no Worker ready
+ * gets a new spare beside it, for the next concurrent cell; a back-to-back cell reuses the running
+ * cell's Worker, so a sequential session never pays for one (under load a first cell may take a
+ * second, and a spare made then only retired the reused Worker).
  */
 const SPARE_WHILE_RUNNING_MS = 1_000;
 
@@ -279,6 +281,8 @@ export class Runtime {
   #retry: unknown;
 
   #spare: CellWorker | undefined;
+  /** A cell started while another ran: the session runs cells concurrently. */
+  #concurrent = false;
   /** The timer of {@link SPARE_WHILE_RUNNING_MS}. */
   #spareWhileRunning: unknown;
   readonly #cells = new Map<string, RunningCell>();
@@ -873,7 +877,11 @@ export class Runtime {
     }
     if (cell.dead) return;
     cell.served++;
-    if (this.#spare === undefined) this.#armSpareWhileRunning();
+    // A session that runs cells concurrently keeps a Worker ready for the next concurrent one too.
+    let others = 0;
+    for (const other of this.#cells.values()) if (!other.finished) others++;
+    if (others > 1) this.#concurrent = true;
+    if (this.#spare === undefined && this.#concurrent) this.#armSpareWhileRunning();
     cell.onOutput = (output) => {
       running.lastSeen = this.#clock.now();
       running.ping = undefined;

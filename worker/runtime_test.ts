@@ -335,6 +335,24 @@ Deno.test("Reuse: a start that arrives before the Worker confirms its realm wait
   assert.equal(h.cells.length, 1);
 });
 
+Deno.test("A spare is created beside a running cell only in a session that has run cells concurrently", async () => {
+  const h = harness();
+  const first = await started(h);
+  h.clock.advance(1_000);
+  await settle();
+  assert.equal(h.cells.length, 1, "a sequential session: the running cell's Worker is the next one");
+  sendStart(h, "2"); // concurrent: a Worker of its own
+  await settle();
+  assert.equal(h.cells.length, 2);
+  await complete(first);
+  sendStart(h, "3"); // takes the reused Worker while cell 2 runs: none ready now
+  await settle();
+  assert.equal(h.cells.length, 2);
+  h.clock.advance(1_000);
+  await settle();
+  assert.equal(h.cells.length, 3, "a spare beside the running cells");
+});
+
 Deno.test("Reuse: messages for a cell carry its ID, so a reused Worker can tell them from the last cell's", async () => {
   const h = harness();
   const cell = await started(h);

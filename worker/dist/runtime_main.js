@@ -882,6 +882,8 @@ var Runtime = class {
   #flushQueued = false;
   #retry;
   #spare;
+  /** A cell started while another ran: the session runs cells concurrently. */
+  #concurrent = false;
   /** The timer of {@link SPARE_WHILE_RUNNING_MS}. */
   #spareWhileRunning;
   #cells = /* @__PURE__ */ new Map();
@@ -1440,7 +1442,10 @@ var Runtime = class {
     }
     if (cell.dead) return;
     cell.served++;
-    if (this.#spare === void 0) this.#armSpareWhileRunning();
+    let others = 0;
+    for (const other of this.#cells.values()) if (!other.finished) others++;
+    if (others > 1) this.#concurrent = true;
+    if (this.#spare === void 0 && this.#concurrent) this.#armSpareWhileRunning();
     cell.onOutput = (output) => {
       running.lastSeen = this.#clock.now();
       running.ping = void 0;
