@@ -32,6 +32,12 @@ const client = createClient(codeModeHostDefinition() as any, channel) as any;
 const abort = new AbortController();
 const lease = client.openSession({}, { signal: abort.signal })[Symbol.asyncIterator]();
 const sessionId = (await lease.next()).value.opened.sessionId;
+// Read the lease (each cell's CellClosed arrives there), as a harness does: an unread lease fills up.
+const leaseRead = (async () => {
+  try {
+    while (!(await lease.next()).done) { /* drop */ }
+  } catch { /* ended by abort() */ }
+})();
 const runtimePid = host.state.session(sessionId)!.runtimePid!;
 
 const rows: { cells: number; host: number; runtime: number; ms: number }[] = [];
@@ -48,6 +54,7 @@ for (let i = 1; i <= CELLS; i++) {
   if (i % Math.max(1, Math.floor(CELLS / 10)) === 0 || i === CELLS) sample(i);
 }
 abort.abort();
+await leaseRead;
 channel.close();
 await host.shutdown();
 
