@@ -851,6 +851,15 @@ export class Runtime {
   }
 
   async #startCell(start: NonNullable<HostToWorker["startCell"]>): Promise<void> {
+    if (this.#spare === undefined) {
+      // A back-to-back start can overtake the note of the last cell's result: the cell wrote its
+      // result to the host itself, the harness sent the next cell, and this thread has not run the
+      // note's message event yet. Read the queued notes now, so that the cell's Worker is reused
+      // (seen under load: a new Worker, then two Workers for one sequential session).
+      for (const running of [...this.#cells.values()]) {
+        if (running.started && !running.finished) this.#drain(running);
+      }
+    }
     let cell = this.#takeCellWorker();
     const running: RunningCell = {
       id: start.cellId,

@@ -353,6 +353,18 @@ Deno.test("A spare is created beside a running cell only in a session that has r
   assert.equal(h.cells.length, 3, "a spare beside the running cells");
 });
 
+Deno.test("Reuse: a start that overtakes the note of the last cell's result still gets that cell's Worker", async () => {
+  const h = harness();
+  const cell = await started(h);
+  cell.output({ t: "result", writes: [] }); // queued on the port, not yet read by the runtime
+  sendStart(h, "2");
+  await settle();
+  cell.port!.postMessage({ t: "recycled", heap: MIB });
+  await settle();
+  assert.equal(cell.start?.cellId, "2");
+  assert.equal(h.cells.length, 1, "no Worker was created");
+});
+
 Deno.test("Reuse: messages for a cell carry its ID, so a reused Worker can tell them from the last cell's", async () => {
   const h = harness();
   const cell = await started(h);

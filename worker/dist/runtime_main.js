@@ -1417,6 +1417,13 @@ var Runtime = class {
     this.#scheduleSpare();
   }
   async #startCell(start) {
+    if (this.#spare === void 0) {
+      for (const running2 of [
+        ...this.#cells.values()
+      ]) {
+        if (running2.started && !running2.finished) this.#drain(running2);
+      }
+    }
     let cell = this.#takeCellWorker();
     const running = {
       id: start.cellId,
