@@ -56,6 +56,7 @@ import { MAX_INT32, MIB, utf8ByteLength, utf8Prefix, utf8Suffix } from "../proto
 import {
   CELL_DOORBELL,
   CELL_PROGRESS,
+  CELL_RESULT,
   CELL_WORDS,
   type CellControl,
   type CellCredit,
@@ -738,6 +739,7 @@ class CellRun {
           // Before the write: nothing that can throw may follow it (see `#postCounted`).
           Atomics.add(this.#credit!.words, CELL_PROGRESS, 1);
           const result = message.t === "result";
+          if (result) Atomics.store(this.#credit!.words, CELL_RESULT, 1);
           this.#noticeOwed = result;
           this.#write(frames);
           this.#startedPending = false;

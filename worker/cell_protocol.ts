@@ -103,6 +103,12 @@ export const CELL_DOORBELL = 4;
 export const CREDIT_ACKED = 5;
 /** Bumped by the cell for every output it writes itself: the runtime's sign of life (watchdog). */
 export const CELL_PROGRESS = 6;
+/**
+ * Set to 1 by the cell just before it writes its result: its note may still be on its way when the
+ * host, and so the harness, already has the result (a back-to-back start waits for it, not for a
+ * new Worker). Reset by the runtime when it hands the Worker its next cell.
+ */
+export const CELL_RESULT = 7;
 /** Int32 words of the shared buffer of a cell (the indices above). */
 export const CELL_WORDS = 8;
 /** The stream lock in the runtime's shared stream words: 0, or the lock ID of the thread writing. */

@@ -36,6 +36,7 @@ import {
 import {
   CELL_DOORBELL,
   CELL_PROGRESS,
+  CELL_RESULT,
   CELL_WORDS,
   type CellControl,
   type CellOutput,
@@ -180,6 +181,8 @@ export const RETIRE_AFTER_CELLS = 1_000;
  * second, and a spare made then only retired the reused Worker).
  */
 const SPARE_WHILE_RUNNING_MS = 1_000;
+/** How long a start waits for the note of a result already written (see #startCell). */
+const NOTE_WAIT_MS = 50;
 
 // ---- heap-limit watchdog (see Runtime.#checkParkedCells) -----------------------------------------
 
@@ -245,6 +248,8 @@ interface RunningCell {
   stopRequested: boolean;
   /** Its Worker is kept for the next cell (it completed). */
   reuse: boolean;
+  /** Settles when its result's note arrives (a start waits for it, see #startCell). */
+  noted?: PromiseWithResolvers<void>;
 }
 
 /**
@@ -720,6 +725,7 @@ export class Runtime {
       // settles (0.2–1.5 ms later, more while the host and its client use both cores), since a
       // harness returns a cell's result only once its CellClosed arrives (SPEC §10.11).
       running.reuse = output.t === "result" && this.#reusable(running);
+      running.noted?.resolve();
       // Before the exit's drain, which may meet the Worker's `recycled` already.
       if (running.reuse) this.#recycle(running);
       this.#reportExit(running);
@@ -854,10 +860,22 @@ export class Runtime {
     if (this.#spare === undefined) {
       // A back-to-back start can overtake the note of the last cell's result: the cell wrote its
       // result to the host itself, the harness sent the next cell, and this thread has not run the
-      // note's message event yet. Read the queued notes now, so that the cell's Worker is reused
-      // (seen under load: a new Worker, then two Workers for one sequential session).
+      // note's message event yet, or the cell has not even posted it (a pipe write hands the CPU
+      // to the host). Read the queued notes, and wait a little for one whose result is written, so
+      // that the cell's Worker is reused (seen under load: a new Worker every ~30 cells, and two
+      // Workers for one sequential session).
       for (const running of [...this.#cells.values()]) {
-        if (running.started && !running.finished) this.#drain(running);
+        if (!running.started || running.finished) continue;
+        this.#drain(running);
+        if (running.finished || Atomics.load(running.cell.words, CELL_RESULT) !== 1) continue;
+        const noted = running.noted ??= Promise.withResolvers<void>();
+        let timer: unknown;
+        await Promise.race([
+          noted.promise,
+          new Promise<void>((resolve) => timer = this.#clock.setTimeout(resolve, NOTE_WAIT_MS)),
+        ]);
+        this.#clock.clearTimeout(timer);
+        break;
       }
     }
     let cell = this.#takeCellWorker();
@@ -919,7 +937,7 @@ export class Runtime {
     };
     if (cell.served > 1) {
       // A reused Worker: the last cell's account (a Credit for it is ignored from now on).
-      for (const word of [CREDIT_EVENTS, CREDIT_BYTES, CREDIT_ACKED, CELL_PROGRESS]) {
+      for (const word of [CREDIT_EVENTS, CREDIT_BYTES, CREDIT_ACKED, CELL_PROGRESS, CELL_RESULT]) {
         Atomics.store(cell.words, word, 0);
       }
     }

@@ -12,6 +12,7 @@ import { createWorkerCodec, type HostToWorker, type WorkerToHost } from "../prot
 import { DEFAULT_MAX_FRAME_BYTES } from "./cell_events.ts";
 import {
   CELL_PROGRESS,
+  CELL_RESULT,
   type CellControl,
   type CellOutput,
   type CellStart,
@@ -363,6 +364,19 @@ Deno.test("Reuse: a start that overtakes the note of the last cell's result stil
   await settle();
   assert.equal(cell.start?.cellId, "2");
   assert.equal(h.cells.length, 1, "no Worker was created");
+});
+
+Deno.test("Reuse: a start that comes before the note of a result already written waits for it", async () => {
+  const h = harness();
+  const cell = await started(h);
+  Atomics.store(cell.words!, CELL_RESULT, 1); // written to the host; the note is not posted yet
+  sendStart(h, "2");
+  await settle();
+  assert.equal(h.cells.length, 1, "no Worker created while the note is on its way");
+  await complete(cell);
+  assert.equal(cell.start?.cellId, "2");
+  assert.equal(Atomics.load(cell.words!, CELL_RESULT), 0, "reset for the new cell");
+  assert.equal(h.cells.length, 1);
 });
 
 Deno.test("Reuse: messages for a cell carry its ID, so a reused Worker can tell them from the last cell's", async () => {

@@ -127,6 +127,7 @@ var CREDIT_STOP = 3;
 var CELL_DOORBELL = 4;
 var CREDIT_ACKED = 5;
 var CELL_PROGRESS = 6;
+var CELL_RESULT = 7;
 var CELL_WORDS = 8;
 var SINK_LOCK = 0;
 var RETIRE_HEAP_SHARE = 0.5;
@@ -1826,6 +1827,7 @@ var CellRun = class {
         if (frames !== void 0) {
           Atomics.add(this.#credit.words, CELL_PROGRESS, 1);
           const result = message.t === "result";
+          if (result) Atomics.store(this.#credit.words, CELL_RESULT, 1);
           this.#noticeOwed = result;
           this.#write(frames);
           this.#startedPending = false;

@@ -205,6 +205,7 @@ var CREDIT_STOP = 3;
 var CELL_DOORBELL = 4;
 var CREDIT_ACKED = 5;
 var CELL_PROGRESS = 6;
+var CELL_RESULT = 7;
 var CELL_WORDS = 8;
 var SINK_LOCK = 0;
 var SINK_WORDS = 2;
@@ -852,6 +853,7 @@ var PREWARM_IDLE_MS = 50;
 var RECYCLE_WAIT_MS = 1e3;
 var RETIRE_AFTER_CELLS = 1e3;
 var SPARE_WHILE_RUNNING_MS = 1e3;
+var NOTE_WAIT_MS = 50;
 var WATCHDOG_MS = 250;
 var SILENCE_MS = 500;
 var PARKED_WINDOW_MS = 1e3;
@@ -1300,6 +1302,7 @@ var Runtime = class {
       running.finished = true;
       if ("w" in output) running.exitWritten = true;
       running.reuse = output.t === "result" && this.#reusable(running);
+      running.noted?.resolve();
       if (running.reuse) this.#recycle(running);
       this.#reportExit(running);
       if (!running.reuse) this.#endCellSoon(running);
@@ -1421,7 +1424,17 @@ var Runtime = class {
       for (const running2 of [
         ...this.#cells.values()
       ]) {
-        if (running2.started && !running2.finished) this.#drain(running2);
+        if (!running2.started || running2.finished) continue;
+        this.#drain(running2);
+        if (running2.finished || Atomics.load(running2.cell.words, CELL_RESULT) !== 1) continue;
+        const noted = running2.noted ??= Promise.withResolvers();
+        let timer;
+        await Promise.race([
+          noted.promise,
+          new Promise((resolve) => timer = this.#clock.setTimeout(resolve, NOTE_WAIT_MS))
+        ]);
+        this.#clock.clearTimeout(timer);
+        break;
       }
     }
     let cell = this.#takeCellWorker();
@@ -1488,7 +1501,8 @@ var Runtime = class {
         CREDIT_EVENTS,
         CREDIT_BYTES,
         CREDIT_ACKED,
-        CELL_PROGRESS
+        CELL_PROGRESS,
+        CELL_RESULT
       ]) {
         Atomics.store(cell.words, word, 0);
       }
