@@ -8,6 +8,7 @@ import {
   WAIT_TOOL_PARAMETERS,
 } from "./exec_tool.ts";
 import { augmentToolDefinition, mcpCallToolResultSchema } from "./tool_declaration.ts";
+import { HELPER_FUNCTIONS } from "../../tests/_spec_lists.ts";
 
 function count(haystack: string, needle: string): number {
   return haystack.split(needle).length - 1;
@@ -73,19 +74,10 @@ Deno.test("the main exec text: first line, the pragma line, the helper list in S
   assert.equal(lines[6], "");
   assert.equal(lines[7], "Global helpers:");
   const helpers = lines.slice(8).map((line) => line.match(/^- `([A-Za-z_]+)/)?.[1]);
-  assert.deepEqual(helpers, [
-    "exit",
-    "text",
-    "image",
-    "generatedImage",
-    "store",
-    "load",
-    "notify",
-    "setTimeout",
-    "clearTimeout",
-    "ALL_TOOLS",
-    "yield_control",
-  ]);
+  // Every helper of a cell (SPEC §5.3) is described, exit first and yield_control last, as §11.1 lists them.
+  assert.deepEqual(new Set(helpers), new Set([...HELPER_FUNCTIONS, "ALL_TOOLS"]));
+  assert.equal(helpers.length, HELPER_FUNCTIONS.length + 1);
+  assert.deepEqual([helpers[0], helpers.at(-1)], ["exit", "yield_control"]);
   assert.ok(lines[4].startsWith('- The first line may be a pragma: `// @exec: {"yield_time_ms": 10000, '));
 });
 
