@@ -170,6 +170,9 @@ Deno.test("the wait tool: description lines and parameters as §11.1 gives them"
     "- `terminate`: true ",
     "- Each result contai",
   ]);
+  assert.ok(
+    Object.isFrozen(WAIT_TOOL_PARAMETERS) && Object.isFrozen(WAIT_TOOL_PARAMETERS.properties.cell_id),
+  );
   assert.deepEqual(JSON.parse(JSON.stringify(WAIT_TOOL_PARAMETERS)), {
     type: "object",
     additionalProperties: false,

@@ -41,6 +41,15 @@ Deno.test("rule 2: non-local and unresolvable refs are unknown; a sibling that i
   assert.equal(render({ $ref: "#/$defs/missing" }), "unknown");
   assert.equal(render({ $ref: "#/$defs/missing", type: "string" }), "string");
   assert.equal(render({ $ref: "#/$defs/s", description: "x", $defs: { s: { type: "string" } } }), "string");
+  // A sibling named __proto__ (as JSON.parse makes it) is a keyword like any other, not a prototype.
+  assert.equal(
+    render(
+      JSON.parse(
+        '{"$ref": "#/$defs/s", "__proto__": {"type": "object"}, "$defs": {"s": {"type": "string"}}}',
+      ),
+    ),
+    "string",
+  );
   // `#` is the root itself, and array indexes resolve.
   assert.equal(
     render({ type: "object", properties: { self: { $ref: "#" } } }),
