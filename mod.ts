@@ -34,7 +34,6 @@ export type { EngineOptions, Isolation } from "./host/engine.ts";
 export { InProcessCodeModeSessionProvider, type InProcessProviderOptions } from "./host/doors/embedded.ts";
 export { DEFAULT_LIMITS, type Limits, resolveLimits } from "./host/core/limits.ts";
 export { CodeModeError, type CodeModeErrorCode } from "./proto/errors.ts";
-export { normalizeCodeModeIdentifier } from "./host/core/identifiers.ts";
 export { type LogFields, Logger, type LogLevel } from "./host/ops/log.ts";
 export { type Clock as HostClock, realClock as hostRealClock } from "./host/core/clock.ts";
 export { GrpcCodeModeSessionProvider, type ProviderOptions } from "./client/provider.ts";
@@ -45,6 +44,8 @@ export {
 export { GrpcCodeModeSession, NoopCodeModeSessionDelegate } from "./client/session.ts";
 export { realClock } from "./client/clock.ts";
 export { RESET_MESSAGE } from "./client/status_text.ts";
+// The harness kit of SPEC §11 (client/harness/mod.ts holds an index of what each export is).
+export * from "./client/harness/mod.ts";
 export type {
   Clock,
   CodeModeOutputTruncation,
