@@ -15,9 +15,11 @@
  *
  * @module
  */
-import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
-import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
+import {
+  McpServer,
+  StdioServerTransport,
+  WebStandardStreamableHTTPServerTransport,
+} from "../host/doors/mcp/sdk.ts";
 import * as z from "zod";
 
 const TABLE: Record<string, number> = { answer: 42, dozen: 12 };

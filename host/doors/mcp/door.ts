@@ -26,16 +26,16 @@
  *
  * @module
  */
-import { Server } from "@modelcontextprotocol/sdk/server/index.js";
-import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import {
-  type CallToolResult,
   CallToolRequestSchema,
+  type CallToolResult,
   ErrorCode,
   ListToolsRequestSchema,
   McpError,
+  Server,
   type Tool,
-} from "@modelcontextprotocol/sdk/types.js";
+  type Transport,
+} from "./sdk.ts";
 import {
   buildExecToolDescription,
   DEFAULT_EXEC_YIELD_TIME_MS,
@@ -68,7 +68,8 @@ export const EXEC_TOOL_PARAMETERS = {
   properties: {
     code: {
       type: "string",
-      description: "The JavaScript or TypeScript source of the cell; the first line may be an `// @exec:` pragma.",
+      description:
+        "The JavaScript or TypeScript source of the cell; the first line may be an `// @exec:` pragma.",
     },
   },
 } as const;
@@ -166,7 +167,10 @@ export class McpFrontDoor {
     this.#tools = [
       {
         name: PUBLIC_TOOL_NAME,
-        description: buildExecToolDescription(this.#enabledTools, { codeModeOnly: true, namespaceDescriptions }),
+        description: buildExecToolDescription(this.#enabledTools, {
+          codeModeOnly: true,
+          namespaceDescriptions,
+        }),
         inputSchema: EXEC_TOOL_PARAMETERS as unknown as Tool["inputSchema"],
       },
       {
@@ -213,7 +217,9 @@ export class McpFrontDoor {
       shutting ??= (async () => {
         ended = true;
         const open = await session?.catch(() => undefined);
-        await open?.shutdown().catch((error) => this.#log.warn(`MCP session shutdown failed: ${message(error)}`));
+        await open?.shutdown().catch((error) =>
+          this.#log.warn(`MCP session shutdown failed: ${message(error)}`)
+        );
         this.#connections.delete(connection);
         resolveClosed();
       })();
@@ -225,17 +231,23 @@ export class McpFrontDoor {
       },
     };
 
-    const notifier: CodeModeSessionDelegate = {
-      invokeTool: () => Promise.reject(new Error("code mode nested tools are unavailable")),
-      notify: async (_callId, _cellId, text) => {
-        await server.notification({
-          method: "notifications/message",
-          params: { level: "info", logger: "code-mode", data: text },
-        }).catch((error) => this.#log.debug(`MCP notification not sent: ${message(error)}`));
-      },
-      cellClosed: () => {},
+    // A cell's notify() goes on the stream of the exec request that started it while that request
+    // is open (Streamable HTTP delivers it there), else as a notification of the connection.
+    const delegateFor = (extra: { sendNotification: Server["notification"] }, open: { current: boolean }) => {
+      const notifier: CodeModeSessionDelegate = {
+        invokeTool: () => Promise.reject(new Error("code mode nested tools are unavailable")),
+        notify: async (_callId, _cellId, text) => {
+          const note = {
+            method: "notifications/message" as const,
+            params: { level: "info" as const, logger: "code-mode", data: text },
+          };
+          await (open.current ? extra.sendNotification(note) : server.notification(note))
+            .catch((error: unknown) => this.#log.debug(`MCP notification not sent: ${message(error)}`));
+        },
+        cellClosed: () => {},
+      };
+      return this.#bridge ? this.#bridge.delegate(notifier) : notifier;
     };
-    const delegate = this.#bridge ? this.#bridge.delegate(notifier) : notifier;
 
     server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: this.tools }));
     server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
@@ -254,30 +266,41 @@ export class McpFrontDoor {
         };
       };
       if (request.params.name === PUBLIC_TOOL_NAME) {
-        if (typeof args.code !== "string") return errorResult("exec expects `code`: the JavaScript source, a string");
+        if (typeof args.code !== "string") {
+          return errorResult("exec expects `code`: the JavaScript source, a string");
+        }
         const parsed = parseExecSource(args.code);
         if (typeof parsed === "string") return errorResult(parsed);
         if (ended) return errorResult("code mode session is shutting down");
+        const inFlight = { current: true };
         try {
           const open = await openSession();
-          const cell = await open.execute({
-            toolCallId: `call-${++calls}`,
-            enabledTools: this.#enabledTools,
-            source: parsed.code,
-            yieldTimeMs: parsed.yieldTimeMs ?? DEFAULT_EXEC_YIELD_TIME_MS,
-            maxOutputTokens: parsed.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS_PER_EXEC_CALL,
-          }, delegate, { signal: extra.signal });
+          const cell = await open.execute(
+            {
+              toolCallId: `call-${++calls}`,
+              enabledTools: this.#enabledTools,
+              source: parsed.code,
+              yieldTimeMs: parsed.yieldTimeMs ?? DEFAULT_EXEC_YIELD_TIME_MS,
+              maxOutputTokens: parsed.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS_PER_EXEC_CALL,
+            },
+            delegateFor(extra, inFlight),
+            { signal: extra.signal },
+          );
           // Aborting initialResponse abandons the cell: the Execute is cancelled, the cell terminated.
           return format(await cell.initialResponse({ signal: extra.signal }));
         } catch (error) {
           if (extra.signal.aborted) throw error;
           return errorResult(message(error));
+        } finally {
+          inFlight.current = false;
         }
       }
       if (request.params.name === WAIT_TOOL_NAME) {
         const invalid = waitArgumentsError(args);
         if (invalid !== undefined) return errorResult(invalid);
-        const maxTokens = (args.max_tokens as number | undefined) ?? DEFAULT_MAX_OUTPUT_TOKENS_PER_EXEC_CALL;
+        const maxTokens = Math.floor(
+          (args.max_tokens as number | undefined) ?? DEFAULT_MAX_OUTPUT_TOKENS_PER_EXEC_CALL,
+        );
         if (ended) return errorResult("code mode session is shutting down");
         try {
           const open = await openSession();
@@ -285,7 +308,9 @@ export class McpFrontDoor {
             ? await open.terminate(args.cell_id as string)
             : await open.wait({
               cellId: args.cell_id as string,
-              yieldTimeMs: (args.yield_time_ms as number | undefined) ?? DEFAULT_WAIT_YIELD_TIME_MS,
+              yieldTimeMs: Math.floor(
+                (args.yield_time_ms as number | undefined) ?? DEFAULT_WAIT_YIELD_TIME_MS,
+              ),
             }, { signal: extra.signal });
           return format(outcome.response, maxTokens);
         } catch (error) {
@@ -314,8 +339,10 @@ function waitArgumentsError(args: Record<string, unknown>): string | undefined {
   }
   for (const field of ["yield_time_ms", "max_tokens"]) {
     const value = args[field];
-    if (value !== undefined && !(Number.isSafeInteger(value) && (value as number) >= 0)) {
-      return `wait expects \`${field}\` to be a non-negative integer, got ${JSON.stringify(value)}`;
+    if (
+      value !== undefined && !(typeof value === "number" && value >= 0 && value <= Number.MAX_SAFE_INTEGER)
+    ) {
+      return `wait expects \`${field}\` to be a non-negative number, got ${JSON.stringify(value)}`;
     }
   }
   if (args.terminate !== undefined && typeof args.terminate !== "boolean") {

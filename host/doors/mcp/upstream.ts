@@ -16,11 +16,14 @@
  *
  * @module
  */
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
-import type { CallToolResult, Tool } from "@modelcontextprotocol/sdk/types.js";
+import {
+  type CallToolResult,
+  Client,
+  StdioClientTransport,
+  StreamableHTTPClientTransport,
+  type Tool,
+  type Transport,
+} from "./sdk.ts";
 import type { CodeModeSessionDelegate, CodeModeToolCall, ToolDefinition } from "../../../client/types.ts";
 import { NoopCodeModeSessionDelegate } from "../../../client/session.ts";
 import { Logger, type LogLevel } from "../../ops/log.ts";

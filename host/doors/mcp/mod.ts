@@ -1,0 +1,16 @@
+/**
+ * The MCP front door (`--listen mcp+stdio`, `--listen mcp+http://IP:PORT`) and the upstream MCP
+ * tool bridge (`--mcp-config`).
+ *
+ * @module
+ */
+export { McpConfigError, type McpServersConfig, parseMcpConfig, readMcpConfig } from "./config.ts";
+export { type McpConnection, McpFrontDoor, type McpFrontDoorOptions } from "./door.ts";
+export { type McpNamespace, McpToolBridge, type McpToolBridgeOptions } from "./upstream.ts";
+export {
+  type McpHttpHost,
+  type McpHttpOptions,
+  type McpServeOptions,
+  serveMcpHttp,
+  serveMcpStdio,
+} from "./serve.ts";
