@@ -15,8 +15,9 @@
  * - A result is `formatRuntimeResponse`'s items as MCP content: text items as `text`, `data:`
  *   images as `image` (audio as `audio`); `isError` when the script failed. A cell that yields
  *   returns `Script running with cell ID {id}` for `wait` to continue.
- * - Cancelling an `exec` request (or closing the connection) abandons its cell the way Codex does:
- *   the Execute is cancelled and the cell terminated in the background. Cancelling a `wait` only
+ * - Cancelling an `exec` request (or closing the connection) terminates its cell, as Codex's
+ *   abandonment does; the connection's next call starts only once that termination has finished
+ *   (it may restart the session runtime), so it never meets the restart. Cancelling a `wait` only
  *   ends that observation (CancelWait); the cell runs on.
  * - A cell's tools are the upstream MCP tools of the bridge (declared in the `exec` description,
  *   grouped by server); a cell's `notify(text)` reaches the client as an MCP log message (`info`,
@@ -211,6 +212,8 @@ export class McpFrontDoor {
       return session;
     };
     let calls = 0;
+    /** Terminations of cancelled cells still under way. */
+    const stopping = new Set<Promise<void>>();
     const { promise: closed, resolve: resolveClosed } = Promise.withResolvers<void>();
     let shutting: Promise<void> | undefined;
     const shutdown = () =>
@@ -252,6 +255,7 @@ export class McpFrontDoor {
     server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: this.tools }));
     server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
       const started = performance.now();
+      await Promise.all(stopping);
       const args = (request.params.arguments ?? {}) as Record<string, unknown>;
       const wallTimeMs = () => performance.now() - started;
       const format = (response: RuntimeResponse, maxOutputTokens?: number): CallToolResult => {
@@ -286,8 +290,22 @@ export class McpFrontDoor {
             delegateFor(extra, inFlight),
             { signal: extra.signal },
           );
-          // Aborting initialResponse abandons the cell: the Execute is cancelled, the cell terminated.
-          return format(await cell.initialResponse({ signal: extra.signal }));
+          // A cancelled exec terminates its cell (as Codex's abandonment does), and the connection's
+          // next call waits for that to finish, so that it never meets the cell's runtime restart.
+          const stop = () => {
+            const stopped: Promise<void> = open.terminate(cell.cellId).then(() => {}, () => {})
+              .finally(() => stopping.delete(stopped));
+            stopping.add(stopped);
+          };
+          if (extra.signal.aborted) stop();
+          else extra.signal.addEventListener("abort", stop, { once: true });
+          try {
+            const response = await cell.initialResponse();
+            extra.signal.throwIfAborted();
+            return format(response);
+          } finally {
+            extra.signal.removeEventListener("abort", stop);
+          }
         } catch (error) {
           if (extra.signal.aborted) throw error;
           return errorResult(message(error));
