@@ -32,6 +32,24 @@ export {
 } from "./host/doors/grpc/server.ts";
 export type { EngineOptions, Isolation } from "./host/engine.ts";
 export { InProcessCodeModeSessionProvider, type InProcessProviderOptions } from "./host/doors/embedded.ts";
+// The MCP front door and its upstream tool bridge (a delegate that forwards cells' calls to MCP servers).
+export {
+  McpConfigError,
+  type McpConnection,
+  McpFrontDoor,
+  type McpFrontDoorOptions,
+  type McpHttpHost,
+  type McpHttpOptions,
+  type McpNamespace,
+  type McpServeOptions,
+  type McpServersConfig,
+  McpToolBridge,
+  type McpToolBridgeOptions,
+  parseMcpConfig,
+  readMcpConfig,
+  serveMcpHttp,
+  serveMcpStdio,
+} from "./host/doors/mcp/mod.ts";
 export { DEFAULT_LIMITS, type Limits, resolveLimits } from "./host/core/limits.ts";
 export { CodeModeError, type CodeModeErrorCode } from "./proto/errors.ts";
 export { type LogFields, Logger, type LogLevel } from "./host/ops/log.ts";

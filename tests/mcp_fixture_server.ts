@@ -74,8 +74,8 @@ if (httpAt >= 0) {
     await server.connect(transport);
     return await transport.handleRequest(request);
   });
-  await report("started");
   Deno.writeTextFileSync(portFile, `http://127.0.0.1:${served.addr.port}/mcp`);
+  await report("started");
 } else {
   await createServer().connect(new StdioServerTransport());
   await report("started");
