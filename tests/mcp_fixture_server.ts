@@ -15,11 +15,14 @@
  *
  * @module
  */
-import {
-  McpServer,
-  StdioServerTransport,
-  WebStandardStreamableHTTPServerTransport,
-} from "../host/doors/mcp/sdk.ts";
+// Straight from the SDK's server modules (not ../host/doors/mcp/sdk.ts, which also loads the client's,
+// whose process spawning reads environment variables this server is not granted).
+// @ts-types="@modelcontextprotocol/sdk/server/mcp"
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+// @ts-types="@modelcontextprotocol/sdk/server/stdio"
+import { StdioServerTransport } from "@modelcontextprotocol/sdk/server/stdio.js";
+// @ts-types="@modelcontextprotocol/sdk/server/webStandardStreamableHttp"
+import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
 import * as z from "zod";
 
 const TABLE: Record<string, number> = { answer: 42, dozen: 12 };
