@@ -32,17 +32,19 @@ export {
 } from "./host/doors/grpc/server.ts";
 export type { EngineOptions, Isolation } from "./host/engine.ts";
 export { InProcessCodeModeSessionProvider, type InProcessProviderOptions } from "./host/doors/embedded.ts";
-// The MCP front door and its upstream tool bridge (a delegate that forwards cells' calls to MCP servers).
+// The MCP front door's listeners and its upstream tool bridge (a delegate that forwards cells' calls to MCP
+// servers).
 export {
   McpConfigError,
-  type McpConnection,
-  McpFrontDoor,
-  type McpFrontDoorOptions,
   type McpHttpHost,
   type McpHttpOptions,
+  type McpHttpServerConfig,
+  type McpIo,
   type McpNamespace,
   type McpServeOptions,
+  type McpServerConfig,
   type McpServersConfig,
+  type McpStdioServerConfig,
   McpToolBridge,
   type McpToolBridgeOptions,
   parseMcpConfig,

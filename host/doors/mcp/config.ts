@@ -41,6 +41,7 @@ export type McpServersConfig = Record<string, McpServerConfig>;
 
 /** A config file that cannot be used, with a message naming the file, server and field. */
 export class McpConfigError extends Error {
+  /** Always `McpConfigError`. */
   override name = "McpConfigError";
 }
 

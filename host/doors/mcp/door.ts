@@ -155,6 +155,8 @@ export class McpFrontDoor {
   readonly #connections = new Set<McpConnection>();
 
   /**
+   * Creates the door; the `exec` description is built once, from the bridge's tools.
+   *
    * @param options the session provider, the upstream tools, the logger
    */
   constructor(options: McpFrontDoorOptions) {

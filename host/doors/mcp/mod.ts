@@ -4,12 +4,21 @@
  *
  * @module
  */
-export { McpConfigError, type McpServersConfig, parseMcpConfig, readMcpConfig } from "./config.ts";
+export {
+  McpConfigError,
+  type McpHttpServerConfig,
+  type McpServerConfig,
+  type McpServersConfig,
+  type McpStdioServerConfig,
+  parseMcpConfig,
+  readMcpConfig,
+} from "./config.ts";
 export { type McpConnection, McpFrontDoor, type McpFrontDoorOptions } from "./door.ts";
 export { type McpNamespace, McpToolBridge, type McpToolBridgeOptions } from "./upstream.ts";
 export {
   type McpHttpHost,
   type McpHttpOptions,
+  type McpIo,
   type McpServeOptions,
   serveMcpHttp,
   serveMcpStdio,

@@ -42,7 +42,9 @@ export interface McpServeOptions extends Omit<InProcessProviderOptions, "outputT
 
 /** The byte streams of the stdio connection (default the process's stdin and stdout). */
 export interface McpIo {
+  /** What the client writes. */
   readable: ReadableStream<Uint8Array>;
+  /** What the client reads. */
   writable: WritableStream<Uint8Array>;
 }
 
