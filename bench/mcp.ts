@@ -19,44 +19,19 @@ import { createChannel, createClient } from "nice-grpc";
 import { HealthDefinition } from "nice-grpc-server-health";
 import { GrpcCodeModeSessionProvider, NoopCodeModeSessionDelegate } from "../mod.ts";
 import { Client, StdioClientTransport, StreamableHTTPClientTransport } from "../host/doors/mcp/sdk.ts";
+import { hostArgs, startHost } from "../tests/_mcp_helpers.ts";
 
 const ROUNDS = Number(Deno.env.get("BENCH_ROUNDS") ?? 100);
 const GAP_MS = 60;
-const MAIN = new URL("../host/main.ts", import.meta.url).pathname;
-const COMMON = ["--warm-sessions", "1", "--log-level", "error"];
+const QUIET = ["--log-level", "error"];
 
 function percentile(samples: number[], p: number): number {
   const sorted = [...samples].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 }
 
-/** Starts `host/main.ts` with `listen` in its own process and reads its endpoint line. */
-async function startHost(listen: string): Promise<{ url: string; stop(): Promise<void> }> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: ["run", "--allow-all", MAIN, "--listen", listen, ...COMMON],
-    stdin: "null",
-    stdout: "piped",
-    stderr: "inherit",
-  }).spawn();
-  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let line = "";
-  while (!line.includes("\n")) {
-    const { done, value } = await reader.read();
-    if (done) throw new Error(`the host (${listen}) exited before printing its endpoint`);
-    line += value;
-  }
-  return {
-    url: line.trim(),
-    async stop() {
-      child.kill("SIGTERM");
-      await reader.cancel().catch(() => {});
-      await child.status;
-    },
-  };
-}
-
-const grpcHost = await startHost("grpc://127.0.0.1:0");
-const httpHost = await startHost("mcp+http://127.0.0.1:0");
+const grpcHost = await startHost("grpc://127.0.0.1:0", QUIET);
+const httpHost = await startHost("mcp+http://127.0.0.1:0", QUIET);
 const channel = createChannel(new URL(grpcHost.url).host);
 const health = createClient(HealthDefinition, channel);
 const session = await new GrpcCodeModeSessionProvider(grpcHost.url).createSession({
@@ -68,7 +43,7 @@ const stdioClient = new Client({ name: "bench", version: "1" });
 await stdioClient.connect(
   new StdioClientTransport({
     command: Deno.execPath(),
-    args: ["run", "--allow-all", MAIN, "--listen", "mcp+stdio", ...COMMON],
+    args: hostArgs("mcp+stdio", QUIET),
   }),
 );
 const httpTransport = new StreamableHTTPClientTransport(new URL(httpHost.url));
@@ -130,4 +105,4 @@ channel.close();
 await stdioClient.close();
 await httpTransport.terminateSession().catch(() => {});
 await httpClient.close();
-await Promise.all([grpcHost.stop(), httpHost.stop()]);
+await Promise.all([grpcHost[Symbol.asyncDispose](), httpHost[Symbol.asyncDispose]()]);

@@ -167,6 +167,16 @@ async function main(args: string[]): Promise<void> {
     limits[text.slice(0, at)] = value;
   }
 
+  // What the stdio doors (JSON V1, MCP) start their engine with.
+  const engineOptions = {
+    limits,
+    isolation,
+    deno: v.deno as string | undefined,
+    workerPrefix: prefix,
+    osSandbox,
+    warmSessions,
+    log,
+  };
   const mcp = listen.kind === "mcp-stdio" || listen.kind === "mcp-http";
   if (v["mcp-config"] !== undefined && !mcp) fail(log, "--mcp-config needs an mcp+ --listen form", 2);
   if (mcp) {
@@ -179,16 +189,7 @@ async function main(args: string[]): Promise<void> {
       if (error instanceof McpConfigError) fail(log, error.message, 2);
       throw error;
     }
-    const options = {
-      limits,
-      isolation,
-      deno: v.deno as string | undefined,
-      workerPrefix: prefix,
-      osSandbox,
-      warmSessions,
-      log,
-      mcpServers,
-    };
+    const options = { ...engineOptions, mcpServers };
     if (listen.kind === "mcp-stdio") {
       if (authToken !== undefined) fail(log, "--auth-token-file is not supported with --listen mcp+stdio", 2);
       Deno.exit(await serveMcpStdio(options).catch((error) => fail(log, (error as Error).message, 1)));
@@ -213,16 +214,7 @@ async function main(args: string[]): Promise<void> {
 
   if (listen.kind === "stdio") {
     // JSON host V1 on stdin/stdout (SPEC §9.10): stdout carries only frames.
-    const options = {
-      limits,
-      isolation,
-      deno: v.deno as string | undefined,
-      workerPrefix: prefix,
-      osSandbox,
-      warmSessions,
-      log,
-    };
-    Deno.exit(await serveV1Stdio(options).catch((error) => fail(log, (error as Error).message, 2)));
+    Deno.exit(await serveV1Stdio(engineOptions).catch((error) => fail(log, (error as Error).message, 2)));
   }
 
   let host;

@@ -112,23 +112,28 @@ function wrap(client: Client, close: () => Promise<void>): McpTestClient {
   };
 }
 
+/** The argv of `host/main.ts` with `--listen listen`, the tests' defaults, then `args` (later flags win). */
+export function hostArgs(listen: string, args: string[] = []): string[] {
+  return [
+    "run",
+    "--allow-all",
+    "--config",
+    join(ROOT, "deno.json"),
+    MAIN,
+    "--listen",
+    listen,
+    ...COMMON,
+    ...args,
+  ];
+}
+
 /** Starts `host/main.ts --listen mcp+stdio` and connects the SDK's stdio client to it. */
 export async function connectStdio(
   args: string[] = [],
 ): Promise<McpTestClient & { transport: StdioClientTransport }> {
   const transport = new StdioClientTransport({
     command: Deno.execPath(),
-    args: [
-      "run",
-      "--allow-all",
-      "--config",
-      join(ROOT, "deno.json"),
-      MAIN,
-      "--listen",
-      "mcp+stdio",
-      ...COMMON,
-      ...args,
-    ],
+    args: hostArgs("mcp+stdio", args),
     env: { ...Deno.env.toObject() },
     stderr: "inherit",
   });
@@ -137,27 +142,17 @@ export async function connectStdio(
   return Object.assign(wrap(client, () => client.close()), { transport });
 }
 
-/** A host started with `--listen mcp+http://127.0.0.1:0`. */
-export interface HttpTestHost extends AsyncDisposable {
+/** A host started in its own process that printed its endpoint line. */
+export interface TestHostProcess extends AsyncDisposable {
   /** Its endpoint line. */
   url: string;
   child: Deno.ChildProcess;
 }
 
-/** Starts `host/main.ts --listen mcp+http://127.0.0.1:0` and reads its endpoint line. */
-export async function startHttpHost(args: string[] = []): Promise<HttpTestHost> {
+/** Starts `host/main.ts --listen listen` (a form with an endpoint line) and reads that line. */
+export async function startHost(listen: string, args: string[] = []): Promise<TestHostProcess> {
   const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--allow-all",
-      "--config",
-      join(ROOT, "deno.json"),
-      MAIN,
-      "--listen",
-      "mcp+http://127.0.0.1:0",
-      ...COMMON,
-      ...args,
-    ],
+    args: hostArgs(listen, args),
     stdin: "null",
     stdout: "piped",
     stderr: "inherit",
@@ -166,7 +161,7 @@ export async function startHttpHost(args: string[] = []): Promise<HttpTestHost> 
   let line = "";
   while (!line.includes("\n")) {
     const { value, done } = await reader.read();
-    if (done) throw new Error("the MCP host ended before its endpoint line");
+    if (done) throw new Error(`the host (--listen ${listen}) ended before its endpoint line`);
     line += value;
   }
   reader.releaseLock();

@@ -18,7 +18,7 @@ import {
   exec,
   FixtureEvents,
   type McpTestClient,
-  startHttpHost,
+  startHost,
   texts,
   writeFixtureConfig,
 } from "./_mcp_helpers.ts";
@@ -178,7 +178,12 @@ Deno.test("the MCP front door over Streamable HTTP with a bearer token: the same
     const config = writeFixtureConfig(dir, events);
     const tokenFile = `${dir}/token`;
     Deno.writeTextFileSync(tokenFile, "s3cret\n");
-    await using host = await startHttpHost(["--mcp-config", config, "--auth-token-file", tokenFile]);
+    await using host = await startHost("mcp+http://127.0.0.1:0", [
+      "--mcp-config",
+      config,
+      "--auth-token-file",
+      tokenFile,
+    ]);
     assert.match(host.url, /^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
 
     await t.step("a request without the token is refused with 401", async () => {

@@ -281,6 +281,13 @@ export class McpFrontDoor {
         const inFlight = { current: true };
         try {
           const open = await openSession();
+          // Cancelled before the cell starts: the library abandons it (and terminates it once its ID is
+          // known). After that, the door terminates it itself, below, so that it can wait for the end:
+          // a second Terminate from the library would only be refused as `already terminating`.
+          const early = new AbortController();
+          const onEarlyAbort = () => early.abort(extra.signal.reason);
+          if (extra.signal.aborted) onEarlyAbort();
+          else extra.signal.addEventListener("abort", onEarlyAbort, { once: true });
           const cell = await open.execute(
             {
               toolCallId: `call-${++calls}`,
@@ -290,8 +297,8 @@ export class McpFrontDoor {
               maxOutputTokens: parsed.maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS_PER_EXEC_CALL,
             },
             delegateFor(extra, inFlight),
-            { signal: extra.signal },
-          );
+            { signal: early.signal },
+          ).finally(() => extra.signal.removeEventListener("abort", onEarlyAbort));
           // A cancelled exec terminates its cell (as Codex's abandonment does), and the connection's
           // next call waits for that to finish, so that it never meets the cell's runtime restart.
           const stop = () => {
