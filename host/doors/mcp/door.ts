@@ -3,8 +3,8 @@
  * `exec` and `wait`, with the descriptions of SPEC §11, over a code-mode session provider (the
  * embedded one in `deno task mcp`, but any `CodeModeSessionProvider` does).
  *
- * - Each MCP connection is one code-mode session in Server output mode, opened by its first
- *   `exec` and shut down when the connection closes: stored values persist across `exec` calls of
+ * - Each MCP connection is one code-mode session in Server output mode, opened when the
+ *   connection starts (again by the next call if that failed) and shut down when it closes: stored values persist across `exec` calls of
  *   one connection, never between two.
  * - `exec` takes `{"code": string}`, the cell source with an optional `// @exec:` pragma
  *   (`parseExecSource`); its `yield_time_ms` and `max_output_tokens` (default 10,000 each) go to
@@ -350,6 +350,9 @@ export class McpFrontDoor {
     server.onclose = () => void shutdown();
     this.#connections.add(connection);
     await server.connect(transport);
+    // The session opens now, while the client initializes, rather than on the first exec's path; a
+    // failure is reported by that exec, which tries again.
+    void openSession().catch((error) => this.#log.warn(`MCP session could not be opened: ${message(error)}`));
     return connection;
   }
 

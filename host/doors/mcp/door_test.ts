@@ -30,12 +30,23 @@ Deno.test("toMcpContent() turns data: URLs into MCP image and audio blocks and k
   });
 });
 
-Deno.test("bad exec and wait arguments are error results and open no session", async () => {
+Deno.test("bad exec and wait arguments are error results and reach no session", async () => {
   let opened = 0;
+  let shutdowns = 0;
+  const used: string[] = [];
+  // A session that records any use but shutdown: bad arguments must never reach it.
+  const session = new Proxy({}, {
+    get: (_, key) => {
+      if (key === "shutdown") return () => Promise.resolve(void shutdowns++);
+      if (key === "then") return undefined;
+      used.push(String(key));
+      return () => Promise.reject(new Error("used"));
+    },
+  }) as CodeModeSession;
   const provider: CodeModeSessionProvider = {
     createSession: () => {
       opened++;
-      return Promise.resolve({} as CodeModeSession);
+      return Promise.resolve(session);
     },
   };
   const door = new McpFrontDoor({ provider, log: new Logger("error") });
@@ -64,8 +75,10 @@ Deno.test("bad exec and wait arguments are error results and open no session", a
   ]);
   assert.deepEqual(await call("wait", { cell_id: "1", extra: 1 }), ["wait does not take `extra`"]);
   await assert.rejects(client.callTool({ name: "nope", arguments: {} }), /Unknown tool: nope/);
-  assert.equal(opened, 0);
   await client.close();
   await connection.closed;
+  assert.deepEqual(used, []);
+  assert.equal(opened, 1, "the connection's session opens when it starts");
+  assert.equal(shutdowns, 1, "and shuts down when it closes");
   assert.equal(door.connectionCount, 0);
 });
