@@ -74,7 +74,7 @@ function stringMap(value: unknown, where: string): Record<string, string> {
  * );
  * assert.deepEqual(servers.notes, { command: "notes-mcp", args: ["--ro"], env: {}, cwd: "/srv" });
  * assert.deepEqual(servers.web, { url: "http://127.0.0.1:9/mcp", headers: {} });
- * assert.throws(() => parseMcpConfig({ mcpServers: { x: {} } }), /needs `command` or `url`/);
+ * assert.throws(() => parseMcpConfig({ mcpServers: { x: {} } }), /needs exactly one of `command` and `url`/);
  * ```
  */
 export function parseMcpConfig(
@@ -99,7 +99,9 @@ export function parseMcpConfig(
     }
     const hasCommand = entry.command !== undefined;
     const hasUrl = entry.url !== undefined;
-    if (hasCommand === hasUrl) throw new McpConfigError(`${where} needs \`command\` or \`url\`, not both`);
+    if (hasCommand === hasUrl) {
+      throw new McpConfigError(`${where} needs exactly one of \`command\` and \`url\``);
+    }
     if (hasCommand) {
       if (type !== undefined && type !== "stdio") {
         throw new McpConfigError(`${where}: \`type\` ${JSON.stringify(type)} does not go with \`command\``);

@@ -27,10 +27,10 @@ Deno.test("parseMcpConfig() refuses every other shape with a message naming the 
     [[], "MCP config must be a JSON object with an object `mcpServers`"],
     [{ servers: {} }, "MCP config must be a JSON object with an object `mcpServers`"],
     [{ mcpServers: { a: 1 } }, "MCP config: server `a` must be an object"],
-    [{ mcpServers: { a: {} } }, "MCP config: server `a` needs `command` or `url`, not both"],
+    [{ mcpServers: { a: {} } }, "MCP config: server `a` needs exactly one of `command` and `url`"],
     [
       { mcpServers: { a: { command: "x", url: "http://h/" } } },
-      "MCP config: server `a` needs `command` or `url`, not both",
+      "MCP config: server `a` needs exactly one of `command` and `url`",
     ],
     [{ mcpServers: { a: { command: "" } } }, "MCP config: server `a`: `command` must be a non-empty string"],
     [
