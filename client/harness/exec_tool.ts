@@ -69,8 +69,16 @@ export const WAIT_TOOL_DESCRIPTION: string = [
   "- Each result contains only output produced since the previous result; a finished cell returns its final result and is closed.",
 ].join("\n");
 
-/** The JSON Schema of the `wait` tool's arguments (§11.1). */
-export const WAIT_TOOL_PARAMETERS = {
+/** The JSON Schema of the `wait` tool's arguments (§11.1); frozen, typed as plain JSON for tool SDKs. */
+export const WAIT_TOOL_PARAMETERS: {
+  type: "object";
+  additionalProperties: false;
+  required: string[];
+  properties: Record<
+    "cell_id" | "yield_time_ms" | "max_tokens" | "terminate",
+    { type: string; description: string }
+  >;
+} = deepFreeze({
   type: "object",
   additionalProperties: false,
   required: ["cell_id"],
@@ -86,7 +94,14 @@ export const WAIT_TOOL_PARAMETERS = {
       description: "True stops the running exec cell; false or omitted waits for output.",
     },
   },
-} as const;
+});
+
+function deepFreeze<T extends object>(value: T): T {
+  for (const child of Object.values(value)) {
+    if (typeof child === "object" && child !== null) deepFreeze(child);
+  }
+  return Object.freeze(value);
+}
 
 /** A namespace's heading and guidance in the `exec` description (one MCP server, say). */
 export interface ToolNamespaceDescription {

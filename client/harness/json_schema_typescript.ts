@@ -88,10 +88,10 @@ function render(schema: unknown, state: RenderState, depth: number): string {
   const ref = own(schema, "$ref");
   if (typeof ref === "string") {
     const referenced = renderRef(ref, state, depth);
-    const siblings: JsonObject = {};
-    for (const key of Object.keys(schema)) {
-      if (key !== "$ref" && key !== "$defs" && key !== "definitions") siblings[key] = schema[key];
-    }
+    // `fromEntries` defines each key as its own property, even one named `__proto__`.
+    const siblings: JsonObject = Object.fromEntries(
+      Object.entries(schema).filter(([key]) => key !== "$ref" && key !== "$defs" && key !== "definitions"),
+    );
     const rest = Object.keys(siblings).length === 0 ? "unknown" : render(siblings, state, depth + 1);
     if (rest === "unknown") return referenced;
     if (referenced === "unknown") return rest;
