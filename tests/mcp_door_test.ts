@@ -196,6 +196,19 @@ Deno.test("the MCP front door over Streamable HTTP with a bearer token: the same
       assert.equal((await response.json()).error.message, "code-mode host requires a valid token");
     });
 
+    await t.step("a request whose Host header names another host is refused with 403", async () => {
+      const url = new URL(host.url);
+      const body = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" });
+      const conn = await Deno.connect({ hostname: url.hostname, port: Number(url.port) });
+      await conn.write(new TextEncoder().encode(
+        `POST /mcp HTTP/1.1\r\nHost: evil.example:${url.port}\r\nAuthorization: Bearer s3cret\r\n` +
+          `Content-Type: application/json\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`,
+      ));
+      const reply = await new Response(conn.readable).text();
+      assert.match(reply, /^HTTP\/1\.1 403 /);
+      assert.match(reply, /Invalid Host header: evil\.example:/);
+    });
+
     {
       await using connection = await connectHttp(host.url, "s3cret");
       await scenarios(t, connection);

@@ -143,6 +143,10 @@ export async function serveMcpHttp(options: McpHttpOptions): Promise<McpHttpHost
   let allowedHosts: string[] | undefined;
   const handler = async (request: Request): Promise<Response> => {
     if (new URL(request.url).pathname !== "/mcp") return new Response("not found", { status: 404 });
+    const hostHeader = request.headers.get("host");
+    if (allowedHosts && (hostHeader === null || !allowedHosts.includes(hostHeader))) {
+      return jsonRpcError(403, -32000, `Invalid Host header: ${hostHeader}`);
+    }
     if (check && !check(request.headers.get("authorization"))) {
       return jsonRpcError(401, -32001, UNAUTHENTICATED_MESSAGE, { "www-authenticate": "Bearer" });
     }
@@ -173,7 +177,10 @@ export async function serveMcpHttp(options: McpHttpOptions): Promise<McpHttpHost
     void connection.closed.then(() => {
       if (transport.sessionId !== undefined) sessions.delete(transport.sessionId);
     });
-    return await transport.handleRequest(request, { parsedBody: body });
+    const response = await transport.handleRequest(request, { parsedBody: body });
+    // An initialize the transport refused (headers, protocol version) leaves no session to keep.
+    if (transport.sessionId === undefined) await connection.close();
+    return response;
   };
   let server: Deno.HttpServer<Deno.NetAddr>;
   try {
