@@ -25,6 +25,20 @@ import {
 
 const COMPLETED = "Script completed\nWall time ";
 
+/**
+ * `wait`s on a cell with a long yield time. Over HTTP a cancellation is a request of its own that may
+ * arrive after this wait; until it does, the cancelled call still observes the cell and the wait is
+ * refused at once, so the wait is repeated then.
+ */
+async function waitOnce(client: Client, id: string): Promise<CallToolResult> {
+  for (;;) {
+    const result = await client.callTool({ name: "wait", arguments: { cell_id: id, yield_time_ms: 30000 } });
+    if (!texts(result as CallToolResult).join("\n").includes("active observer")) {
+      return result as CallToolResult;
+    }
+  }
+}
+
 /** The scenarios every transport must pass, on one connection (one code-mode session). */
 async function scenarios(t: Deno.TestContext, connection: McpTestClient): Promise<void> {
   const client: Client = connection.client;
@@ -136,19 +150,29 @@ async function scenarios(t: Deno.TestContext, connection: McpTestClient): Promis
     assert.equal(await started, "started");
     abort.abort();
     await assert.rejects(call);
-    // Over HTTP the cancellation is a request of its own that may arrive after this wait; until it
-    // does, the exec still observes the cell and the wait is refused at once.
-    let result: CallToolResult;
-    do {
-      result = await client.callTool({
-        name: "wait",
-        arguments: { cell_id: id, yield_time_ms: 30000 },
-      }) as CallToolResult;
-    } while (texts(result).join("\n").includes("active observer"));
-    const text = texts(result).join("\n");
+    const text = texts(await waitOnce(client, id)).join("\n");
     assert.ok(text.includes(`exec cell ${id} not found`) || text.startsWith("Script terminated"), text);
     // The session stays usable.
     assert.deepEqual(texts(await exec(client, 'text("next")')).slice(1), ["next"]);
+  });
+
+  await t.step("cancelling a wait ends only that wait: the cell runs on", async () => {
+    const code = 'yield_control(); await new Promise((r) => setTimeout(r, 300)); text("done")';
+    const id = /cell ID (\d+)/.exec(texts(await exec(client, code))[0])![1];
+    const abort = new AbortController();
+    const call = client.callTool(
+      { name: "wait", arguments: { cell_id: id, yield_time_ms: 30000 } },
+      undefined,
+      {
+        signal: abort.signal,
+      },
+    );
+    call.catch(() => {});
+    abort.abort();
+    await assert.rejects(call);
+    const result = await waitOnce(client, id);
+    assert.ok(texts(result)[0].startsWith(COMPLETED), texts(result)[0]);
+    assert.deepEqual(texts(result).slice(1), ["done"]);
   });
 }
 
