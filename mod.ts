@@ -32,6 +32,26 @@ export {
 } from "./host/doors/grpc/server.ts";
 export type { EngineOptions, Isolation } from "./host/engine.ts";
 export { InProcessCodeModeSessionProvider, type InProcessProviderOptions } from "./host/doors/embedded.ts";
+// The MCP front door's listeners and its upstream tool bridge (a delegate that forwards cells' calls to MCP
+// servers).
+export {
+  McpConfigError,
+  type McpHttpHost,
+  type McpHttpOptions,
+  type McpHttpServerConfig,
+  type McpIo,
+  type McpNamespace,
+  type McpServeOptions,
+  type McpServerConfig,
+  type McpServersConfig,
+  type McpStdioServerConfig,
+  McpToolBridge,
+  type McpToolBridgeOptions,
+  parseMcpConfig,
+  readMcpConfig,
+  serveMcpHttp,
+  serveMcpStdio,
+} from "./host/doors/mcp/mod.ts";
 export { DEFAULT_LIMITS, type Limits, resolveLimits } from "./host/core/limits.ts";
 export { CodeModeError, type CodeModeErrorCode } from "./proto/errors.ts";
 export { type LogFields, Logger, type LogLevel } from "./host/ops/log.ts";
