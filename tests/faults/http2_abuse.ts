@@ -351,3 +351,113 @@ Deno.test("fault: HTTP/2 rapid reset (CVE-2023-44487) ends the abuser's connecti
   await using s = await openSession(fresh.client);
   assert.deepEqual((await run(fresh.client, s.id, 'text("served")')).texts, ["served"]);
 });
+
+/** A TCP relay to the host whose host-to-client direction can be stopped (a client that does not read). */
+function stallingRelay(port: number) {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  let resume = Promise.withResolvers<void>();
+  let stalled = false;
+  const conns: Deno.Conn[] = [];
+  const pumps: Promise<void>[] = [];
+  const pump = async (from: Deno.Conn, to: Deno.Conn, stalls: boolean) => {
+    const buffer = new Uint8Array(16_384);
+    try {
+      for (;;) {
+        if (stalls && stalled) await resume.promise;
+        const n = await from.read(buffer);
+        if (n === null) break;
+        let at = 0;
+        while (at < n) at += await to.write(buffer.subarray(at, n));
+      }
+    } catch {
+      // Either side closed.
+    }
+    try {
+      to.close();
+    } catch {
+      // Already closed.
+    }
+  };
+  const accepting = (async () => {
+    for await (const client of listener) {
+      const host = await Deno.connect({ hostname: "127.0.0.1", port });
+      conns.push(client, host);
+      pumps.push(pump(client, host, false), pump(host, client, true));
+    }
+  })();
+  return {
+    address: `127.0.0.1:${(listener.addr as Deno.NetAddr).port}`,
+    stall: () => stalled = true,
+    resume: () => {
+      stalled = false;
+      resume.resolve();
+      resume = Promise.withResolvers<void>();
+    },
+    async [Symbol.asyncDispose]() {
+      listener.close();
+      await accepting.catch(() => {});
+      for (const conn of conns) {
+        try {
+          conn.close();
+        } catch {
+          // Already closed.
+        }
+      }
+      await Promise.all(pumps);
+    },
+  };
+}
+
+Deno.test("fault: 300 idle connections and a client that stops reading its 16 MiB outcome leave others served", async () => {
+  await using p = await serve(["--listen", "grpc://127.0.0.1:0", "--warm-sessions", "1"]);
+  const address = p.url.replace(/^http:\/\//, "");
+  const port = Number(address.split(":").at(-1));
+  const pid = hostPid(p);
+  using plain = rawClient(address);
+  await using bystander = await openSession(plain.client);
+  const rssStart = rssBytes(pid);
+
+  // 300 idle connections: half sent the preface and SETTINGS, half never sent a byte.
+  const idle = await Promise.all(Array.from({ length: 300 }, async (_, i) => {
+    const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+    if (i % 2 === 0) await conn.write(concat([PREFACE, SETTINGS()]));
+    return conn;
+  }));
+  assert.deepEqual((await run(plain.client, bystander.id, 'text("idle")')).texts, ["idle"]);
+  const rssIdle = rssBytes(pid);
+
+  // A slow reader: its relay stops passing the host's bytes before its cell prints 16 MiB.
+  await using relay = stallingRelay(port);
+  using slow = rawClient(relay.address);
+  await using slowSession = await openSession(slow.client);
+  relay.stall();
+  const big = run(
+    slow.client,
+    slowSession.id,
+    "for (let i = 0; i < 256; i++) text(String(i % 10).repeat(65536))",
+  );
+  // Others are served while the slow reader's outcome waits in the host.
+  for (let i = 0; i < 3; i++) {
+    assert.deepEqual((await run(plain.client, bystander.id, `text("meanwhile ${i}")`)).texts, [
+      `meanwhile ${i}`,
+    ]);
+  }
+  const rssStalled = rssBytes(pid);
+  relay.resume();
+  const outcome = await big;
+  assert.equal(outcome.texts.length, 256);
+  assert.ok(
+    outcome.texts.every((t, i) => t === String(i % 10).repeat(65536)),
+    "the slow reader's outcome differs",
+  );
+  for (const conn of idle) conn.close();
+  console.log(
+    `host RSS: ${(rssStart / MIB).toFixed(0)} MiB, with 300 idle connections ${
+      (rssIdle / MIB).toFixed(0)
+    } MiB, with a stalled 16 MiB outcome ${(rssStalled / MIB).toFixed(0)} MiB`,
+  );
+  assert.ok(rssStalled - rssStart < 200 * MIB, "the host's memory grew past 200 MiB");
+  using fresh = rawClient(address);
+  await using s = await openSession(fresh.client);
+  assert.deepEqual((await run(fresh.client, s.id, 'text("served")')).texts, ["served"]);
+});
