@@ -98,12 +98,12 @@ export interface Limits {
    */
   runtimeUnresponsiveMs: number;
   /**
-   * HTTP/2 stream resets (RST_STREAM) a client may send at once on one connection; past it, the
-   * connection ends with GOAWAY `ENHANCE_YOUR_CALM` (rapid reset, CVE-2023-44487). 0 = no cap of
-   * the host's own (200).
+   * Premature HTTP/2 stream resets (RST_STREAM of a stream opened under a second before) a client
+   * may send at once on one connection; past it, the connection ends with GOAWAY
+   * `ENHANCE_YOUR_CALM` (rapid reset, CVE-2023-44487). 0 = no cap of the host's own (200).
    */
   http2ResetBurst: number;
-  /** Resets a connection regains per second after its burst (33, nghttp2's own rate). */
+  /** Premature resets a connection regains per second after its burst (33, nghttp2's own rate). */
   http2ResetsPerSecond: number;
 }
 

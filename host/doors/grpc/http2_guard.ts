@@ -20,8 +20,9 @@
  * (another runtime or Deno version), sessions are left as they are.
  *
  * The same scanner caps a client's stream resets (HTTP/2 rapid reset, CVE-2023-44487): each
- * RST_STREAM a client sends takes a token from a per-connection bucket ({@link ResetBudget}: a
- * burst, refilled at a steady rate). A client that finds the bucket empty gets GOAWAY
+ * RST_STREAM a client sends for a stream it opened less than a second before takes a token from a
+ * per-connection bucket ({@link ResetBudget}: a burst, refilled at a steady rate); resets of older
+ * streams (a subscription or lease ended) are free. A client that finds the bucket empty gets GOAWAY
  * `ENHANCE_YOUR_CALM` and its connection is closed; the bytes after that RST_STREAM never reach
  * nghttp2, so the work one abusive connection causes is bounded by the burst. (nghttp2 has a cap
  * of its own, 1,000 resets then GOAWAY `INTERNAL_ERROR`; measured here, each reset stream costs the
@@ -39,19 +40,27 @@ const GOAWAY = 0x7;
 const RST_STREAM = 0x3;
 /** RFC 9113 §7: the peer might be generating excessive load. */
 const ENHANCE_YOUR_CALM = 0xb;
+const HEADERS = 0x1;
+/** Streams a {@link ResetBudget} remembers at most (an opener that never resets). */
+const MAX_RECENT_STREAMS = 10_000;
 
 /**
- * A token bucket of stream resets for one connection: `burst` tokens, refilled at `perSecond`.
+ * The rapid-reset account of one connection: a reset counts when its stream was opened less than
+ * `prematureMs` before (Envoy's "premature reset"; a rapid reset resets every stream at once, a
+ * client that cancels a subscription or a lease it has held for a while is not counted), and
+ * counted resets take tokens from a bucket of `burst`, refilled at `perSecond`.
  *
  * @example
  * ```ts
  * import assert from "node:assert/strict";
  * import { ResetBudget } from "./http2_guard.ts";
  * let now = 0;
- * const budget = new ResetBudget(2, 1, () => now);
- * assert.deepEqual([budget.take(), budget.take(), budget.take()], [true, true, false]);
+ * const budget = new ResetBudget(2, 1, { now: () => now });
+ * for (const stream of [1, 3, 5]) budget.opened(stream);
+ * assert.deepEqual([budget.reset(1), budget.reset(3), budget.reset(5)], [true, true, false]);
  * now = 1_000;
- * assert.equal(budget.take(), true);
+ * budget.opened(7);
+ * assert.equal(budget.reset(7), true);
  * ```
  */
 export class ResetBudget {
@@ -60,26 +69,49 @@ export class ResetBudget {
   #perMs: number;
   #now: () => number;
   #at: number;
+  #prematureMs: number;
+  /** Streams opened within the last `prematureMs`, oldest first, with when. */
+  #recent = new Map<number, number>();
 
   /**
-   * @param burst resets allowed at once (the bucket's size)
-   * @param perSecond resets regained per second
-   * @param now a clock in ms (default `performance.now`)
+   * @param burst counted resets allowed at once (the bucket's size)
+   * @param perSecond counted resets regained per second
+   * @param options `now`: a clock in ms (default `performance.now`); `prematureMs`: how young a
+   *   stream's reset counts (default 1,000)
    */
-  constructor(burst: number, perSecond: number, now: () => number = () => performance.now()) {
+  constructor(burst: number, perSecond: number, options: { now?: () => number; prematureMs?: number } = {}) {
     this.#tokens = this.#burst = burst;
     this.#perMs = perSecond / 1_000;
-    this.#now = now;
-    this.#at = now();
+    this.#now = options.now ?? (() => performance.now());
+    this.#prematureMs = options.prematureMs ?? 1_000;
+    this.#at = this.#now();
   }
 
   /**
-   * Takes one reset from the bucket.
+   * The client sent HEADERS on a stream (a new stream, or trailers: only the first is kept).
    *
-   * @returns false when the bucket is empty (the client resets streams faster than allowed)
+   * @param stream the stream ID
    */
-  take(): boolean {
+  opened(stream: number): void {
     const now = this.#now();
+    for (const [id, at] of this.#recent) {
+      if (now - at < this.#prematureMs && this.#recent.size < MAX_RECENT_STREAMS) break;
+      this.#recent.delete(id);
+    }
+    if (!this.#recent.has(stream)) this.#recent.set(stream, now);
+  }
+
+  /**
+   * The client reset a stream.
+   *
+   * @param stream the stream ID
+   * @returns false when the reset was premature and the bucket is empty (a rapid reset)
+   */
+  reset(stream: number): boolean {
+    const openedAt = this.#recent.get(stream);
+    this.#recent.delete(stream);
+    const now = this.#now();
+    if (openedAt === undefined || now - openedAt >= this.#prematureMs) return true;
     this.#tokens = Math.min(this.#burst, this.#tokens + (now - this.#at) * this.#perMs);
     this.#at = now;
     if (this.#tokens < 1) return false;
@@ -93,8 +125,9 @@ export interface GuardOptions {
   /** A client's GOAWAY was removed. */
   onGoaway?: () => void;
   /**
-   * The client's RST_STREAM frames, one `take()` each (default: unlimited). The first refused
-   * reset ends the filter: nothing from that frame on is delivered, and `onResetFlood` is called.
+   * The client's HEADERS and RST_STREAM frames are reported to it (default: no cap). The first
+   * refused reset ends the filter: nothing from that frame on is delivered, and `onResetFlood` is
+   * called.
    */
   resets?: ResetBudget;
   /** The client exceeded `resets`; the owner ends the connection. */
@@ -161,11 +194,15 @@ export function goawayFilter(
         drop = HEADER_BYTES + length;
         continue;
       }
-      if (chunk[i + 3] === RST_STREAM && resets !== undefined && !resets.take()) {
-        if (i > from) deliver(chunk.subarray(from, i));
-        flooded = true;
-        onResetFlood?.();
-        return;
+      if (resets !== undefined && (chunk[i + 3] === HEADERS || chunk[i + 3] === RST_STREAM)) {
+        const stream = chunk.readUInt32BE(i + 5) & 0x7fff_ffff;
+        if (chunk[i + 3] === HEADERS) resets.opened(stream);
+        else if (!resets.reset(stream)) {
+          if (i > from) deliver(chunk.subarray(from, i));
+          flooded = true;
+          onResetFlood?.();
+          return;
+        }
       }
       pass = length;
       i += HEADER_BYTES;
@@ -184,7 +221,8 @@ export interface SessionGuardOptions {
   /** A client's GOAWAY was removed. */
   onGoaway?: () => void;
   /**
-   * Stream resets a client may send at once, per connection; 0 = no cap of the guard's own
+   * Premature stream resets (of streams under a second old) a client may send at once, per
+   * connection; 0 = no cap of the guard's own
    * (default 0; the host passes `http2ResetBurst`).
    */
   resetBurst?: number;

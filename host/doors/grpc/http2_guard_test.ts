@@ -78,27 +78,37 @@ Deno.test("withGoawayGuard wraps http2.createServer while any listen is in progr
 });
 
 const rst = (streamId: number) => frame(0x3, streamId, Buffer.from([0, 0, 0, 8]));
+const open = (streamId: number) => frame(0x1, streamId, Buffer.alloc(10, 5));
 
-Deno.test("goawayFilter stops at the first stream reset over budget, however the stream is split", () => {
+Deno.test("goawayFilter stops at the first premature stream reset over budget, however the stream is split", () => {
   const resets = [1, 3, 5, 7].map(rst);
   const input = Buffer.concat([
     PREFACE,
     settings,
-    headers,
+    ...[1, 3, 5, 7].map(open),
     resets[0],
+    rst(99), // a stream not opened lately: not counted
     resets[1],
     data,
     resets[2],
     ping,
     resets[3],
   ]);
-  // With a budget of 2, the third RST_STREAM and everything after it is withheld.
-  const kept = Buffer.concat([PREFACE, settings, headers, resets[0], resets[1], data]);
+  // With a budget of 2, the third counted RST_STREAM and everything after it is withheld.
+  const kept = Buffer.concat([
+    PREFACE,
+    settings,
+    ...[1, 3, 5, 7].map(open),
+    resets[0],
+    rst(99),
+    resets[1],
+    data,
+  ]);
   const split = (at: number[]) => {
     const out: Buffer[] = [];
     let floods = 0;
     const filter = goawayFilter((chunk) => out.push(chunk), {
-      resets: new ResetBudget(2, 0, () => 0),
+      resets: new ResetBudget(2, 0, { now: () => 0 }),
       onResetFlood: () => floods++,
     });
     let from = 0;
@@ -111,12 +121,17 @@ Deno.test("goawayFilter stops at the first stream reset over budget, however the
   }
 });
 
-Deno.test("ResetBudget refills at its rate up to its burst", () => {
+Deno.test("ResetBudget counts only resets of streams under prematureMs old, refilled at its rate up to its burst", () => {
   let now = 0;
-  const budget = new ResetBudget(3, 10, () => now);
-  assert.deepEqual([1, 2, 3, 4].map(() => budget.take()), [true, true, true, false]);
+  const budget = new ResetBudget(3, 10, { now: () => now, prematureMs: 1_000 });
+  for (let stream = 1; stream <= 11; stream += 2) budget.opened(stream);
+  assert.deepEqual([1, 3, 5, 7].map((s) => budget.reset(s)), [true, true, true, false]);
   now = 100; // one token back
-  assert.deepEqual([budget.take(), budget.take()], [true, false]);
+  assert.deepEqual([budget.reset(9), budget.reset(11)], [true, false]);
+  budget.opened(13);
+  now = 1_200; // stream 13 is now 1,100 ms old: its reset is free, and so is one of a stream never seen
+  assert.deepEqual([budget.reset(13), budget.reset(15)], [true, true]);
   now = 60_000; // never more than the burst
-  assert.deepEqual([1, 2, 3, 4].map(() => budget.take()), [true, true, true, false]);
+  for (let stream = 17; stream <= 25; stream += 2) budget.opened(stream);
+  assert.deepEqual([17, 19, 21, 23].map((s) => budget.reset(s)), [true, true, true, false]);
 });

@@ -137,7 +137,7 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
       log.repeated(
         "warn",
         "http2 reset flood",
-        `an HTTP/2 client reset more than ${limits.http2ResetBurst} streams at once; its connection was ended with GOAWAY ENHANCE_YOUR_CALM`,
+        `an HTTP/2 client reset more than ${limits.http2ResetBurst} streams right after opening them (a rapid reset); its connection was ended with GOAWAY ENHANCE_YOUR_CALM`,
         { remote },
       ),
   };
