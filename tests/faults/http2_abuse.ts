@@ -300,13 +300,29 @@ function rapidReset(address: string, streams: number, tail: Uint8Array[] = []): 
   return concat([...parts, ...tail]);
 }
 
-Deno.test("fault: HTTP/2 rapid reset (CVE-2023-44487) ends the abuser's connection with ENHANCE_YOUR_CALM and the host serves others", async () => {
-  await using p = await serve(["--listen", "grpc://127.0.0.1:0", "--warm-sessions", "1"]);
+/** A `deno task serve` host, its process ID, and a client with a bystander session open on it. */
+async function servedHost() {
+  const p = await serve(["--listen", "grpc://127.0.0.1:0", "--warm-sessions", "1"]);
   const address = p.url.replace(/^http:\/\//, "");
-  const port = Number(address.split(":").at(-1));
-  const pid = hostPid(p);
-  using plain = rawClient(address);
-  await using bystander = await openSession(plain.client);
+  const plain = rawClient(address);
+  const bystander = await openSession(plain.client);
+  return {
+    address,
+    port: Number(address.split(":").at(-1)),
+    pid: hostPid(p),
+    plain,
+    bystander,
+    async [Symbol.asyncDispose]() {
+      await bystander[Symbol.asyncDispose]();
+      plain.channel.close();
+      await p[Symbol.asyncDispose]();
+    },
+  };
+}
+
+Deno.test("fault: HTTP/2 rapid reset (CVE-2023-44487) ends the abuser's connection with ENHANCE_YOUR_CALM and the host serves others", async () => {
+  await using h = await servedHost();
+  const { address, port, pid, plain, bystander } = h;
   const burst = 200; // the default http2ResetBurst
 
   // Below the cap: 150 reset streams, then a Health/Check answered on the same connection.
@@ -409,12 +425,8 @@ function stallingRelay(port: number) {
 }
 
 Deno.test("fault: 300 idle connections and a client that stops reading its 16 MiB outcome leave others served", async () => {
-  await using p = await serve(["--listen", "grpc://127.0.0.1:0", "--warm-sessions", "1"]);
-  const address = p.url.replace(/^http:\/\//, "");
-  const port = Number(address.split(":").at(-1));
-  const pid = hostPid(p);
-  using plain = rawClient(address);
-  await using bystander = await openSession(plain.client);
+  await using h = await servedHost();
+  const { address, port, pid, plain, bystander } = h;
   const rssStart = rssBytes(pid);
 
   // 300 idle connections: half sent the preface and SETTINGS, half never sent a byte.
