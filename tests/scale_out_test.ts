@@ -1,0 +1,304 @@
+/**
+ * Scale-out behind nginx (issue 19): the repository's nginx configuration (deploy/nginx/) in front
+ * of three real hosts, each started with its own `--route-token`, and the client library talking to
+ * nginx only.
+ *
+ * nginx runs on loopback as this test's child (`daemon off`, its own prefix, pid and log files in a
+ * temporary folder, a free port). The routing and location files are the repository's, unchanged;
+ * only the top-level file and the list of hosts (code-mode-hosts.conf) are written here, with the
+ * hosts' real ports. `.ci/run` installs nginx (Debian's nginx-light) when it is missing; without it
+ * this test fails and says so.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { Metadata, Status } from "nice-grpc";
+import {
+  CodeModeError,
+  GrpcCodeModeSessionProvider,
+  NoopCodeModeSessionDelegate,
+  RESET_MESSAGE,
+} from "../mod.ts";
+import type { CodeModeSession } from "../mod.ts";
+import { rawClient } from "./_harness.ts";
+
+const ROOT = new URL("..", import.meta.url).pathname;
+const NGINX_DIR = `${ROOT}deploy/nginx/`;
+
+/** The nginx binary: on PATH, or in the sbin folders a non-root PATH may lack. */
+function findNginx(): string {
+  const path = (Deno.env.get("PATH") ?? "").split(":").concat(["/usr/sbin", "/usr/local/sbin", "/sbin"]);
+  for (const dir of path) {
+    try {
+      if (Deno.statSync(`${dir}/nginx`).isFile) return `${dir}/nginx`;
+    } catch { /* not here */ }
+  }
+  throw new Error(
+    "nginx is not installed: the scale-out test needs it (Debian: apt-get install -y nginx-light; .ci/run does this)",
+  );
+}
+
+/** A host process (`host/main.ts`, as `deno task serve` runs it) and its log lines. */
+interface HostProcess extends AsyncDisposable {
+  child: Deno.ChildProcess;
+  token: string;
+  port: number;
+  /** How many sessions the host opened (its `session opened` debug lines). */
+  opened(): number;
+}
+
+async function startHost(token: string): Promise<HostProcess> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--allow-all",
+      `${ROOT}host/main.ts`,
+      "--listen",
+      "grpc://127.0.0.1:0",
+      "--route-token",
+      token,
+      "--warm-sessions",
+      "1",
+      "--log-level",
+      "debug",
+    ],
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  let opened = 0;
+  const stderrDone = (async () => {
+    let buffered = "";
+    for await (const chunk of child.stderr.pipeThrough(new TextDecoderStream())) {
+      buffered += chunk;
+      for (let at = buffered.indexOf("\n"); at >= 0; at = buffered.indexOf("\n")) {
+        if (JSON.parse(buffered.slice(0, at)).msg === "session opened") opened++;
+        buffered = buffered.slice(at + 1);
+      }
+    }
+  })();
+  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let line = "";
+  while (!line.includes("\n")) {
+    const { done, value } = await reader.read();
+    if (done) throw new Error(`host ${token} exited before printing its endpoint`);
+    line += value;
+  }
+  const stdoutDone = (async () => {
+    while (!(await reader.read()).done) { /* nothing more is printed */ }
+  })();
+  return {
+    child,
+    token,
+    port: Number(new URL(line.trim()).port),
+    opened: () => opened,
+    async [Symbol.asyncDispose]() {
+      try {
+        child.kill("SIGTERM");
+      } catch { /* already gone */ }
+      await child.status;
+      await stdoutDone;
+      await stderrDone;
+    },
+  };
+}
+
+/** A free TCP port on loopback (closed again before nginx binds it). */
+function freePort(): number {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = listener.addr.port;
+  listener.close();
+  return port;
+}
+
+/** nginx with the repository's routing and locations in front of `hosts`, on a free port. */
+async function startNginx(hosts: HostProcess[]): Promise<{ port: number } & AsyncDisposable> {
+  const nginx = findNginx();
+  const prefix = await Deno.makeTempDir({ prefix: "code-mode-nginx-" });
+  await Deno.chmod(prefix, 0o755); // worker processes may run as another user
+  for (const name of ["code-mode-routing.conf", "code-mode-locations.conf"]) {
+    await Deno.copyFile(`${NGINX_DIR}${name}`, `${prefix}/${name}`);
+  }
+  const server = (h: HostProcess) => `    server 127.0.0.1:${h.port};\n`;
+  await Deno.writeTextFile(
+    `${prefix}/code-mode-hosts.conf`,
+    `upstream code_mode_hosts {\n${hosts.map(server).join("")}    keepalive 64;\n}\n` +
+      hosts.map((h) => `upstream route_${h.token} {\n${server(h)}    keepalive 64;\n}\n`).join(""),
+  );
+  for (let attempt = 1;; attempt++) {
+    const port = freePort();
+    await Deno.writeTextFile(
+      `${prefix}/nginx.conf`,
+      `worker_processes 1;
+daemon off;
+pid ${prefix}/nginx.pid;
+error_log ${prefix}/error.log warn;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    client_body_temp_path ${prefix}/client_body;
+    proxy_temp_path ${prefix}/proxy;
+    fastcgi_temp_path ${prefix}/fastcgi;
+    uwsgi_temp_path ${prefix}/uwsgi;
+    scgi_temp_path ${prefix}/scgi;
+    include code-mode-routing.conf;
+    include code-mode-hosts.conf;
+    server {
+        listen 127.0.0.1:${port} http2;
+        include code-mode-locations.conf;
+    }
+}
+`,
+    );
+    const child = new Deno.Command(nginx, {
+      args: ["-p", prefix, "-c", `${prefix}/nginx.conf`],
+      stdin: "null",
+      stdout: "null",
+      stderr: "piped",
+    }).spawn();
+    const stderr = new Response(child.stderr).text();
+    // Ready once it accepts a connection; a failed start (e.g. the port was taken meanwhile) exits.
+    const exited = child.status.then((status) => status);
+    let ready = false;
+    while (!ready) {
+      const connected = await Deno.connect({ hostname: "127.0.0.1", port }).then(
+        (c) => c.close(),
+        () => false,
+      );
+      if (connected === undefined) ready = true;
+      else if (await Promise.race([exited.then(() => true), new Promise((r) => setTimeout(r, 20, false))])) {
+        break;
+      }
+    }
+    const dispose = async () => {
+      try {
+        child.kill("SIGTERM");
+      } catch { /* already gone */ }
+      await child.status;
+      await stderr;
+    };
+    if (ready) {
+      return {
+        port,
+        async [Symbol.asyncDispose]() {
+          await dispose();
+          await Deno.remove(prefix, { recursive: true });
+        },
+      };
+    }
+    await dispose();
+    const log = await Deno.readTextFile(`${prefix}/error.log`).catch(() => "");
+    if (attempt === 3 || !log.includes("Address already in use")) {
+      await Deno.remove(prefix, { recursive: true });
+      throw new Error(`nginx did not start: ${await stderr}${log}`);
+    }
+  }
+}
+
+const delegate = new NoopCodeModeSessionDelegate();
+
+/** The generation part of a public cell ID (`g7:3` → `g7`; generation 1 has none). */
+function generationOf(cellId: string): string {
+  return cellId.includes(":") ? cellId.slice(0, cellId.indexOf(":")) : "g1";
+}
+
+/** Runs `source` on `session`; returns the text of its result (or throws the call's error). */
+async function run(session: CodeModeSession, source: string): Promise<{ cellId: string; text: string }> {
+  const cell = await session.execute({ toolCallId: "call-1", enabledTools: [], source }, delegate);
+  const response = await cell.initialResponse();
+  assert.equal(response.type, "result", JSON.stringify(response));
+  assert.equal((response as { errorText?: string }).errorText, undefined);
+  return {
+    cellId: response.cellId,
+    text: response.contentItems.map((item) => item.type === "input_text" ? item.text : "").join(""),
+  };
+}
+
+Deno.test("nginx with the repository's config spreads 30 sessions over three hosts, pins each to its host, and a killed host resets only its own sessions", async () => {
+  findNginx();
+  const hosts = await Promise.all(
+    ["code-mode-host-1", "code-mode-host-2", "code-mode-host-3"].map(startHost),
+  );
+  try {
+    await using nginx = await startNginx(hosts);
+    const endpoint = `http://127.0.0.1:${nginx.port}`;
+    const provider = new GrpcCodeModeSessionProvider(endpoint);
+    const sessions: CodeModeSession[] = [];
+    try {
+      sessions.push(...await Promise.all(Array.from({ length: 30 }, () => provider.createSession())));
+      // Every cell of a session reaches the host that holds its stored values (another host would
+      // answer NOT_FOUND and the client would reset the session).
+      await Promise.all(sessions.map((s, i) => run(s, `store("me", ${i}); text("stored")`)));
+      const loaded = await Promise.all(sessions.map((s) => run(s, `text(String(load("me")))`)));
+      assert.deepEqual(loaded.map((r) => r.text), sessions.map((_, i) => String(i)));
+      const generations = loaded.map((r) => generationOf(r.cellId));
+      const opened = hosts.map((h) => h.opened());
+      assert.equal(opened.reduce((a, b) => a + b), 30, `sessions per host: ${opened}`);
+      assert.ok(opened.every((n) => n > 0), `sessions per host: ${opened}`);
+
+      // Kill one host. Its sessions fail over (the reset message, then a fresh session on another
+      // host); the others keep their values and see no error at all.
+      const killed = hosts[1];
+      killed.child.kill("SIGKILL");
+      await killed.child.status;
+
+      // nginx answers a call routed to the dead host itself: UNAVAILABLE with x-code-mode-route-lost.
+      using raw = rawClient(endpoint);
+      for (const token of [killed.token, "no-such-host"]) {
+        let trailer: Metadata | undefined;
+        const call = raw.client.execute(
+          { sessionId: crypto.randomUUID(), executionId: crypto.randomUUID(), toolCallId: "c", source: "1" },
+          { metadata: Metadata({ "x-code-mode-route": token }), onTrailer: (t: Metadata) => (trailer = t) },
+        );
+        const error = await (async () => {
+          for await (const _ of call) { /* no event is expected */ }
+        })().then(() => undefined, (e) => e);
+        assert.equal(error?.code, Status.UNAVAILABLE, `${token}: ${error}`);
+        assert.equal(trailer?.get("x-code-mode-route-lost"), "true");
+      }
+
+      const outcomes = await Promise.all(sessions.map(async (s, i) => {
+        const failures: string[] = [];
+        for (;;) {
+          try {
+            const result = await run(s, `text(String(load("me"))); store("me", ${i})`);
+            return { failures, result };
+          } catch (error) {
+            assert.ok(error instanceof CodeModeError, String(error));
+            failures.push(error.message);
+            if (failures.length === 3) return { failures, result: undefined };
+          }
+        }
+      }));
+      const reset = outcomes.filter((o) => o.failures.length > 0);
+      const untouched = outcomes.filter((o) => o.failures.length === 0);
+      assert.equal(reset.length, opened[1], `the killed host had ${opened[1]} sessions`);
+      outcomes.forEach((o, i) => {
+        // A session that kept its host keeps its generation; a reset one has a new one.
+        const same = generationOf(o.result!.cellId) === generations[i];
+        assert.equal(same, o.failures.length === 0, `${o.result!.cellId} after ${generations[i]}`);
+      });
+      assert.deepEqual(
+        untouched.map((o) => o.result!.text),
+        outcomes.flatMap((o, i) => o.failures.length === 0 ? [String(i)] : []),
+      );
+      for (const o of reset) {
+        // The call that met the loss fails with its own status (when the lease had not yet ended),
+        // then the next one with the reset message; the one after runs on a new host session.
+        assert.equal(o.failures.at(-1), RESET_MESSAGE, o.failures.join(" | "));
+        assert.ok(o.failures.length <= 2, o.failures.join(" | "));
+        assert.equal(o.result?.text, "undefined");
+        assert.match(o.result!.cellId, /^g\d+:1$/);
+      }
+      // Afterwards every session works, on the two hosts that are left.
+      const after = await Promise.all(sessions.map((s) => run(s, `text(String(load("me")))`)));
+      assert.deepEqual(after.map((r) => r.text), sessions.map((_, i) => String(i)));
+      // Each reset session cost exactly one more OpenSession, on a host that is left.
+      assert.equal(hosts[0].opened() + hosts[2].opened(), opened[0] + opened[2] + reset.length);
+    } finally {
+      await Promise.all(sessions.map((s) => s.shutdown()));
+    }
+  } finally {
+    await Promise.all(hosts.map((h) => h[Symbol.asyncDispose]()));
+  }
+});
