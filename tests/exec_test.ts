@@ -1,0 +1,126 @@
+/**
+ * `deno task exec` (client/exec.ts): one cell from the shell, on a private host or a running one;
+ * each exit code (0 completed, 1 failed, 2 usage error), SOURCE on stdin, `--json`, and
+ * `--session-file` (a kept session shared by consecutive commands, and what happens when it is lost).
+ */
+import assert from "node:assert/strict";
+import { createHost, RESET_MESSAGE } from "../mod.ts";
+import { alive } from "./_v1_helpers.ts";
+
+const ROOT = new URL("..", import.meta.url).pathname;
+
+/** Runs `deno task exec ARGS` (with `stdin` as its input, if given). */
+async function exec(
+  args: string[],
+  stdin?: string,
+): Promise<{ code: number; stdout: string; stderr: string }> {
+  const child = new Deno.Command(Deno.execPath(), {
+    args: ["task", "-q", "exec", ...args],
+    cwd: ROOT,
+    env: { NO_COLOR: "1" },
+    stdin: stdin === undefined ? "null" : "piped",
+    stdout: "piped",
+    stderr: "piped",
+  }).spawn();
+  if (stdin !== undefined) {
+    const writer = child.stdin.getWriter();
+    await writer.write(new TextEncoder().encode(stdin));
+    await writer.close();
+  }
+  const out = await child.output();
+  const decode = (bytes: Uint8Array) => new TextDecoder().decode(bytes);
+  return { code: out.code, stdout: decode(out.stdout), stderr: decode(out.stderr) };
+}
+
+/** The header of SPEC §11.5 step 4 with any wall time. */
+function header(status: string): string {
+  return `${status}\\nWall time \\d+\\.\\d seconds\\nOutput:\\n`;
+}
+
+Deno.test("deno task exec runs a cell on a private host it starts and stops, prints it as a model sees it, exits 0", async () => {
+  const result = await exec(['text("hello"); text({ n: 42 })']);
+  assert.equal(result.code, 0, result.stderr);
+  assert.match(result.stdout, new RegExp(`^${header("Script completed")}hello\\n\\{"n":42\\}\\n$`));
+});
+
+Deno.test("deno task exec exits 1 when the cell fails, with the Script error item; 0 for SOURCE on stdin; --json prints the raw outcome", async () => {
+  await using host = await createHost({ listen: "127.0.0.1:0", log: "warn" });
+  const failed = await exec(["--endpoint", host.url, 'text("before"); throw new Error("boom")']);
+  assert.equal(failed.code, 1, failed.stderr);
+  assert.match(
+    failed.stdout,
+    new RegExp(`^${header("Script failed")}before\\nScript error:\\nError: boom\\n`),
+  );
+
+  const json = await exec(["--endpoint", host.url, "--json"], "text(1 + 1)");
+  assert.equal(json.code, 0, json.stderr);
+  const response = JSON.parse(json.stdout);
+  assert.deepEqual({ ...response, codeModeHostDurationNs: 0 }, {
+    type: "result",
+    cellId: "1",
+    contentItems: [{ type: "input_text", text: "2" }],
+    codeModeHostDurationNs: 0,
+  });
+
+  const unreachable = await exec(["--endpoint", "http://127.0.0.1:1", "text(1)"]);
+  assert.equal(unreachable.code, 1);
+  assert.match(
+    unreachable.stderr,
+    /^exec: gRPC code-mode session opening failed: code: 'The service is currently unavailable'/,
+  );
+});
+
+Deno.test("deno task exec exits 2 on usage errors without running anything", async () => {
+  for (
+    const [args, message] of [
+      [["--no-such-flag", "text(1)"], "Unknown option '--no-such-flag'"],
+      [["--endpoint", "ftp://127.0.0.1:1", "text(1)"], "gRPC code-mode host URL must use http or https"],
+      [["--yield-time-ms", "soon", "text(1)"], "--yield-time-ms must be a non-negative integer, got `soon`"],
+      [["text(1)", "text(2)"], "expected one SOURCE argument, got 2 (quote the source)"],
+      [["   "], "SOURCE is empty"],
+      [["--close"], "--close needs --session-file"],
+    ] as const
+  ) {
+    const result = await exec([...args]);
+    assert.equal(result.code, 2, `${args}: ${result.stderr}`);
+    assert.equal(result.stdout, "");
+    assert.ok(result.stderr.startsWith(`exec: ${message}`), result.stderr);
+    assert.match(result.stderr, /\nusage: deno task exec /);
+  }
+});
+
+Deno.test("deno task exec --session-file: consecutive commands share one session; a lost keeper fails once with the reset message", async () => {
+  await using host = await createHost({ listen: "127.0.0.1:0", log: "warn" });
+  const dir = await Deno.makeTempDir();
+  const file = `${dir}/session.json`;
+  const base = ["--endpoint", host.url, "--session-file", file];
+  try {
+    const first = await exec([...base, 'store("n", 41); text("stored")']);
+    assert.equal(first.code, 0, first.stderr);
+    const { pid: keeper, socket } = JSON.parse(await Deno.readTextFile(file));
+    const second = await exec([...base, 'text(load("n") + 1)']);
+    assert.equal(second.code, 0, second.stderr);
+    assert.match(second.stdout, new RegExp(`^${header("Script completed")}42\\n$`));
+
+    // The keeper (and with it the session and its stored values) is gone: the next command says
+    // so and runs nothing; the one after runs on a fresh session.
+    Deno.kill(keeper, "SIGKILL");
+    while (alive(keeper)) await new Promise((r) => setTimeout(r, 10));
+    await Deno.remove(socket.slice(0, socket.lastIndexOf("/")), { recursive: true }); // a killed keeper's
+    const lost = await exec([...base, 'store("n", 1); text("ran")']);
+    assert.equal(lost.code, 1);
+    assert.equal(lost.stdout, "");
+    assert.equal(lost.stderr, `exec: ${RESET_MESSAGE}\n`);
+    const fresh = await exec([...base, "text(String(load('n')))"]);
+    assert.equal(fresh.code, 0, fresh.stderr);
+    assert.match(fresh.stdout, /\nundefined\n$/);
+
+    const next = JSON.parse(await Deno.readTextFile(file)).pid as number;
+    const closed = await exec([...base, "--close"]);
+    assert.equal(closed.code, 0, closed.stderr);
+    while (alive(next)) await new Promise((r) => setTimeout(r, 10));
+    await assert.rejects(Deno.stat(file), Deno.errors.NotFound);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
