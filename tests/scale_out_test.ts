@@ -20,14 +20,13 @@ import {
   RESET_MESSAGE,
 } from "../mod.ts";
 import type { CodeModeSession } from "../mod.ts";
-import { rawClient } from "./_harness.ts";
+import { rawClient, serve } from "./_harness.ts";
+import { alive, descendants } from "./_v1_helpers.ts";
 import { findNginx, startNginx } from "./_nginx.ts";
 
-const ROOT = new URL("..", import.meta.url).pathname;
-
-/** A host process (`host/main.ts`, as `deno task serve` runs it) and its log lines. */
+/** A host (`deno task serve`) with its route token; `host` is the host process itself. */
 interface HostProcess extends AsyncDisposable {
-  child: Deno.ChildProcess;
+  host: number;
   token: string;
   port: number;
   /** How many sessions the host opened (its `session opened` debug lines). */
@@ -35,58 +34,23 @@ interface HostProcess extends AsyncDisposable {
 }
 
 async function startHost(token: string): Promise<HostProcess> {
-  const child = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--allow-all",
-      `${ROOT}host/main.ts`,
-      "--listen",
-      "grpc://127.0.0.1:0",
-      "--route-token",
-      token,
-      "--warm-sessions",
-      "1",
-      "--log-level",
-      "debug",
-    ],
-    stdin: "null",
-    stdout: "piped",
-    stderr: "piped",
-  }).spawn();
-  let opened = 0;
-  const stderrDone = (async () => {
-    let buffered = "";
-    for await (const chunk of child.stderr.pipeThrough(new TextDecoderStream())) {
-      buffered += chunk;
-      for (let at = buffered.indexOf("\n"); at >= 0; at = buffered.indexOf("\n")) {
-        if (JSON.parse(buffered.slice(0, at)).msg === "session opened") opened++;
-        buffered = buffered.slice(at + 1);
-      }
-    }
-  })();
-  const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
-  let line = "";
-  while (!line.includes("\n")) {
-    const { done, value } = await reader.read();
-    if (done) throw new Error(`host ${token} exited before printing its endpoint`);
-    line += value;
-  }
-  const stdoutDone = (async () => {
-    while (!(await reader.read()).done) { /* nothing more is printed */ }
-  })();
-  return {
-    child,
+  const p = await serve([
+    "--listen",
+    "grpc://127.0.0.1:0",
+    "--route-token",
     token,
-    port: Number(new URL(line.trim()).port),
-    opened: () => opened,
-    async [Symbol.asyncDispose]() {
-      try {
-        child.kill("SIGTERM");
-      } catch { /* already gone */ }
-      await child.status;
-      await stdoutDone;
-      await stderrDone;
-    },
+    "--warm-sessions",
+    "1",
+    "--log-level",
+    "debug",
+  ]);
+  return {
+    // `deno task` runs the host as its child; killing the task would let the host drain instead.
+    host: descendants(p.child.pid)[0],
+    token,
+    port: Number(new URL(p.url).port),
+    opened: () => p.stderr().split("\n").filter((line) => line.includes('"msg":"session opened"')).length,
+    [Symbol.asyncDispose]: () => p[Symbol.asyncDispose](),
   };
 }
 
@@ -134,8 +98,8 @@ Deno.test("nginx with the repository's config spreads 30 sessions over three hos
       // Kill one host. Its sessions fail over (the reset message, then a fresh session on another
       // host); the others keep their values and see no error at all.
       const killed = hosts[1];
-      killed.child.kill("SIGKILL");
-      await killed.child.status;
+      Deno.kill(killed.host, "SIGKILL");
+      while (alive(killed.host)) await new Promise((r) => setTimeout(r, 10));
 
       // nginx answers a call routed to the dead host itself: UNAVAILABLE with x-code-mode-route-lost.
       using raw = rawClient(endpoint);
