@@ -420,13 +420,14 @@ async function runOnKeeper(options: Options): Promise<number> {
     maxOutputTokens: options.maxOutputTokens,
   };
   await writeLine(conn, request);
-  let code = 1;
+  let code: number | undefined;
   for await (const line of readLines(conn)) {
     const event = line as RunEvent & { exitCode?: number };
     if (event.exitCode !== undefined) code = event.exitCode;
     else emit(event);
   }
-  return code;
+  if (code === undefined) emit({ error: `session keeper of ${path} ended before the cell did` });
+  return code ?? 1;
 }
 
 /**
@@ -476,12 +477,8 @@ async function keep(options: Options): Promise<void> {
       if (first?.close) return done.resolve();
       if (typeof first?.source !== "string") return;
       // A later line (terminate) or the connection's end (the command was killed) stops the cell.
-      void (async () => {
-        try {
-          for await (const _ of lines) break;
-        } catch { /* ended */ }
-        stop.abort();
-      })();
+      // (Read without `break`: leaving a `for await` cancels the readable, which closes the connection.)
+      void lines.next().catch(() => {}).finally(() => stop.abort());
       const request = first as { source: string; yieldTimeMs?: number; maxOutputTokens?: number };
       try {
         const response = await runCell(session, request, (event) => void send(event), stop.signal);

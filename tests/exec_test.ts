@@ -5,7 +5,7 @@
  */
 import assert from "node:assert/strict";
 import { createHost, RESET_MESSAGE } from "../mod.ts";
-import { alive } from "./_v1_helpers.ts";
+import { alive, descendants } from "./_v1_helpers.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 
@@ -122,5 +122,49 @@ Deno.test("deno task exec --session-file: consecutive commands share one session
     await assert.rejects(Deno.stat(file), Deno.errors.NotFound);
   } finally {
     await Deno.remove(dir, { recursive: true });
+  }
+});
+
+Deno.test("deno task exec terminates the cell on SIGINT, prints the terminated outcome and exits 1", async () => {
+  await using host = await createHost({ listen: "127.0.0.1:0", log: "warn" });
+  for (const extra of [[], ["--session-file", `${await Deno.makeTempDir()}/session.json`]]) {
+    const child = new Deno.Command(Deno.execPath(), {
+      args: [
+        "task",
+        "-q",
+        "exec",
+        "--endpoint",
+        host.url,
+        ...extra,
+        'text("going"); yield_control(); await new Promise(() => {})',
+      ],
+      cwd: ROOT,
+      env: { NO_COLOR: "1" },
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    const stderr = new Response(child.stderr).text();
+    const reader = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+    let stdout = "";
+    // The yielded observation is printed: the cell is running.
+    while (!stdout.includes("going\n")) {
+      const { done, value } = await reader.read();
+      if (done) assert.fail(`exec ended early: ${stdout} ${await stderr}`);
+      stdout += value;
+    }
+    // Ctrl-C signals the terminal's whole foreground group; `deno task` itself does not pass it on.
+    Deno.kill(descendants(child.pid)[0], "SIGINT");
+    for (let r = await reader.read(); !r.done; r = await reader.read()) stdout += r.value;
+    const status = await child.status;
+    assert.equal(status.code, 1, await stderr);
+    assert.match(
+      stdout,
+      new RegExp(`^${header("Script running with cell ID \\d+")}going\\n${header("Script terminated")}$`),
+    );
+    if (extra.length > 0) {
+      assert.equal((await exec([...extra, "--close"])).code, 0);
+      await Deno.remove(extra[1].slice(0, extra[1].lastIndexOf("/")), { recursive: true });
+    }
   }
 });
