@@ -12,8 +12,8 @@
  *   the token budget (`--max-output-tokens`, default 10,000) as it does for a model (SPEC §8.4); the
  *   command prints the header of SPEC §11.5 step 4 (`Script completed`, `Wall time …`, `Output:`) and
  *   the items. A cell that yields is waited on until it ends; each observation is printed (an empty
- *   yielded one only the first time). `--json`
- *   prints each observation as the client library returns it (`RuntimeResponse`), one JSON line each.
+ *   yielded one only the first time). `--json` prints each observation as the client library returns
+ *   it (`RuntimeResponse`), one JSON line each.
  * - Notifications go to stderr as `[notification from cell ID] text`; tool calls are refused (no
  *   tools are enabled). Ctrl-C terminates the cell and prints its `terminated` outcome.
  * - Exit code: 0 when the cell completed without an error, 1 when it failed or was terminated or the
@@ -21,7 +21,8 @@
  * - `--session-file F`: consecutive commands with the same F share one session, so stored values
  *   survive from one to the next. The first command starts a _session keeper_ in the background
  *   that holds the session (and its private host, if any) and serves later commands on a Unix socket
- *   named in F; it ends after `--idle-minutes` (default 30) without a command, or with `--close`.
+ *   named in F; it ends after `--idle-minutes` (default 30; 0: never) without a command, with
+ *   `--close`, or on SIGTERM. A later command must name the same `--endpoint` (or none).
  *   When F names a keeper that has gone, the session is gone with it: the command fails with the
  *   client library's reset message (nothing runs) and the next command starts afresh.
  *
@@ -389,6 +390,12 @@ async function runOnKeeper(options: Options): Promise<number> {
   const emit = printer(options.json);
   const path = options.sessionFile!;
   let file = readSessionFile(path);
+  if (file && !options.close && file.endpoint !== (options.endpoint ?? null)) {
+    const where = file.endpoint ?? "a private host";
+    throw new UsageError(
+      `--session-file ${path} holds a session on ${where}; pass the same --endpoint or another file`,
+    );
+  }
   let conn = file && await connect(file);
   if (options.close) {
     if (conn) {
@@ -466,6 +473,7 @@ async function keep(options: Options): Promise<void> {
     if (active === 0 && idleMs > 0) idle = setTimeout(() => done.resolve(), idleMs);
   };
   armIdle();
+  Deno.addSignalListener("SIGTERM", () => done.resolve());
   const serve = async (conn: Deno.UnixConn) => {
     active++;
     clearTimeout(idle);

@@ -115,6 +115,14 @@ Deno.test("deno task exec --session-file: consecutive commands share one session
     assert.equal(fresh.code, 0, fresh.stderr);
     assert.match(fresh.stdout, /\nundefined\n$/);
 
+    // The session lives on that host: another endpoint with the same file is a usage error.
+    const elsewhere = await exec(["--endpoint", "http://127.0.0.1:1", "--session-file", file, "text(1)"]);
+    assert.equal(elsewhere.code, 2);
+    assert.match(
+      elsewhere.stderr,
+      new RegExp(`^exec: --session-file ${file} holds a session on ${host.url};`),
+    );
+
     const next = JSON.parse(await Deno.readTextFile(file)).pid as number;
     const closed = await exec([...base, "--close"]);
     assert.equal(closed.code, 0, closed.stderr);
