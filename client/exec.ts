@@ -8,10 +8,12 @@
  *
  * - Without `--endpoint` the cell runs on a private host that this command spawns over its pipes
  *   (`ProcessOwnedGrpcCodeModeSessionProvider`) and reaps before it exits.
+ * - SOURCE is what a model sends to its `exec` tool: an optional `// @exec:` pragma line, then the code
+ *   (`parseExecSource`, SPEC §11.2); a malformed pragma is a usage error. Flags override the pragma.
  * - The session is opened in Server output mode, so the host adds the `Script error:` item and applies
  *   the token budget (`--max-output-tokens`, default 10,000) as it does for a model (SPEC §8.4); the
- *   command prints the header of SPEC §11.5 step 4 (`Script completed`, `Wall time …`, `Output:`) and
- *   the items. A cell that yields is waited on until it ends; each observation is printed (an empty
+ *   command prints `formatRuntimeResponse`'s items (SPEC §11.5: the `Script completed` / `Wall time …` /
+ *   `Output:` header, then the host's items). A cell that yields is waited on until it ends; each observation is printed (an empty
  *   yielded one only the first time). `--json` prints each observation as the client library returns
  *   it (`RuntimeResponse`), one JSON line each.
  * - Notifications go to stderr as `[notification from cell ID] text`; tool calls are refused (no
@@ -34,6 +36,8 @@ import { parseEndpoint } from "./endpoint.ts";
 import { GrpcCodeModeSessionProvider } from "./provider.ts";
 import { ProcessOwnedGrpcCodeModeSessionProvider } from "./process_provider.ts";
 import { RESET_MESSAGE } from "./status_text.ts";
+import { parseExecSource } from "./harness/exec_source.ts";
+import { formatRuntimeResponse } from "./harness/format_response.ts";
 import type { CodeModeSession, CodeModeSessionDelegate, RuntimeResponse } from "./types.ts";
 
 const USAGE =
@@ -144,8 +148,12 @@ async function parseOptions(args: string[], keeper = false): Promise<Options> {
     if (Deno.stdin.isTerminal()) throw new UsageError("no SOURCE: pass it as an argument or on stdin");
     source = await new Response(Deno.stdin.readable).text();
   }
-  if (source.trim() === "") throw new UsageError("SOURCE is empty");
-  options.source = source;
+  // SOURCE is what a model sends to its `exec` tool: an optional `// @exec:` pragma line, then code.
+  const cell = parseExecSource(source);
+  if (typeof cell === "string") throw new UsageError(cell);
+  options.source = cell.code;
+  options.yieldTimeMs ??= cell.yieldTimeMs;
+  options.maxOutputTokens ??= cell.maxOutputTokens;
   return options;
 }
 
@@ -228,13 +236,6 @@ async function runCell(
   }
 }
 
-/** The status line of SPEC §11.5 step 4. */
-function statusOf(response: RuntimeResponse): string {
-  if (response.type === "yielded") return `Script running with cell ID ${response.cellId}`;
-  if (response.type === "terminated") return "Script terminated";
-  return response.errorText === undefined ? "Script completed" : "Script failed";
-}
-
 /** Prints one event: an observation as a model sees it (or as JSON), a notification on stderr. */
 function printer(json: boolean): (event: RunEvent) => void {
   return (event) => {
@@ -245,20 +246,20 @@ function printer(json: boolean): (event: RunEvent) => void {
     } else if (json) {
       console.log(JSON.stringify(event.response));
     } else {
-      const { response } = event;
-      const lines = [
-        `${statusOf(response)}\nWall time ${(event.wallTimeMs / 1000).toFixed(1)} seconds\nOutput:`,
-      ];
-      for (const item of response.contentItems) {
-        if (item.type === "input_text") lines.push(item.text);
-        else if (item.type === "input_image") {
-          lines.push(
-            `[image ${item.image_url.slice(0, 48)}… (${item.image_url.length} characters), detail ${
-              item.detail ?? "high"
-            }]`,
-          );
-        } else lines.push(`[audio ${item.audio_url.slice(0, 48)}… (${item.audio_url.length} characters)]`);
-      }
+      // The host has applied the Server-mode pipeline; the kit adds the header (SPEC §11.5).
+      const { contentItems } = formatRuntimeResponse(event.response, {
+        outputTruncation: "server",
+        wallTimeMs: event.wallTimeMs,
+      });
+      const lines = contentItems.map((item) =>
+        item.type === "input_text"
+          ? item.text.replace(/\n$/, "")
+          : item.type === "input_image"
+          ? `[image ${
+            item.image_url.slice(0, 48)
+          }… (${item.image_url.length} characters), detail ${item.detail}]`
+          : `[audio ${item.audio_url.slice(0, 48)}… (${item.audio_url.length} characters)]`
+      );
       console.log(lines.join("\n"));
     }
   };

@@ -43,7 +43,7 @@ Deno.test("deno task exec runs a cell on a private host it starts and stops, pri
   assert.match(result.stdout, new RegExp(`^${header("Script completed")}hello\\n\\{"n":42\\}\\n$`));
 });
 
-Deno.test("deno task exec exits 1 when the cell fails, with the Script error item; 0 for SOURCE on stdin; --json prints the raw outcome", async () => {
+Deno.test("deno task exec exits 1 when the cell fails, with the Script error item; 0 for SOURCE on stdin; --json prints the raw outcome; a pragma line sets the budget", async () => {
   await using host = await createHost({ listen: "127.0.0.1:0", log: "warn" });
   const failed = await exec(["--endpoint", host.url, 'text("before"); throw new Error("boom")']);
   assert.equal(failed.code, 1, failed.stderr);
@@ -62,6 +62,19 @@ Deno.test("deno task exec exits 1 when the cell fails, with the Script error ite
     codeModeHostDurationNs: 0,
   });
 
+  // The model's `exec` input as it is: a pragma line sets the token budget, which the host applies.
+  const pragma = await exec([
+    "--endpoint",
+    host.url,
+    '// @exec: {"max_output_tokens": 5}\ntext("0123456789".repeat(20))',
+  ]);
+  assert.equal(pragma.code, 0, pragma.stderr);
+  assert.match(
+    pragma.stdout,
+    new RegExp(`^${header("Script completed")}Warning: truncated output \\(original token count: 50\\)\n`),
+  );
+  assert.match(pragma.stdout, /\n0123456789…45 tokens truncated…0123456789\n$/);
+
   const unreachable = await exec(["--endpoint", "http://127.0.0.1:1", "text(1)"]);
   assert.equal(unreachable.code, 1);
   assert.match(
@@ -77,7 +90,11 @@ Deno.test("deno task exec exits 2 on usage errors without running anything", asy
       [["--endpoint", "ftp://127.0.0.1:1", "text(1)"], "gRPC code-mode host URL must use http or https"],
       [["--yield-time-ms", "soon", "text(1)"], "--yield-time-ms must be a non-negative integer, got `soon`"],
       [["text(1)", "text(2)"], "expected one SOURCE argument, got 2 (quote the source)"],
-      [["   "], "SOURCE is empty"],
+      [["   "], "exec expects raw JavaScript source text (non-empty)."],
+      [
+        ['// @exec: {"bogus": 1}\ntext(1)'],
+        "exec pragma only supports `yield_time_ms` and `max_output_tokens`; got `bogus`",
+      ],
       [["--close"], "--close needs --session-file"],
     ] as const
   ) {
