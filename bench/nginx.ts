@@ -9,6 +9,7 @@
  */
 import { GrpcCodeModeSessionProvider, NoopCodeModeSessionDelegate } from "../mod.ts";
 import type { CodeModeSession } from "../mod.ts";
+import { serve } from "../tests/_harness.ts";
 import { startNginx } from "../tests/_nginx.ts";
 
 const ROUNDS = Number(Deno.env.get("BENCH_ROUNDS") ?? 200);
@@ -19,26 +20,16 @@ function percentile(samples: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
 }
 
-const host = new Deno.Command(Deno.execPath(), {
-  args: [
-    "run",
-    "--allow-all",
-    new URL("../host/main.ts", import.meta.url).pathname,
-    "--listen",
-    "grpc://127.0.0.1:0",
-    "--route-token",
-    "bench-host",
-    "--log-level",
-    "warn",
-  ],
-  stdin: "null",
-  stdout: "piped",
-  stderr: "inherit",
-}).spawn();
-const reader = host.stdout.pipeThrough(new TextDecoderStream()).getReader();
-let line = "";
-while (!line.includes("\n")) line += (await reader.read()).value ?? "";
-const direct = line.trim();
+// The host as `deno task serve` runs it, in its own process.
+const host = await serve([
+  "--listen",
+  "grpc://127.0.0.1:0",
+  "--route-token",
+  "bench-host",
+  "--log-level",
+  "warn",
+]);
+const direct = host.url;
 const nginx = await startNginx([{ token: "bench-host", port: Number(new URL(direct).port) }]);
 const via = `http://127.0.0.1:${nginx.port}`;
 
@@ -94,5 +85,4 @@ console.log(row(`Execute \`text("x")\`, warm, after a 60 ms gap (${ROUNDS} each)
 console.log(row(`OpenSession (createSession), warm pool (${OPENS} each)`, open));
 
 await nginx[Symbol.asyncDispose]();
-host.kill("SIGTERM");
-await host.status;
+await host[Symbol.asyncDispose]();
