@@ -17,7 +17,8 @@
  *   yielded one only the first time). `--json` prints each observation as the client library returns
  *   it (`RuntimeResponse`), one JSON line each.
  * - Notifications go to stderr as `[notification from cell ID] text`; tool calls are refused (no
- *   tools are enabled). Ctrl-C terminates the cell and prints its `terminated` outcome.
+ *   tools are enabled). Ctrl-C terminates the cell and prints its `terminated` outcome; a second
+ *   Ctrl-C exits at once (130).
  * - Exit code: 0 when the cell completed without an error, 1 when it failed or was terminated or the
  *   host could not run it, 2 on a usage error.
  * - `--session-file F`: consecutive commands with the same F share one session, so stored values
@@ -38,7 +39,12 @@ import { ProcessOwnedGrpcCodeModeSessionProvider } from "./process_provider.ts";
 import { RESET_MESSAGE } from "./status_text.ts";
 import { parseExecSource } from "./harness/exec_source.ts";
 import { formatRuntimeResponse } from "./harness/format_response.ts";
-import type { CodeModeSession, CodeModeSessionDelegate, RuntimeResponse } from "./types.ts";
+import type {
+  CodeModeSession,
+  CodeModeSessionDelegate,
+  FunctionCallOutputContentItem,
+  RuntimeResponse,
+} from "./types.ts";
 
 const USAGE =
   `usage: deno task exec [--endpoint URL] [--session-file F] [--json] [--yield-time-ms N] [--max-output-tokens N]
@@ -251,28 +257,32 @@ function printer(json: boolean): (event: RunEvent) => void {
         outputTruncation: "server",
         wallTimeMs: event.wallTimeMs,
       });
-      const lines = contentItems.map((item) =>
-        item.type === "input_text"
-          ? item.text.replace(/\n$/, "")
-          : item.type === "input_image"
-          ? `[image ${
-            item.image_url.slice(0, 48)
-          }… (${item.image_url.length} characters), detail ${item.detail}]`
-          : `[audio ${item.audio_url.slice(0, 48)}… (${item.audio_url.length} characters)]`
-      );
+      const lines = contentItems.map(describe);
+      lines[0] = lines[0].replace(/\n$/, ""); // the header ends `Output:\n`
       console.log(lines.join("\n"));
     }
   };
+}
+
+/** A content item as text for a terminal: texts as they are, media as a short description. */
+function describe(item: FunctionCallOutputContentItem): string {
+  if (item.type === "input_text") return item.text;
+  const url = item.type === "input_image" ? item.image_url : item.audio_url;
+  const detail = item.type === "input_image" ? `, detail ${item.detail}` : "";
+  return `[${item.type} ${url.slice(0, 48)}… (${url.length} characters)${detail}]`;
 }
 
 function exitCodeOf(response: RuntimeResponse): number {
   return response.type === "result" && response.errorText === undefined ? 0 : 1;
 }
 
-/** An AbortSignal that aborts on the first SIGINT or SIGTERM; dispose to stop listening. */
+/**
+ * An AbortSignal that aborts on the first SIGINT or SIGTERM (the cell is then terminated); a second
+ * one exits at once (130). Dispose to stop listening.
+ */
 function interrupted(): AbortController & Disposable {
   const controller = new AbortController();
-  const onSignal = () => controller.abort();
+  const onSignal = () => controller.signal.aborted ? Deno.exit(130) : controller.abort();
   Deno.addSignalListener("SIGINT", onSignal);
   Deno.addSignalListener("SIGTERM", onSignal);
   return Object.assign(controller, {
