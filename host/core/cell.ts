@@ -42,6 +42,7 @@ import type { CellPort } from "./cell_port.ts";
 import { CellActorError, type CellEvent, type TerminalEvent } from "./cell_state.ts";
 import { HostError } from "./errors.ts";
 import type { ToolDefinitionInfo } from "./tool_bridge.ts";
+import type { HostMetrics } from "../ops/telemetry.ts";
 
 /** A public `ContentItem` as a plain object for the encoder. */
 export type ContentItem =
@@ -208,6 +209,17 @@ export interface CellOptions {
   initial: { yieldMs: number; yieldSignal?: AbortSignal; signal?: AbortSignal; startedAt?: number };
   /** Server mode: the Execute's `max_output_tokens`, else the host's `defaultMaxOutputTokens`. */
   maxOutputTokens: number;
+  /** Where delivered and dropped output bytes are counted (default: not counted). */
+  metrics?: HostMetrics;
+}
+
+/** The UTF-8 bytes of content items' text and URLs. */
+function itemBytes(items: readonly ContentItem[]): number {
+  let total = 0;
+  for (const item of items) {
+    total += utf8ByteLength("text" in item ? item.text.text : "image" in item ? item.image.imageUrl : item.audio.audioUrl);
+  }
+  return total;
 }
 
 /**
@@ -244,6 +256,8 @@ export class Cell {
   #events: RuntimeEventChannel;
   #actor: CellActorHandle;
   #heapLimitMb: number;
+  #metrics: HostMetrics | undefined;
+  #endReason: EndReason | undefined;
   #ended = false;
   /** The runtime reported that the cell's isolate began evaluating it. */
   #began = false;
@@ -269,6 +283,7 @@ export class Cell {
     this.traceparent = options.traceparent;
     this.#heapLimitMb = options.heapLimitMb;
     this.#maxTokens = options.maxOutputTokens;
+    this.#metrics = options.metrics;
     const port = this.#port = options.port(this);
     this.#events = new RuntimeEventChannel({
       mode: port.mode,
@@ -366,7 +381,14 @@ export class Cell {
     }
     if (this.#port.mode === "client") this.#checkSize(event, startedAt);
     if (event.type === "completed" || event.type === "terminated") this.#port.forget();
-    return toOutcome(event, this.#port.mode, this.#maxTokens);
+    const outcome = toOutcome(event, this.#port.mode, this.#maxTokens);
+    this.#metrics?.output(itemBytes(outcome.items), event.content.omittedTextBytes);
+    return outcome;
+  }
+
+  /** Why the cell's isolate stopped, once it has (`undefined` while it runs). */
+  get endReason(): EndReason | undefined {
+    return this.#endReason;
   }
 
   /**
@@ -394,6 +416,7 @@ export class Cell {
       }
       this.#actor.state.rebuffer(event, replacement);
     }
+    this.#metrics?.output(0, size);
     throw new HostError(
       "too_large",
       `code-mode execution outcome exceeds the ${limit}-byte gRPC message limit`,
@@ -481,6 +504,7 @@ export class Cell {
   end(reason: EndReason = { kind: "default" }): void {
     if (this.#ended) return;
     this.#ended = true;
+    this.#endReason = reason;
     this.#cancelCreditTimer();
     this.#events.end(reason);
     this.#maybeClosed();
