@@ -199,7 +199,9 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
       });
     } catch (error) {
       await ops?.close();
-      throw new RangeError(`invalid --otel-trace-exporter URL: ${(error as Error).message}`, { cause: error });
+      throw new RangeError(`invalid --otel-trace-exporter URL: ${(error as Error).message}`, {
+        cause: error,
+      });
     }
   }
   const telemetry: Telemetry = { metrics: prometheus ?? NO_METRICS, tracer: tracer ?? NO_TRACER };

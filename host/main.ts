@@ -141,10 +141,18 @@ async function main(args: string[]): Promise<void> {
   }
   const otelTraceExporter = v["otel-trace-exporter"];
   if (otelTraceExporter !== undefined && !URL.canParse(otelTraceExporter)) {
-    fail(log, `invalid --otel-trace-exporter URL \`${otelTraceExporter}\`; expected http://HOST:PORT/PATH`, 2);
+    fail(
+      log,
+      `invalid --otel-trace-exporter URL \`${otelTraceExporter}\`; expected http://HOST:PORT/PATH`,
+      2,
+    );
   }
   if (otelTraceExporter !== undefined && !/^https?:$/.test(new URL(otelTraceExporter).protocol)) {
-    fail(log, `invalid --otel-trace-exporter URL \`${otelTraceExporter}\`; expected http://HOST:PORT/PATH`, 2);
+    fail(
+      log,
+      `invalid --otel-trace-exporter URL \`${otelTraceExporter}\`; expected http://HOST:PORT/PATH`,
+      2,
+    );
   }
   if (listen.kind === "stdio" && v["tls-cert"] !== undefined) {
     fail(log, "--tls-cert is not supported with --listen stdio", 2);

@@ -217,7 +217,9 @@ export interface CellOptions {
 function itemBytes(items: readonly ContentItem[]): number {
   let total = 0;
   for (const item of items) {
-    total += utf8ByteLength("text" in item ? item.text.text : "image" in item ? item.image.imageUrl : item.audio.audioUrl);
+    total += utf8ByteLength(
+      "text" in item ? item.text.text : "image" in item ? item.image.imageUrl : item.audio.audioUrl,
+    );
   }
   return total;
 }

@@ -293,7 +293,11 @@ export class CodeModeCore {
    * @param work the request
    * @returns what `work` returns
    */
-  async #observed<T>(method: TimedMethod | "OpenSession", span: HostSpan, work: () => Promise<T>): Promise<T> {
+  async #observed<T>(
+    method: TimedMethod | "OpenSession",
+    span: HostSpan,
+    work: () => Promise<T>,
+  ): Promise<T> {
     const start = performance.now();
     let failure: string | undefined;
     try {
@@ -302,7 +306,9 @@ export class CodeModeCore {
       failure = (error as Error)?.message ?? String(error);
       throw error;
     } finally {
-      if (method !== "OpenSession") this.#telemetry.metrics.requestDone(method, (performance.now() - start) / 1e3);
+      if (method !== "OpenSession") {
+        this.#telemetry.metrics.requestDone(method, (performance.now() - start) / 1e3);
+      }
       span.end(failure);
     }
   }
@@ -636,7 +642,9 @@ export class CodeModeCore {
    * @throws {HostError} `invalid_request`, `unknown_session`, `overloaded`, `session_closed`,
    *   `cell_busy`, `too_large`
    */
-  terminate(request: { sessionId: string; cellId: string; traceparent?: string }): Promise<ObservationResult> {
+  terminate(
+    request: { sessionId: string; cellId: string; traceparent?: string },
+  ): Promise<ObservationResult> {
     const span = this.#span("Terminate", request.traceparent, request.sessionId);
     span.set({ "code_mode.cell_id": request.cellId });
     return this.#observed("Terminate", span, () => this.#terminate(request));

@@ -321,7 +321,10 @@ export class SessionManager implements AsyncDisposable {
     if (!permit) {
       throw kind === "request"
         ? this.overloaded("maxInFlightRequests", "code-mode host has too many in-flight requests")
-        : this.overloaded("maxInFlightControlRequests", "code-mode host has too many in-flight control requests");
+        : this.overloaded(
+          "maxInFlightControlRequests",
+          "code-mode host has too many in-flight control requests",
+        );
     }
     return permit;
   }

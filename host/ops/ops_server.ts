@@ -76,7 +76,9 @@ export function startOpsServer(options: OpsServerOptions): OpsServer {
     const cause = error instanceof Deno.errors.AddrInUse
       ? "address already in use"
       : (error as Error).message.replace(/ \(os error \d+\)$/, "").toLowerCase();
-    throw new Error(`failed to bind metrics listener to ${shown}:${options.port}: ${cause}`, { cause: error });
+    throw new Error(`failed to bind metrics listener to ${shown}:${options.port}: ${cause}`, {
+      cause: error,
+    });
   }
   const port = server.addr.port;
   let closing: Promise<void> | undefined;

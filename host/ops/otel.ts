@@ -16,8 +16,8 @@
  */
 import {
   context,
-  createNoopMeter,
   type Counter,
+  createNoopMeter,
   defaultTextMapGetter,
   diag,
   DiagLogLevel,

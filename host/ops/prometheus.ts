@@ -27,7 +27,14 @@ export interface MetricsGauges {
   warmRuntimes(): number;
 }
 
-const OUTCOMES: CellOutcomeLabel[] = ["completed", "failed", "terminated", "heap_limit", "restart", "crashed"];
+const OUTCOMES: CellOutcomeLabel[] = [
+  "completed",
+  "failed",
+  "terminated",
+  "heap_limit",
+  "restart",
+  "crashed",
+];
 const METHODS: TimedMethod[] = ["Execute", "Wait", "Terminate"];
 const CRASHES: CrashLabel[] = ["exit", "signal", "heap", "memory", "unresponsive", "protocol", "fault"];
 const TOOL_OUTCOMES: ToolCallOutcome[] = ["succeeded", "failed", "cancelled"];

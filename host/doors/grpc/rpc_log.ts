@@ -11,7 +11,13 @@
  * @module
  */
 import * as grpc from "@grpc/grpc-js";
-import { type CallContext, ServerError, type ServerMiddleware, type ServerMiddlewareCall, Status } from "nice-grpc";
+import {
+  type CallContext,
+  ServerError,
+  type ServerMiddleware,
+  type ServerMiddlewareCall,
+  Status,
+} from "nice-grpc";
 import type { Logger } from "../../ops/log.ts";
 
 /** The trace ID of a W3C `traceparent` (`00-<trace id>-<span id>-<flags>`), if it has one. */

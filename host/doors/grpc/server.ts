@@ -234,10 +234,14 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
 function bindCause(error: unknown): string {
   if (!(error instanceof Error)) return "";
   if (error.name === "UnixSocketInUse") return `: ${error.message}`;
-  if (error instanceof Deno.errors.AddrInUse || /EADDRINUSE/.test(error.message)) return ": address already in use";
+  if (error instanceof Deno.errors.AddrInUse || /EADDRINUSE/.test(error.message)) {
+    return ": address already in use";
+  }
   if (error instanceof Deno.errors.AddrNotAvailable || /EADDRNOTAVAIL/.test(error.message)) {
     return ": address not available";
   }
-  if (error instanceof Deno.errors.PermissionDenied || /EACCES/.test(error.message)) return ": permission denied";
+  if (error instanceof Deno.errors.PermissionDenied || /EACCES/.test(error.message)) {
+    return ": permission denied";
+  }
   return "";
 }

@@ -29,9 +29,7 @@ export class TlsPemError extends Error {
    */
   constructor(part: "certificate" | "key" | "pair", detail: string) {
     super(
-      part === "pair"
-        ? `invalid TLS key: ${detail}`
-        : `invalid TLS ${part}: ${detail}`,
+      part === "pair" ? `invalid TLS key: ${detail}` : `invalid TLS ${part}: ${detail}`,
     );
     this.part = part;
     this.detail = detail;
@@ -53,14 +51,18 @@ export class TlsPemError extends Error {
  * ```
  */
 export function checkTlsPem(cert: string, key: string): void {
-  if (!cert.includes("-----BEGIN CERTIFICATE-----")) throw new TlsPemError("certificate", "no PEM certificate found");
+  if (!cert.includes("-----BEGIN CERTIFICATE-----")) {
+    throw new TlsPemError("certificate", "no PEM certificate found");
+  }
   let certificate: X509Certificate;
   try {
     certificate = new X509Certificate(cert);
   } catch (error) {
     throw new TlsPemError("certificate", `cannot parse the certificate (${(error as Error).message})`);
   }
-  if (!/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(key)) throw new TlsPemError("key", "no PEM private key found");
+  if (!/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(key)) {
+    throw new TlsPemError("key", "no PEM private key found");
+  }
   let privateKey;
   try {
     privateKey = createPrivateKey(key);
