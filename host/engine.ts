@@ -90,6 +90,9 @@ export interface EngineOptions {
   otelTraceExporter?: string | Omit<OtelTracerOptions, "onDropped" | "log">;
 }
 
+/** How long a graceful end waits for the last trace export. */
+const TRACE_FLUSH_ON_EXIT_MS = 1_000;
+
 /** Where session runtimes run (SPEC §9.8). */
 export type Isolation = "subprocess" | "in-process";
 
@@ -206,7 +209,13 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
   }
   const telemetry: Telemetry = { metrics: prometheus ?? NO_METRICS, tracer: tracer ?? NO_TRACER };
   const stopTelemetry = async () => {
-    await tracer?.shutdown();
+    if (tracer) {
+      // A receiver that hangs does not hold the host's exit: spans not sent by then are lost.
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const late = new Promise<void>((resolve) => timer = setTimeout(resolve, TRACE_FLUSH_ON_EXIT_MS));
+      await Promise.race([tracer.shutdown(), late]);
+      clearTimeout(timer);
+    }
     await ops?.close();
   };
   if (inProcess) log.warn(IN_PROCESS_WARNING);
