@@ -27,9 +27,9 @@ import { createWorkerCodec } from "../proto/worker_codec.ts";
 import { SELF_RUNTIME_ARG } from "./runtime/self_runtime.ts";
 import { hostTempParent, prepareRuntimeDirectory, removeStaleDirectories } from "./runtime/runtime_files.ts";
 import { GRANT_ALL_PERMISSIONS_FOR_TESTS } from "./runtime/worker_command.ts";
-import { NO_METRICS, NO_TRACER, type Telemetry } from "./ops/telemetry.ts";
+import { NO_METRICS, NO_TRACER, type Telemetry, type TraceExportOptions } from "./ops/telemetry.ts";
 import type { OpsServer } from "./ops/ops_server.ts";
-import type { OtelTracer, OtelTracerOptions } from "./ops/otel.ts";
+import type { OtelTracer } from "./ops/otel.ts";
 import { parseMetricsListen } from "./listen_url.ts";
 
 /** Options of {@link startEngine}; every field has a default. */
@@ -87,7 +87,7 @@ export interface EngineOptions {
    * Export trace spans as OTLP/HTTP JSON to this URL (a path of `/` becomes `/v1/traces`), or
    * with these options (default none: no spans are made).
    */
-  otelTraceExporter?: string | Omit<OtelTracerOptions, "onDropped" | "log">;
+  otelTraceExporter?: string | TraceExportOptions;
 }
 
 /** How long a graceful end waits for the last trace export. */

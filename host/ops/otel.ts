@@ -33,25 +33,14 @@ import { BatchSpanProcessor, TracerProvider } from "@opentelemetry/sdk-trace";
 import { OTLPTraceExporter } from "@opentelemetry/exporter-trace-otlp-http";
 import { resourceFromAttributes } from "@opentelemetry/resources";
 import { W3CTraceContextPropagator } from "@opentelemetry/core";
-import type { HostSpan, HostTracer } from "./telemetry.ts";
+import type { HostSpan, HostTracer, TraceExportOptions } from "./telemetry.ts";
 import type { Logger } from "./log.ts";
 
 /** The service name spans carry. */
 export const SERVICE_NAME = "code-mode-host";
 
 /** Options of {@link OtelTracer}. */
-export interface OtelTracerOptions {
-  /**
-   * The OTLP/HTTP traces endpoint. A URL whose path is `/` gets `/v1/traces` appended, as with
-   * `OTEL_EXPORTER_OTLP_ENDPOINT`.
-   */
-  url: string;
-  /** How long one export may take, retries included (default 10,000 ms). */
-  timeoutMs?: number;
-  /** Ended spans kept waiting for export before new ones are dropped (default 2,048). */
-  maxQueueSize?: number;
-  /** How long an ended span waits for its batch (default 1,000 ms). */
-  scheduledDelayMs?: number;
+export interface OtelTracerOptions extends TraceExportOptions {
   /** Called with the number of spans dropped (queue full or export failed). */
   onDropped?: (count: number) => void;
   /** Where the SDK's diagnostics go (rate-limited warnings). */

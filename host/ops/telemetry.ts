@@ -98,6 +98,21 @@ export interface Telemetry {
   readonly tracer: HostTracer;
 }
 
+/** Where and how trace spans are exported (`--otel-trace-exporter`, `EngineOptions.otelTraceExporter`). */
+export interface TraceExportOptions {
+  /**
+   * The OTLP/HTTP traces endpoint. A URL whose path is `/` gets `/v1/traces` appended, as with
+   * `OTEL_EXPORTER_OTLP_ENDPOINT`.
+   */
+  url: string;
+  /** How long one export may take, retries included (default 10,000 ms). */
+  timeoutMs?: number;
+  /** Ended spans kept waiting for export before new ones are dropped (default 2,048). */
+  maxQueueSize?: number;
+  /** How long an ended span waits for its batch (default 1,000 ms). */
+  scheduledDelayMs?: number;
+}
+
 /** A span that records nothing. */
 export const NO_SPAN: HostSpan = Object.freeze({ traceparent: undefined, set() {}, end() {} });
 
