@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { createChannel, createClient, Metadata } from "nice-grpc";
 import { HealthDefinition } from "nice-grpc-server-health";
-import { eventually, type Msg, openSession, rawClient, run, serve } from "./_harness.ts";
+import { eventually, type Msg, openSession, rawClient, run, selfSigned, serve } from "./_harness.ts";
 import { descendants } from "./_v1_helpers.ts";
 
 const repoRoot = new URL("..", import.meta.url).pathname;
@@ -33,37 +33,13 @@ async function failing(args: string[]): Promise<{ code: number; msg: string }> {
   return { code: status.code, msg: lines.at(-1)?.msg };
 }
 
-async function openssl(dir: string, name: string): Promise<{ cert: string; key: string }> {
-  const cert = `${dir}/${name}.cert.pem`;
-  const key = `${dir}/${name}.key.pem`;
-  const out = await new Deno.Command("openssl", {
-    args: [
-      "req",
-      "-x509",
-      "-newkey",
-      "rsa:2048",
-      "-nodes",
-      "-keyout",
-      key,
-      "-out",
-      cert,
-      "-days",
-      "1",
-      "-subj",
-      "/CN=localhost",
-    ],
-    stdout: "null",
-    stderr: "piped",
-  }).output();
-  assert.ok(out.success, new TextDecoder().decode(out.stderr));
-  return { cert, key };
-}
-
 Deno.test("An invalid TLS certificate or key is named with its cause (exit 2), before anything binds", async (t) => {
   const dir = await Deno.makeTempDir();
   try {
-    const good = await openssl(dir, "good");
-    const other = await openssl(dir, "other");
+    await Deno.mkdir(`${dir}/good`);
+    await Deno.mkdir(`${dir}/other`);
+    const good = await selfSigned(`${dir}/good`);
+    const other = await selfSigned(`${dir}/other`);
     const garbage = `${dir}/garbage.pem`;
     await Deno.writeTextFile(garbage, "not a PEM file\n");
     const corrupt = `${dir}/corrupt.pem`;

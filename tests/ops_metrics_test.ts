@@ -12,43 +12,14 @@ import {
   grpcError,
   type Msg,
   openSession,
-  type RawClient,
   run,
   SPIN,
   startHost,
   texts,
 } from "./_harness.ts";
-import { scrape } from "./_metrics.ts";
+import { answerTools, scrape } from "./_ops.ts";
 
 const encoder = new TextEncoder();
-
-/** Answers every tool call of a session with `{"value": 42}`; resolves `ready` once registered. */
-function answerTools(client: RawClient, sessionId: string): { ready: Promise<void>; stop(): Promise<void> } {
-  const abort = new AbortController();
-  const ready = Promise.withResolvers<void>();
-  const stream = client.subscribeToToolCalls({ sessionId, toolNames: [] }, {
-    signal: abort.signal,
-    onHeader: () => ready.resolve(),
-  }) as AsyncIterable<Msg>;
-  const pump = (async () => {
-    try {
-      for await (const call of stream) {
-        await client.completeToolCall({
-          sessionId,
-          invocationId: call.invocationId,
-          succeeded: { outputJson: encoder.encode(JSON.stringify({ value: 42 })) },
-        });
-      }
-    } catch { /* cancelled */ }
-  })();
-  return {
-    ready: ready.promise,
-    stop: async () => {
-      abort.abort();
-      await pump;
-    },
-  };
-}
 
 const bytes = (outcome: Msg) => texts(outcome).reduce((n, t) => n + encoder.encode(t).length, 0);
 
@@ -72,7 +43,7 @@ Deno.test("GET /metrics after a workload: every counter exactly (cells of each o
   const failed = await run(h.client, a.id, 'throw new Error("boom")');
   assert.match(failed.error!, /^Error: boom/);
   delivered += bytes(failed.outcome);
-  const tools = answerTools(h.client, a.id);
+  const tools = answerTools(h.client, a.id, { value: 42 });
   await tools.ready;
   const toolCell = await execute(h.client, a.id, "text(String((await tools.echo({})).value))", {
     enabledTools: [{ name: "echo", toolName: { name: "echo" }, description: "echo", kind: 1 }],

@@ -7,10 +7,9 @@
  */
 import assert from "node:assert/strict";
 import { Metadata } from "nice-grpc";
-import { eventually, execute, type Msg, openSession, type RawClient, run, startHost } from "./_harness.ts";
-import { scrape } from "./_metrics.ts";
+import { eventually, execute, type Msg, openSession, run, startHost } from "./_harness.ts";
+import { answerTools, scrape } from "./_ops.ts";
 
-const encoder = new TextEncoder();
 const TRACE_ID = "0af7651916cd43dd8448eb211c80319c";
 const CLIENT_SPAN = "b7ad6b7169203331";
 const TRACEPARENT = `00-${TRACE_ID}-${CLIENT_SPAN}-01`;
@@ -55,28 +54,6 @@ function receiver(options: { hold?: boolean } = {}) {
   };
 }
 
-function answerTools(client: RawClient, sessionId: string, calls: Msg[]) {
-  const abort = new AbortController();
-  const ready = Promise.withResolvers<void>();
-  const stream = client.subscribeToToolCalls({ sessionId, toolNames: [] }, {
-    signal: abort.signal,
-    onHeader: () => ready.resolve(),
-  }) as AsyncIterable<Msg>;
-  const pump = (async () => {
-    try {
-      for await (const call of stream) {
-        calls.push(call);
-        await client.completeToolCall({
-          sessionId,
-          invocationId: call.invocationId,
-          succeeded: { outputJson: encoder.encode("7") },
-        });
-      }
-    } catch { /* cancelled */ }
-  })();
-  return { ready: ready.promise, stop: () => (abort.abort(), pump) };
-}
-
 const attribute = (span: Span, key: string) => {
   const value = span.attributes.find((a) => a.key === key)?.value;
   return value?.stringValue ?? value?.intValue;
@@ -89,7 +66,7 @@ Deno.test("Spans for OpenSession, Execute (its cell a child), Wait, Terminate an
   const s = await openSession(h.client, {}, metadata);
   s.pump();
   const calls: Msg[] = [];
-  const tools = answerTools(h.client, s.id, calls);
+  const tools = answerTools(h.client, s.id, 7, calls);
   await tools.ready;
   const toolCell = await execute(h.client, s.id, "text(String(await tools.seven({})))", {
     enabledTools: [{ name: "seven", toolName: { name: "seven" }, description: "seven", kind: 1 }],
