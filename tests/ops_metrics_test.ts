@@ -18,6 +18,8 @@ import {
   texts,
 } from "./_harness.ts";
 import { answerTools, scrape } from "./_ops.ts";
+import { InProcessCodeModeSessionProvider } from "../host/doors/embedded.ts";
+import { NoopCodeModeSessionDelegate } from "../client/session.ts";
 
 const encoder = new TextEncoder();
 
@@ -156,4 +158,30 @@ Deno.test("/healthz and /readyz need no token; /readyz turns 503 draining while 
   await stopping;
   await assert.rejects(fetch(`${url}/healthz`));
   assert.equal((await s.end)?.code, Status.UNAVAILABLE);
+});
+
+Deno.test("The embedded provider feeds the same metrics and serves the same listener", async () => {
+  await using provider = new InProcessCodeModeSessionProvider({
+    isolation: "subprocess",
+    warmSessions: 0,
+    log: "warn",
+    metricsListen: "127.0.0.1:0",
+  });
+  await using session = await provider.createSession();
+  const cell = await session.execute(
+    { toolCallId: "call-1", enabledTools: [], source: 'text("xyz")' },
+    new NoopCodeModeSessionDelegate(),
+  );
+  assert.equal((await cell.initialResponse()).type, "result");
+  const url = provider.metricsUrl!;
+  assert.equal(await fetch(`${url}/readyz`).then((r) => r.text()), "ready\n");
+  // The cell is counted at its CellClosed, which may follow its result.
+  assert.ok(
+    await eventually(async () => (await scrape(url)).get('code_mode_cells_total{outcome="completed"}') === 1),
+  );
+  const m = await scrape(url);
+  assert.equal(m.get("code_mode_sessions_open"), 1);
+  assert.equal(m.get("code_mode_runtime_spawns_total"), 1);
+  assert.equal(m.get('code_mode_request_duration_seconds_count{method="Execute"}'), 1);
+  assert.equal(m.get('code_mode_output_bytes_total{disposition="delivered"}'), 3);
 });
