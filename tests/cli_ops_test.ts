@@ -11,6 +11,8 @@ import { createChannel, createClient, Metadata } from "nice-grpc";
 import { HealthDefinition } from "nice-grpc-server-health";
 import { eventually, type Msg, openSession, rawClient, run, selfSigned, serve } from "./_harness.ts";
 import { descendants } from "./_v1_helpers.ts";
+import { texts as v1Texts, V1Client } from "./_v1_client.ts";
+import { scrape } from "./_ops.ts";
 
 const repoRoot = new URL("..", import.meta.url).pathname;
 
@@ -211,4 +213,27 @@ Deno.test("Every stderr line of a host run is JSON: debug RPC lines with method,
   assert.equal(crash.signal, "SIGKILL");
   assert.ok("exit_code" in crash && "stderr_tail" in crash, JSON.stringify(crash));
   assert.ok(lines.some((line) => /^metrics listening on http:\/\/127\.0\.0\.1:\d+$/.test(line.msg)));
+});
+
+Deno.test("JSON host V1 (--listen stdio) feeds the same metrics, and its debug lines are JSON", async () => {
+  const probe = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = probe.addr.port;
+  probe.close();
+  await using c = V1Client.spawn({
+    args: ["--metrics-listen", `127.0.0.1:${port}`, "--warm-sessions", "0", "--log-level", "debug"],
+  });
+  assert.equal((await c.hello()).type, "connection/ready");
+  assert.equal((await c.open("v1-session")).status, "ok");
+  assert.deepEqual(v1Texts((await c.run("v1-session", 'text("v1")')).value), ["v1"]);
+  const url = `http://127.0.0.1:${port}`;
+  assert.ok(
+    await eventually(async () => (await scrape(url)).get('code_mode_cells_total{outcome="completed"}') === 1),
+  );
+  const m = await scrape(url);
+  assert.equal(m.get("code_mode_sessions_open"), 1);
+  assert.equal(m.get('code_mode_request_duration_seconds_count{method="Execute"}'), 1);
+  assert.equal((await c.finish()).code, 0);
+  const lines = jsonLines(await c.stderr!);
+  const open = lines.find((line) => line.msg === "rpc" && line.method === "session/open");
+  assert.deepEqual([open?.status, open?.session_id], ["ok", "v1-session"]);
 });
