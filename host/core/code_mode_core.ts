@@ -24,7 +24,7 @@ import { OUTPUT_CLIENT, OUTPUT_SERVER, type Session, type SessionEvent } from ".
 import type { SessionManager } from "./session_manager.ts";
 import type { ToolDefinitionInfo, ToolNameInfo } from "./tool_bridge.ts";
 import { validateIdentifier } from "./validate.ts";
-import { type HostSpan, NO_SPAN, type Telemetry, type TimedMethod } from "../ops/telemetry.ts";
+import { type HostSpan, NO_METRICS, NO_SPAN, type Telemetry, type TimedMethod } from "../ops/telemetry.ts";
 
 export type { ContentItem } from "./cell.ts";
 
@@ -267,6 +267,8 @@ export class CodeModeCore {
   #clientSessionIds: boolean;
   #resourceLimits: boolean;
   #telemetry: Telemetry;
+  /** Whether metrics or tracing is on (else requests run with no telemetry wrapper). */
+  #telemetryOn: boolean;
 
   /** @param options see {@link CodeModeCoreOptions} */
   constructor(options: CodeModeCoreOptions) {
@@ -275,6 +277,7 @@ export class CodeModeCore {
     this.#clientSessionIds = options.clientSessionIds ?? false;
     this.#resourceLimits = options.resourceLimits ?? true;
     this.#telemetry = options.manager.telemetry;
+    this.#telemetryOn = this.#telemetry.metrics !== NO_METRICS || this.#telemetry.tracer.enabled;
   }
 
   /** A span for a request (none when tracing is off). */
@@ -298,6 +301,7 @@ export class CodeModeCore {
     span: HostSpan,
     work: () => Promise<T>,
   ): Promise<T> {
+    if (!this.#telemetryOn) return await work();
     const start = performance.now();
     let failure: string | undefined;
     try {
@@ -488,6 +492,8 @@ export class CodeModeCore {
     options: { signal?: AbortSignal } = {},
   ): AsyncGenerator<ExecuteEvent> {
     const start = performance.now();
+    // Telemetry off: no wrapper at all around the cell's events.
+    if (!this.#telemetryOn) return yield* this.#execute(request, options.signal ?? NEVER, start, NO_SPAN);
     const span = this.#span("Execute", request.traceparent, request.sessionId);
     let failure: string | undefined;
     let observed = false;
