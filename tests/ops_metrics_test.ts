@@ -88,9 +88,12 @@ Deno.test("GET /metrics after a workload: every counter exactly (cells of each o
   const flood = await run(h.client, d.id, 'text("x".repeat(1_048_576 + 1_000))');
   delivered += bytes(flood.outcome);
 
-  // Every cell has closed (the crashed one with its session) before the scrape.
-  assert.ok(await eventually(() => a.events.filter((e) => e.cellClosed).length === 5, 5_000));
-  const m = await scrape(url);
+  // Cells are counted at their CellClosed, which may follow their outcome: wait until all 8 are.
+  assert.ok(await eventually(() => a.events.filter((e) => e.cellClosed).length === 5, 10_000));
+  let m = await scrape(url);
+  const closedCells = (m: Map<string, number>) =>
+    [...m].filter(([key]) => key.startsWith("code_mode_cells_total")).reduce((n, [, v]) => n + v, 0);
+  assert.ok(await eventually(async () => closedCells(m = await scrape(url)) === 8, 10_000));
   const expected: Record<string, number> = {
     "code_mode_sessions_open": 3,
     "code_mode_warm_runtimes": 0,
