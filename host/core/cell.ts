@@ -260,6 +260,8 @@ export class Cell {
   #heapLimitMb: number;
   #metrics: HostMetrics | undefined;
   #endReason: EndReason | undefined;
+  /** The runtime reported the cell's result (else its end reason decides its completion). */
+  #resulted = false;
   #ended = false;
   /** The runtime reported that the cell's isolate began evaluating it. */
   #began = false;
@@ -393,6 +395,11 @@ export class Cell {
     return this.#endReason;
   }
 
+  /** Whether the runtime reported the cell's result (a refused source counts as one). */
+  get resulted(): boolean {
+    return this.#resulted;
+  }
+
   /**
    * SPEC §8.3: an outcome too large for one message is not sent. Its window is replaced by one
    * line naming the size, the outcome is re-buffered with it (a window in front of later output, a
@@ -472,6 +479,7 @@ export class Cell {
         this.#writes.set(event.storedWrite!.key, event.storedWrite!.valueJson ?? "null");
         return;
       case "result": {
+        this.#resulted = true;
         const r = event.result!;
         const t = r.trimmedError;
         const errorText: ErrorText | undefined = r.errorText ?? (t ? fromWireTrimmed(t) : undefined);
@@ -518,6 +526,7 @@ export class Cell {
    * @param errorText the error text
    */
   refuse(errorText: string): void {
+    this.#resulted = true;
     this.#events.trySend({ type: "result", storedValueWrites: new Map(), errorText });
     this.end();
   }

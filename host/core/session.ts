@@ -549,14 +549,17 @@ export class Session {
     const watch = this.#watches.get(cell);
     this.#watches.delete(cell);
     const reason = cell.endReason?.kind;
+    // A completion with an error text is the end reason's when the isolate ended without a result.
     const outcome: CellOutcomeLabel = !watch?.committed
       ? "terminated"
+      : !watch.committed.failed
+      ? "completed"
+      : cell.resulted
+      ? "failed"
       : reason === "heapLimit"
       ? "heap_limit"
       : reason === "restart"
       ? "restart"
-      : !watch.committed.failed
-      ? "completed"
       : this.#crashed
       ? "crashed"
       : "failed";
