@@ -236,20 +236,26 @@ async function main(args: string[]): Promise<void> {
   // A bare name is looked up on PATH; a path with a slash is the user's.
   const denoPath = v.deno === undefined ? undefined : v.deno.includes("/") ? resolve(v.deno) : v.deno;
 
+  // What every front door's engine takes.
+  const engineOptions = {
+    limits,
+    isolation,
+    deno: denoPath,
+    metricsListen,
+    otelTraceExporter,
+    workerPrefix: prefix,
+    osSandbox,
+    warmSessions,
+    log,
+  };
   if (listen.kind === "stdio") {
     // JSON host V1 on stdin/stdout (SPEC §9.10): stdout carries only frames.
-    const options = {
-      limits,
-      isolation,
-      deno: denoPath,
-      metricsListen,
-      otelTraceExporter,
-      workerPrefix: prefix,
-      osSandbox,
-      warmSessions,
-      log,
-    };
-    Deno.exit(await serveV1Stdio(options).catch((error) => fail(log, (error as Error).message, 2)));
+    Deno.exit(
+      await serveV1Stdio(engineOptions).catch((error) => {
+        const message = (error as Error).message;
+        return fail(log, message, message.startsWith("failed to bind") ? 1 : 2);
+      }),
+    );
   }
 
   let host;
@@ -261,18 +267,10 @@ async function main(args: string[]): Promise<void> {
         ? `unix:${listen.path}`
         : undefined,
       connection: stdio ? { readable: Deno.stdin.readable, writable: Deno.stdout.writable } : undefined,
-      limits,
-      isolation,
-      deno: denoPath,
-      metricsListen,
-      otelTraceExporter,
-      workerPrefix: prefix,
-      osSandbox,
-      warmSessions,
+      ...engineOptions,
       routeToken: v["route-token"] as string | undefined,
       authToken,
       tls,
-      log,
     });
   } catch (error) {
     if (error instanceof RangeError) fail(log, error.message, 2);
