@@ -11,6 +11,7 @@ import { Logger, type LogLevel } from "./ops/log.ts";
 import { createHost } from "./doors/grpc/server.ts";
 import { checkTlsPem, TlsPemError } from "./doors/grpc/tls_terminator.ts";
 import { serveV1Stdio } from "./doors/v1/mod.ts";
+import { McpConfigError, readMcpConfig, serveMcpHttp, serveMcpStdio } from "./doors/mcp/mod.ts";
 import { runSelfSpawnedRuntime, SELF_RUNTIME_ARG } from "./runtime/self_runtime.ts";
 import denoConfig from "../deno.json" with { type: "json" };
 
@@ -26,6 +27,10 @@ Relative paths are resolved against the directory the command was run from.
                                  unix:PATH        gRPC on a Unix socket (mode 0600)
                                  grpc+stdio://    gRPC over one HTTP/2 connection on stdin/stdout
                                  stdio, stdio://  Codex's JSON host V1 on stdin/stdout
+                                 mcp+stdio        an MCP server (tools exec and wait) on stdin/stdout
+                                 mcp+http://IP:PORT  the same over MCP Streamable HTTP at /mcp
+  --mcp-config FILE            MCP servers whose tools cells may call (mcp+ forms only):
+                                 {"mcpServers": {NAME: {command, args, env} | {url, headers}}}
   --allow-non-loopback         permit a grpc:// address that is not a loopback address
   --tls-cert PATH              serve TLS with this PEM certificate chain (with --tls-key)
   --tls-key PATH               the PEM private key of --tls-cert
@@ -97,6 +102,7 @@ async function main(args: string[]): Promise<void> {
         "tls-cert": { type: "string" },
         "tls-key": { type: "string" },
         "auth-token-file": { type: "string" },
+        "mcp-config": { type: "string" },
         "isolation": { type: "string", default: "subprocess" },
         "deno": { type: "string" },
         "worker-prefix": { type: "string" },
@@ -248,6 +254,43 @@ async function main(args: string[]): Promise<void> {
     warmSessions,
     log,
   };
+  const mcp = listen.kind === "mcp-stdio" || listen.kind === "mcp-http";
+  if (v["mcp-config"] !== undefined && !mcp) fail(log, "--mcp-config needs an mcp+ --listen form", 2);
+  if (mcp) {
+    // The MCP front door (stdio: stdout carries only MCP messages; HTTP: one endpoint line).
+    if (v["tls-cert"] !== undefined) fail(log, "--tls-cert is not supported with the MCP --listen forms", 2);
+    let mcpServers;
+    try {
+      mcpServers = v["mcp-config"] === undefined
+        ? undefined
+        : await readMcpConfig(resolve(v["mcp-config"] as string));
+    } catch (error) {
+      if (error instanceof McpConfigError) fail(log, error.message, 2);
+      throw error;
+    }
+    const options = { ...engineOptions, mcpServers };
+    if (listen.kind === "mcp-stdio") {
+      if (authToken !== undefined) fail(log, "--auth-token-file is not supported with --listen mcp+stdio", 2);
+      Deno.exit(await serveMcpStdio(options).catch((error) => fail(log, (error as Error).message, 1)));
+    }
+    const http = listen as { ip: string; port: number; loopback: boolean };
+    const served = await serveMcpHttp({
+      ...options,
+      hostname: http.ip,
+      port: http.port,
+      loopback: http.loopback,
+      authToken,
+    })
+      .catch((error) => fail(log, (error as Error).message, 1));
+    await Deno.stdout.write(new TextEncoder().encode(served.url + "\n"));
+    log.info(`code-mode-host listening on ${served.url}`);
+    const stop = () => void served.shutdown().then(() => Deno.exit(0), () => Deno.exit(1));
+    Deno.addSignalListener("SIGINT", stop);
+    Deno.addSignalListener("SIGTERM", stop);
+    if (v["exit-with-parent"]) watchParent(stop);
+    return;
+  }
+
   if (listen.kind === "stdio") {
     // JSON host V1 on stdin/stdout (SPEC §9.10): stdout carries only frames.
     Deno.exit(

@@ -263,6 +263,8 @@ export class Cell {
   /** The runtime reported the cell's result (else its end reason decides its completion). */
   #resulted = false;
   #ended = false;
+  /** What ended the isolate without a result, for the failure handler's log. */
+  #endDetail: string | undefined;
   /** The runtime reported that the cell's isolate began evaluating it. */
   #began = false;
   #actorDone = false;
@@ -307,6 +309,7 @@ export class Cell {
       mode: port.mode,
       outputLimits: { maxMessageBytes: port.maxMessageBytes },
       clock: port.clock,
+      failureHandler: (reason) => port.failed(reason, this.#endDetail),
       cellId: options.id,
       initialObserve: {
         mode: ObserveMode.yieldAfter(options.initial.yieldMs, options.initial.yieldSignal),
@@ -489,7 +492,11 @@ export class Cell {
         break;
       }
       case "exited": {
-        const reason = event.exited!.reason;
+        const { reason, detail } = event.exited!;
+        if (reason !== "normal") this.#endDetail = detail ? `${reason}: ${detail}` : reason;
+        // The bootstrap's internal fault is A10's ThreadPanicked, then end-of-stream.
+        // It queues behind a blocked Server-mode send, like end-of-stream itself.
+        if (reason === "fault") void this.#events.send({ type: "threadPanicked" });
         this.end(
           reason === "heap_limit" ? { kind: "heapLimit", limitMb: this.#heapLimitMb } : { kind: "default" },
         );
@@ -515,6 +522,9 @@ export class Cell {
     if (this.#ended) return;
     this.#ended = true;
     this.#endReason = reason;
+    if (reason.kind === "restart") {
+      this.#endDetail ??= `the session runtime was restarted to stop cell ${reason.stoppedCellId}`;
+    }
     this.#cancelCreditTimer();
     this.#events.end(reason);
     this.#maybeClosed();

@@ -17,7 +17,7 @@ import { serverMissingCellContent } from "./cell.ts";
 import type { ContentItem, Outcome } from "./cell.ts";
 import { MAX_TIMER_MS } from "./clock.ts";
 import { HostError } from "./errors.ts";
-import { normalizeCodeModeIdentifier } from "./identifiers.ts";
+import { normalizeCodeModeIdentifier } from "../../proto/identifiers.ts";
 import type { Limits } from "./limits.ts";
 import type { Permit } from "./permits.ts";
 import { OUTPUT_CLIENT, OUTPUT_SERVER, type Session, type SessionEvent } from "./session.ts";

@@ -273,15 +273,23 @@ export class Session {
   #onRuntimeMessage(message: WorkerToHost): void {
     const event = message.cellEvent;
     if (!event) return;
-    if (event.exited && event.exited.reason !== "normal") {
-      this.#options.log.warn("cell isolate ended without a result", {
-        session_ref: this.ref,
-        cell_id: event.cellId,
-        error: `${event.exited.reason}${event.exited.detail ? `: ${event.exited.detail}` : ""}`,
-      });
-    }
     const cell = this.#running.get(event.cellId);
     cell?.onEvent(event);
+  }
+
+  /**
+   * The cell actor's failure handler (SPEC §4.12 A9–A10), decided from the cell's runtime: alive,
+   * or stopped by the host (a hard stop, closing, shutdown), the failure stays a cell error and is
+   * logged; a runtime that died on its own is a session crash (§3.5), reported once its exit is
+   * known (the same report as the runtime's own end, whichever comes first).
+   */
+  #cellFailed(cell: Cell, runtime: RuntimeTransport, reason: string, detail?: string): void {
+    const fields = { session_ref: this.ref, cell_id: cell.id, ...(detail ? { error: detail } : {}) };
+    if (runtime.alive) return this.#options.log.warn(`code-mode cell failed: ${reason}`, fields);
+    void runtime.ended.then((end) => {
+      if (end.byHost) this.#options.log.debug(`code-mode cell failed: ${reason}`, fields);
+      else this.#onRuntimeEnded(runtime, end);
+    });
   }
 
   #onRuntimeEnded(runtime: RuntimeTransport, end: RuntimeEnd): void {
@@ -425,6 +433,8 @@ export class Session {
    */
   #cellPort(cell: Cell): CellPort {
     const clock = this.#options.clock;
+    // The runtime the cell starts on (a restart replaces this.#runtime, not the cell's).
+    const runtime = this.#runtime;
     return {
       clock,
       mode: this.outputMode === OUTPUT_SERVER ? "server" : "client",
@@ -468,6 +478,7 @@ export class Session {
         };
         clock.setTimeout(check, stopMs);
       },
+      failed: (reason, detail) => this.#cellFailed(cell, runtime, reason, detail),
       forget: () => {
         if (this.#cells.get(cell.id) === cell) this.#cells.delete(cell.id);
       },

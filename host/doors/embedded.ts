@@ -52,6 +52,8 @@ export interface InProcessProviderOptions {
   warmSessions?: number;
   /** Deno binary for subprocess runtimes (default `Deno.execPath()`). */
   deno?: string;
+  /** Argv placed before `<deno>` for every subprocess runtime (default none; `--worker-prefix`). */
+  workerPrefix?: string[];
   /** The OS sandbox around each subprocess runtime (default `auto`; see `EngineOptions.osSandbox`). */
   osSandbox?: "auto" | "bwrap" | "off";
   /** Log threshold (default `info`) or a logger. */
@@ -323,6 +325,7 @@ export class InProcessCodeModeSessionProvider implements AsyncDisposable {
         limits: o.limits,
         warmSessions: o.warmSessions,
         deno: o.deno,
+        workerPrefix: o.workerPrefix,
         osSandbox: o.osSandbox,
         log,
         metricsListen: o.metricsListen,

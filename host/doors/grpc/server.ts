@@ -20,7 +20,7 @@ import { errorMiddleware } from "./errors.ts";
 import { bearerTokenMiddleware } from "./access.ts";
 import { checkTlsPem, startTlsTerminator, type TlsTerminator } from "./tls_terminator.ts";
 import { routeGrpcLog, rpcLogMiddleware } from "./rpc_log.ts";
-import { withGoawayGuard } from "./http2_guard.ts";
+import { type SessionGuardOptions, withGoawayGuard } from "./http2_guard.ts";
 import { prepareUnixSocket, relayConnection, restrictUnixSocket } from "./local_transports.ts";
 
 /**
@@ -146,19 +146,30 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
   // directory, behind Deno's own TLS (see tls_terminator.ts for why) or a relay of the connection.
   let terminator: TlsTerminator | undefined;
   let relay: { ended: Promise<void>; close(): Promise<void> } | undefined;
-  const onGoaway = () => log.debug("a client's GOAWAY was not passed to nghttp2 (see http2_guard.ts)");
+  const guard: SessionGuardOptions = {
+    onGoaway: () => log.debug("a client's GOAWAY was not passed to nghttp2 (see http2_guard.ts)"),
+    resetBurst: limits.http2ResetBurst,
+    resetsPerSecond: limits.http2ResetsPerSecond,
+    onResetFlood: (remote) =>
+      log.repeated(
+        "warn",
+        "http2 reset flood",
+        `an HTTP/2 client reset more than ${limits.http2ResetBurst} streams right after opening them (a rapid reset); its connection was ended with GOAWAY ENHANCE_YOUR_CALM`,
+        { remote },
+      ),
+  };
   let socketDir: string | undefined;
   const shownAddress = options.connection ? "grpc+stdio://" : address;
   try {
     if (options.connection) {
       socketDir = await Deno.makeTempDir({ dir: engine.tempParent, prefix: `stdio-${Deno.pid}-` });
       const socket = `${socketDir}/grpc.sock`;
-      await withGoawayGuard(() => server.listen(`unix:${socket}`), onGoaway);
+      await withGoawayGuard(() => server.listen(`unix:${socket}`), guard);
       relay = await relayConnection(options.connection, socket);
     } else if (options.tls) {
       socketDir = await Deno.makeTempDir({ dir: engine.tempParent, prefix: `tls-${Deno.pid}-` });
       const socket = `${socketDir}/grpc.sock`;
-      await withGoawayGuard(() => server.listen(`unix:${socket}`), onGoaway);
+      await withGoawayGuard(() => server.listen(`unix:${socket}`), guard);
       terminator = startTlsTerminator({
         hostname: bindHost.replace(/^\[|\]$/g, ""),
         port: Number(address.slice(bindHost.length + 1)),
@@ -169,9 +180,9 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
       port = terminator.port;
     } else if (unixPath !== undefined) {
       await prepareUnixSocket(unixPath);
-      await restrictUnixSocket(unixPath, () => withGoawayGuard(() => server.listen(address), onGoaway));
+      await restrictUnixSocket(unixPath, () => withGoawayGuard(() => server.listen(address), guard));
     } else {
-      port = await withGoawayGuard(() => server.listen(address), onGoaway);
+      port = await withGoawayGuard(() => server.listen(address), guard);
     }
   } catch (error) {
     server.forceShutdown();
