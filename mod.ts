@@ -31,6 +31,7 @@ export {
   type HostState,
 } from "./host/doors/grpc/server.ts";
 export type { EngineOptions, Isolation } from "./host/engine.ts";
+export type { TraceExportOptions } from "./host/ops/telemetry.ts";
 export { InProcessCodeModeSessionProvider, type InProcessProviderOptions } from "./host/doors/embedded.ts";
 // The MCP front door's listeners and its upstream tool bridge (a delegate that forwards cells' calls to MCP
 // servers).

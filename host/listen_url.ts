@@ -115,3 +115,41 @@ export function parseListenUrl(url: string, allowNonLoopback: boolean): ListenTa
   if (url === "stdio" || url === "stdio://") return { kind: "stdio" };
   throw new ListenError(`unsupported --listen URL \`${url}\`; expected ${LISTEN_FORMS}`);
 }
+
+/** A parsed `--metrics-listen IP:PORT`. */
+export interface MetricsAddress {
+  /** The IP literal (IPv6 without brackets). */
+  hostname: string;
+  port: number;
+  /** `IP:PORT` as written back (IPv6 in brackets). */
+  address: string;
+}
+
+/**
+ * Parses `--metrics-listen IP:PORT` (IPv6 in brackets; port 0 picks a free port). Any IP is
+ * accepted: the listener serves counts and probes only, never session data.
+ *
+ * @param text the flag's value
+ * @returns the address
+ * @throws {ListenError} ``invalid --metrics-listen `{text}`; expected `IP:PORT` ``
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * assert.deepEqual(parseMetricsListen("127.0.0.1:9464"), {
+ *   hostname: "127.0.0.1",
+ *   port: 9464,
+ *   address: "127.0.0.1:9464",
+ * });
+ * assert.throws(() => parseMetricsListen("localhost:9464"), /expected `IP:PORT`/);
+ * ```
+ */
+export function parseMetricsListen(text: string): MetricsAddress {
+  const match = /^(?:\[([^\]]+)\]|([^:\[\]]+)):(\d{1,5})$/.exec(text);
+  const ip = match ? (match[1] ?? match[2]) : "";
+  const port = match ? Number(match[3]) : NaN;
+  const family = isIP(ip);
+  if (!match || family === 0 || (match[1] !== undefined && family !== 6) || port > 65535) {
+    throw new ListenError(`invalid --metrics-listen \`${text}\`; expected \`IP:PORT\``);
+  }
+  return { hostname: ip, port, address: family === 6 ? `[${ip}]:${port}` : `${ip}:${port}` };
+}
