@@ -137,6 +137,10 @@ Deno.test("deno task serve resolves relative paths against the directory it was 
         "token.txt",
       ],
       cwd: dir,
+      // As from a user's shell: `deno task` sets INIT_CWD only when it is unset, and a suite run by
+      // `npx … task test` (CI) inherits npx's, which names the repository root.
+      clearEnv: true,
+      env: Object.fromEntries(Object.entries(Deno.env.toObject()).filter(([name]) => name !== "INIT_CWD")),
       stdout: "piped",
       stderr: "piped",
     }).spawn();
