@@ -31,10 +31,30 @@ export {
   type HostState,
 } from "./host/doors/grpc/server.ts";
 export type { EngineOptions, Isolation } from "./host/engine.ts";
+export type { TraceExportOptions } from "./host/ops/telemetry.ts";
 export { InProcessCodeModeSessionProvider, type InProcessProviderOptions } from "./host/doors/embedded.ts";
+// The MCP front door's listeners and its upstream tool bridge (a delegate that forwards cells' calls to MCP
+// servers).
+export {
+  McpConfigError,
+  type McpHttpHost,
+  type McpHttpOptions,
+  type McpHttpServerConfig,
+  type McpIo,
+  type McpNamespace,
+  type McpServeOptions,
+  type McpServerConfig,
+  type McpServersConfig,
+  type McpStdioServerConfig,
+  McpToolBridge,
+  type McpToolBridgeOptions,
+  parseMcpConfig,
+  readMcpConfig,
+  serveMcpHttp,
+  serveMcpStdio,
+} from "./host/doors/mcp/mod.ts";
 export { DEFAULT_LIMITS, type Limits, resolveLimits } from "./host/core/limits.ts";
 export { CodeModeError, type CodeModeErrorCode } from "./proto/errors.ts";
-export { normalizeCodeModeIdentifier } from "./host/core/identifiers.ts";
 export { type LogFields, Logger, type LogLevel } from "./host/ops/log.ts";
 export { type Clock as HostClock, realClock as hostRealClock } from "./host/core/clock.ts";
 export { GrpcCodeModeSessionProvider, type ProviderOptions } from "./client/provider.ts";
@@ -45,6 +65,8 @@ export {
 export { GrpcCodeModeSession, NoopCodeModeSessionDelegate } from "./client/session.ts";
 export { realClock } from "./client/clock.ts";
 export { RESET_MESSAGE } from "./client/status_text.ts";
+// The harness kit of SPEC §11 (client/harness/mod.ts holds an index of what each export is).
+export * from "./client/harness/mod.ts";
 export type {
   Clock,
   CodeModeOutputTruncation,

@@ -1,6 +1,6 @@
 /**
- * What the bench scripts share (folder-private): a host started as `deno task serve` starts it, in
- * its own process, with a nice-grpc client; sessions and `text("x")` cells on it; percentiles.
+ * Helpers shared by the benchmark scripts: percentiles, timing, and a host started as `deno task
+ * serve` runs it (its own process) with a raw gRPC client. Folder-private.
  *
  * @module
  */
@@ -104,7 +104,13 @@ export async function openSession(
   return { id: first.value.opened!.sessionId, close: () => abort.abort() };
 }
 
-let executions = 0; // shared by every Execute of this script
+let executions = 0; // shared by every Execute of the script
+
+/** The next number of the script's execution IDs. */
+export function nextExecution(): number {
+  return ++executions;
+}
+
 export async function executeText(
   client: { execute: (r: unknown) => AsyncIterable<unknown> },
   sessionId: string,
@@ -112,7 +118,7 @@ export async function executeText(
   for await (
     const _ of client.execute({
       sessionId,
-      executionId: `b${++executions}`,
+      executionId: `b${nextExecution()}`,
       toolCallId: "c",
       source: 'text("x")',
     })

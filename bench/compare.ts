@@ -34,22 +34,23 @@
  * @module
  */
 import {
-  childPids,
-  executeText,
-  measureHost,
-  openSession,
-  pause,
-  percentile,
-  spawnDeno,
-  time,
-} from "./_host.ts";
-import {
   GrpcCodeModeSessionProvider,
   NoopCodeModeSessionDelegate,
   ProcessOwnedGrpcCodeModeSessionProvider,
 } from "../mod.ts";
 import { InProcessCodeModeSessionProvider } from "../host/doors/embedded.ts";
 import { V1Client } from "../tests/_v1_client.ts";
+import {
+  childPids,
+  executeText,
+  measureHost,
+  nextExecution,
+  openSession,
+  pause,
+  percentile,
+  spawnDeno,
+  time,
+} from "./_host.ts";
 
 const ROUNDS = Number(Deno.env.get("BENCH_ROUNDS") ?? 200);
 /** `BENCH_ONLY=latency,memory,open,sandbox,large` runs only those sections (default: all). */
@@ -262,7 +263,7 @@ if (section("latency")) {
     for await (
       const _ of client.execute({
         sessionId: tools.id,
-        executionId: `tools-${crypto.randomUUID()}`,
+        executionId: `tools-${nextExecution()}`,
         toolCallId: "c",
         source: `for (let i = 0; i < ${Math.min(ROUNDS, 200) + 1}; i++) await tools.echo(i)`,
         enabledTools: [echo],
@@ -288,7 +289,7 @@ if (section("latency")) {
       for await (
         const event of client.execute({
           sessionId: session.id,
-          executionId: `t-${crypto.randomUUID()}`,
+          executionId: `t${nextExecution()}`,
           toolCallId: "c",
           source,
           yieldTimeMs: 60_000,

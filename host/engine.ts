@@ -27,6 +27,10 @@ import { createWorkerCodec } from "../proto/worker_codec.ts";
 import { SELF_RUNTIME_ARG } from "./runtime/self_runtime.ts";
 import { hostTempParent, prepareRuntimeDirectory, removeStaleDirectories } from "./runtime/runtime_files.ts";
 import { GRANT_ALL_PERMISSIONS_FOR_TESTS } from "./runtime/worker_command.ts";
+import { NO_METRICS, NO_TRACER, type Telemetry, type TraceExportOptions } from "./ops/telemetry.ts";
+import type { OpsServer } from "./ops/ops_server.ts";
+import type { OtelTracer } from "./ops/otel.ts";
+import { parseMetricsListen } from "./listen_url.ts";
 
 /** Options of {@link startEngine}; every field has a default. */
 export interface EngineOptions {
@@ -74,7 +78,20 @@ export interface EngineOptions {
    * refused. Needs `node:worker_threads` and `node:vm`.
    */
   isolation?: Isolation;
+  /**
+   * `IP:PORT` of an HTTP/1.1 listener for `GET /metrics` (Prometheus text), `GET /healthz` and
+   * `GET /readyz`, which need no token (default none: no metrics are kept). Port 0 picks one.
+   */
+  metricsListen?: string;
+  /**
+   * Export trace spans as OTLP/HTTP JSON to this URL (a path of `/` becomes `/v1/traces`), or
+   * with these options (default none: no spans are made).
+   */
+  otelTraceExporter?: string | TraceExportOptions;
 }
+
+/** How long a graceful end waits for the last trace export. */
+const TRACE_FLUSH_ON_EXIT_MS = 1_000;
 
 /** Where session runtimes run (SPEC §9.8). */
 export type Isolation = "subprocess" | "in-process";
@@ -91,6 +108,8 @@ export interface HostState {
   readonly spawnCount: number;
   /** Runtimes spawned on a request's path (OpenSession or a restart) because the pool was empty. */
   readonly requestPathSpawnCount: number;
+  /** `http://IP:PORT` of the metrics and probes listener, when one was asked for. */
+  readonly metricsUrl: string | undefined;
 }
 
 /** A started engine. */
@@ -105,6 +124,12 @@ export interface Engine {
   readonly tempParent: string;
   /** Read-only views of the sessions and runtimes. */
   readonly state: HostState;
+  /** Metrics and tracing (no-ops when off). */
+  readonly telemetry: Telemetry;
+  /** The front door serves: `/readyz` answers `ready` from now until draining begins. */
+  markServing(): void;
+  /** Exports the trace spans ended so far, and waits for the export or its failure. */
+  flushTelemetry(): Promise<void>;
   /**
    * Graceful end (SPEC §9.7): drain every session (leases end `shutting_down`), bounded by
    * `shutdownGraceMs`, after which every runtime is killed; then the runtime directory goes.
@@ -142,6 +167,57 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
     throw new RangeError(`unknown code-mode isolation \`${options.isolation}\``);
   }
   if (inProcess && !inProcessSupported()) throw new Error(IN_PROCESS_UNSUPPORTED);
+  const metricsAddress = options.metricsListen === undefined
+    ? undefined
+    : parseMetricsListen(options.metricsListen);
+  // Set below; the gauges and readiness read it at scrape time.
+  let registry: SessionManager | undefined;
+  let serving = false;
+  let prometheus: import("./ops/prometheus.ts").PrometheusMetrics | undefined;
+  let ops: OpsServer | undefined;
+  if (metricsAddress) {
+    // Loaded only when asked for: metrics that are off cost nothing, not even the import.
+    const { PrometheusMetrics } = await import("./ops/prometheus.ts");
+    const { startOpsServer } = await import("./ops/ops_server.ts");
+    prometheus = new PrometheusMetrics({
+      sessionsOpen: () => registry?.sessions.size ?? 0,
+      warmRuntimes: () => registry?.warmCount ?? 0,
+    });
+    ops = startOpsServer({
+      ...metricsAddress,
+      metrics: prometheus,
+      readiness: () => registry?.draining ? "draining" : serving ? "ready" : "starting",
+    });
+    log.info(`metrics listening on ${ops.url}`);
+  }
+  let tracer: OtelTracer | undefined;
+  if (options.otelTraceExporter !== undefined) {
+    const { OtelTracer } = await import("./ops/otel.ts");
+    const exporter = options.otelTraceExporter;
+    try {
+      tracer = new OtelTracer({
+        ...(typeof exporter === "string" ? { url: exporter } : exporter),
+        onDropped: (count) => prometheus?.spansDropped(count),
+        log,
+      });
+    } catch (error) {
+      await ops?.close();
+      throw new RangeError(`invalid --otel-trace-exporter URL: ${(error as Error).message}`, {
+        cause: error,
+      });
+    }
+  }
+  const telemetry: Telemetry = { metrics: prometheus ?? NO_METRICS, tracer: tracer ?? NO_TRACER };
+  const stopTelemetry = async () => {
+    if (tracer) {
+      // A receiver that hangs does not hold the host's exit: spans not sent by then are lost.
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const late = new Promise<void>((resolve) => timer = setTimeout(resolve, TRACE_FLUSH_ON_EXIT_MS));
+      await Promise.race([tracer.shutdown(), late]);
+      clearTimeout(timer);
+    }
+    await ops?.close();
+  };
   if (inProcess) log.warn(IN_PROCESS_WARNING);
   const tempParent = hostTempParent();
   Deno.mkdirSync(tempParent, { recursive: true, mode: 0o700 });
@@ -165,15 +241,17 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
     }
   } catch (error) {
     Deno.removeSync(runtimeDir, { recursive: true });
+    await stopTelemetry();
     throw error;
   }
   // Reachable only with a private symbol of worker_command.ts (never from the CLI or mod.ts).
   const allowAllForTests = (options as Record<symbol, unknown>)[GRANT_ALL_PERMISSIONS_FOR_TESTS] === true;
   if (allowAllForTests) log.warn("TEST ONLY: session runtimes run with every Deno permission");
 
-  const manager = new SessionManager({
+  const manager = registry = new SessionManager({
     limits,
     log,
+    telemetry,
     clock: options.clock ?? realClock,
     warmSessions: options.warmSessions ?? limits.warmSessionWorkers,
     runtime: {
@@ -209,12 +287,15 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
       clearTimeout(timer);
       if (result === "late") await manager.killAll();
       await removeRuntimeDir();
+      await stopTelemetry();
     })();
     return stopping;
   };
   const kill = async () => {
     await manager.killAll();
     await removeRuntimeDir();
+    await ops?.close();
+    void tracer?.shutdown();
   };
   const state: HostState = {
     session(id) {
@@ -234,8 +315,21 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
     get requestPathSpawnCount() {
       return manager.requestPathSpawnCount;
     },
+    metricsUrl: ops?.url,
   };
-  return { limits, log, manager, core, tempParent, state, shutdown, kill };
+  return {
+    limits,
+    log,
+    manager,
+    core,
+    tempParent,
+    state,
+    telemetry,
+    markServing: () => void (serving = true),
+    flushTelemetry: () => tracer?.flush() ?? Promise.resolve(),
+    shutdown,
+    kill,
+  };
 }
 
 function inProcessSpawner(limits: Limits, runtimeDir: string): () => InProcessRuntime {

@@ -25,7 +25,11 @@ export type ListenTarget =
   /** `grpc+stdio://`: gRPC over one HTTP/2 connection on stdin/stdout. */
   | { kind: "grpc-stdio" }
   /** `stdio` or `stdio://`: JSON host V1 (SPEC §9.10) on stdin/stdout. */
-  | { kind: "stdio" };
+  | { kind: "stdio" }
+  /** `mcp+stdio`, `mcp+stdio://`: the MCP server front door on stdin/stdout. */
+  | { kind: "mcp-stdio" }
+  /** `mcp+http://IP:PORT`: the MCP server front door over Streamable HTTP. */
+  | Omit<ListenAddress, "kind"> & { kind: "mcp-http" };
 
 /** Every form of `--listen` this build accepts, as the error messages list them. */
 export const LISTEN_FORMS = "`grpc://IP:PORT`, `unix:PATH`, `grpc+stdio://`, `stdio`, or `stdio://`";
@@ -39,8 +43,35 @@ function loopback(ip: string): boolean {
   return isIP(ip) === 4 ? ip.startsWith("127.") : ip === "::1" || ip === "0:0:0:0:0:0:0:1";
 }
 
+/** `SCHEME://IP:PORT` with an IP literal (IPv6 in brackets), refused outside loopback unless allowed. */
+function parseAddress(
+  url: string,
+  scheme: string,
+  what: string,
+  allowNonLoopback: boolean,
+): Omit<ListenAddress, "kind"> {
+  const rest = url.slice(scheme.length);
+  const match = /^(?:\[([^\]]+)\]|([^:\[\]]+)):(\d{1,5})$/.exec(rest);
+  const ip = match ? (match[1] ?? match[2]) : "";
+  const port = match ? Number(match[3]) : NaN;
+  const family = isIP(ip);
+  if (!match || family === 0 || (match[1] !== undefined && family !== 6) || port > 65535) {
+    throw new ListenError(`invalid ${what} --listen URL \`${url}\`; expected \`${scheme}IP:PORT\``);
+  }
+  const bind = family === 6 ? `[${ip}]:${port}` : `${ip}:${port}`;
+  const isLoopback = loopback(ip);
+  if (!isLoopback && !allowNonLoopback) {
+    throw new ListenError(
+      `refusing to listen on non-loopback address \`${bind}\` without --allow-non-loopback`,
+    );
+  }
+  return { ip, port, bind, loopback: isLoopback };
+}
+
 /**
- * Parses a `--listen` URL.
+ * Parses a `--listen` URL. Besides the forms of SPEC §9.1 it accepts the MCP front door's
+ * `mcp+stdio` (or `mcp+stdio://`) and `mcp+http://IP:PORT`; the message for an unsupported URL
+ * stays the SPEC's, which lists only the SPEC's forms.
  *
  * @param url the flag's value
  * @param allowNonLoopback `--allow-non-loopback`
@@ -53,28 +84,21 @@ function loopback(ip: string): boolean {
  * assert.equal(target.kind === "grpc" && target.bind, "127.0.0.1:0");
  * assert.deepEqual(parseListenUrl("unix:/tmp/h.sock", false), { kind: "unix", path: "/tmp/h.sock" });
  * assert.deepEqual(parseListenUrl("grpc+stdio://", false), { kind: "grpc-stdio" });
+ * assert.deepEqual(parseListenUrl("mcp+stdio", false), { kind: "mcp-stdio" });
+ * assert.equal(parseListenUrl("mcp+http://127.0.0.1:0", false).kind, "mcp-http");
  * assert.throws(() => parseListenUrl("grpc://localhost:9000", false), /expected `grpc:\/\/IP:PORT`/);
  * ```
  */
 export function parseListenUrl(url: string, allowNonLoopback: boolean): ListenTarget {
   if (url.startsWith("grpc://")) {
-    const rest = url.slice("grpc://".length);
-    const match = /^(?:\[([^\]]+)\]|([^:\[\]]+)):(\d{1,5})$/.exec(rest);
-    const ip = match ? (match[1] ?? match[2]) : "";
-    const port = match ? Number(match[3]) : NaN;
-    const family = isIP(ip);
-    if (!match || family === 0 || (match[1] !== undefined && family !== 6) || port > 65535) {
-      throw new ListenError(`invalid gRPC --listen URL \`${url}\`; expected \`grpc://IP:PORT\``);
-    }
-    const bind = family === 6 ? `[${ip}]:${port}` : `${ip}:${port}`;
-    const isLoopback = loopback(ip);
-    if (!isLoopback && !allowNonLoopback) {
-      throw new ListenError(
-        `refusing to listen on non-loopback address \`${bind}\` without --allow-non-loopback`,
-      );
-    }
-    return { kind: "grpc", ip, port, bind, loopback: isLoopback };
+    const address = parseAddress(url, "grpc://", "gRPC", allowNonLoopback);
+    return { kind: "grpc", ...address };
   }
+  if (url.startsWith("mcp+http://")) {
+    const address = parseAddress(url, "mcp+http://", "MCP", allowNonLoopback);
+    return { kind: "mcp-http", ...address };
+  }
+  if (url === "mcp+stdio" || url === "mcp+stdio://") return { kind: "mcp-stdio" };
   if (url.startsWith("unix:")) {
     const path = url.slice("unix:".length);
     let reason: string | undefined;
@@ -90,4 +114,42 @@ export function parseListenUrl(url: string, allowNonLoopback: boolean): ListenTa
   if (url === "grpc+stdio://") return { kind: "grpc-stdio" };
   if (url === "stdio" || url === "stdio://") return { kind: "stdio" };
   throw new ListenError(`unsupported --listen URL \`${url}\`; expected ${LISTEN_FORMS}`);
+}
+
+/** A parsed `--metrics-listen IP:PORT`. */
+export interface MetricsAddress {
+  /** The IP literal (IPv6 without brackets). */
+  hostname: string;
+  port: number;
+  /** `IP:PORT` as written back (IPv6 in brackets). */
+  address: string;
+}
+
+/**
+ * Parses `--metrics-listen IP:PORT` (IPv6 in brackets; port 0 picks a free port). Any IP is
+ * accepted: the listener serves counts and probes only, never session data.
+ *
+ * @param text the flag's value
+ * @returns the address
+ * @throws {ListenError} ``invalid --metrics-listen `{text}`; expected `IP:PORT` ``
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * assert.deepEqual(parseMetricsListen("127.0.0.1:9464"), {
+ *   hostname: "127.0.0.1",
+ *   port: 9464,
+ *   address: "127.0.0.1:9464",
+ * });
+ * assert.throws(() => parseMetricsListen("localhost:9464"), /expected `IP:PORT`/);
+ * ```
+ */
+export function parseMetricsListen(text: string): MetricsAddress {
+  const match = /^(?:\[([^\]]+)\]|([^:\[\]]+)):(\d{1,5})$/.exec(text);
+  const ip = match ? (match[1] ?? match[2]) : "";
+  const port = match ? Number(match[3]) : NaN;
+  const family = isIP(ip);
+  if (!match || family === 0 || (match[1] !== undefined && family !== 6) || port > 65535) {
+    throw new ListenError(`invalid --metrics-listen \`${text}\`; expected \`IP:PORT\``);
+  }
+  return { hostname: ip, port, address: family === 6 ? `[${ip}]:${port}` : `${ip}:${port}` };
 }

@@ -68,3 +68,30 @@ Deno.test("parseListenUrl() rejects every other form with the SPEC §9.1 message
     });
   }
 });
+
+Deno.test("parseListenUrl() accepts the MCP front door's forms, with the gRPC form's address rules", () => {
+  assert.deepEqual(parseListenUrl("mcp+stdio", false), { kind: "mcp-stdio" });
+  assert.deepEqual(parseListenUrl("mcp+stdio://", false), { kind: "mcp-stdio" });
+  assert.deepEqual(parseListenUrl("mcp+http://[::1]:8080", false), {
+    kind: "mcp-http",
+    ip: "::1",
+    port: 8080,
+    bind: "[::1]:8080",
+    loopback: true,
+  });
+  const wide = parseListenUrl("mcp+http://0.0.0.0:0", true);
+  assert.equal(wide.kind === "mcp-http" && wide.loopback, false);
+  assert.throws(
+    () => parseListenUrl("mcp+http://0.0.0.0:0", false),
+    (e) =>
+      e instanceof ListenError &&
+      e.message === "refusing to listen on non-loopback address `0.0.0.0:0` without --allow-non-loopback",
+  );
+  assert.throws(
+    () => parseListenUrl("mcp+http://localhost:80", false),
+    (e) =>
+      e instanceof ListenError &&
+      e.message === "invalid MCP --listen URL `mcp+http://localhost:80`; expected `mcp+http://IP:PORT`",
+  );
+  assert.throws(() => parseListenUrl("mcp+stdio:", false), /^ListenError: unsupported --listen URL/);
+});

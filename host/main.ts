@@ -5,10 +5,13 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { ListenError, parseListenUrl } from "./listen_url.ts";
+import { ListenError, parseListenUrl, parseMetricsListen } from "./listen_url.ts";
+import { isAbsolute, join } from "node:path";
 import { Logger, type LogLevel } from "./ops/log.ts";
 import { createHost } from "./doors/grpc/server.ts";
+import { checkTlsPem, TlsPemError } from "./doors/grpc/tls_terminator.ts";
 import { serveV1Stdio } from "./doors/v1/mod.ts";
+import { McpConfigError, readMcpConfig, serveMcpHttp, serveMcpStdio } from "./doors/mcp/mod.ts";
 import { runSelfSpawnedRuntime, SELF_RUNTIME_ARG } from "./runtime/self_runtime.ts";
 import denoConfig from "../deno.json" with { type: "json" };
 
@@ -17,11 +20,17 @@ const HELP =
 
 Usage: deno task serve [FLAGS]     (or the compiled executable with the same flags)
 
+Relative paths are resolved against the directory the command was run from.
+
   --listen URL                 transport (default grpc://127.0.0.1:50051):
                                  grpc://IP:PORT   gRPC over TCP (IPv6 in brackets; port 0 picks one)
                                  unix:PATH        gRPC on a Unix socket (mode 0600)
                                  grpc+stdio://    gRPC over one HTTP/2 connection on stdin/stdout
                                  stdio, stdio://  Codex's JSON host V1 on stdin/stdout
+                                 mcp+stdio        an MCP server (tools exec and wait) on stdin/stdout
+                                 mcp+http://IP:PORT  the same over MCP Streamable HTTP at /mcp
+  --mcp-config FILE            MCP servers whose tools cells may call (mcp+ forms only):
+                                 {"mcpServers": {NAME: {command, args, env} | {url, headers}}}
   --allow-non-loopback         permit a grpc:// address that is not a loopback address
   --tls-cert PATH              serve TLS with this PEM certificate chain (with --tls-key)
   --tls-key PATH               the PEM private key of --tls-cert
@@ -33,7 +42,11 @@ Usage: deno task serve [FLAGS]     (or the compiled executable with the same fla
   --warm-sessions N            pre-spawned idle session runtimes (default 2; 0 disables)
   --route-token TOKEN          x-code-mode-route sent on OpenSession
   --limit NAME=VALUE           override a limit (repeatable)
-  --log-level LEVEL            debug, info, warn or error (default info); logs go to stderr
+  --log-level LEVEL            debug, info, warn or error (default info); JSON lines on stderr
+  --metrics-listen IP:PORT     serve GET /metrics (Prometheus), /healthz and /readyz over HTTP/1.1
+                                 (no token; port 0 picks one; logged as "metrics listening on …")
+  --otel-trace-exporter URL    export trace spans as OTLP/HTTP JSON to URL (a path of / becomes
+                                 /v1/traces), service name code-mode-host
   --no-exit-with-parent        keep running when the process that started the host ends
   --help                       print this help and exit
   --version                    print the version and exit
@@ -46,11 +59,42 @@ function fail(log: Logger, message: string, code: number): never {
   Deno.exit(code);
 }
 
+/** Flags that take a value, so that `--warm-sessions -1` is read as a (refused) number, not a flag. */
+const VALUE_FLAGS = new Set(["--warm-sessions", "--limit"]);
+
+/** Joins `--flag -1` into `--flag=-1` for the flags whose value may look negative. */
+function joinNegativeValues(args: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    if (VALUE_FLAGS.has(args[i]) && /^-\d/.test(args[i + 1] ?? "")) out.push(`${args[i]}=${args[++i]}`);
+    else out.push(args[i]);
+  }
+  return out;
+}
+
+/**
+ * The directory the user ran the command from: `deno task` runs the host in the directory of
+ * deno.json and passes the caller's directory as `INIT_CWD`.
+ */
+function userDirectory(): string {
+  const cwd = Deno.cwd();
+  const init = Deno.env.get("INIT_CWD");
+  if (init === undefined || !isAbsolute(init)) return cwd;
+  try {
+    return Deno.statSync(init).isDirectory ? init : cwd;
+  } catch {
+    return cwd;
+  }
+}
+
 async function main(args: string[]): Promise<void> {
+  const base = userDirectory();
+  // A relative path means the same file wherever the host runs (unchanged when run from there).
+  const resolve = (path: string) => isAbsolute(path) || base === Deno.cwd() ? path : join(base, path);
   let parsed;
   try {
     parsed = parseArgs({
-      args,
+      args: joinNegativeValues(args),
       strict: true,
       options: {
         "listen": { type: "string", default: "grpc://127.0.0.1:50051" },
@@ -58,6 +102,7 @@ async function main(args: string[]): Promise<void> {
         "tls-cert": { type: "string" },
         "tls-key": { type: "string" },
         "auth-token-file": { type: "string" },
+        "mcp-config": { type: "string" },
         "isolation": { type: "string", default: "subprocess" },
         "deno": { type: "string" },
         "worker-prefix": { type: "string" },
@@ -66,6 +111,8 @@ async function main(args: string[]): Promise<void> {
         "route-token": { type: "string" },
         "limit": { type: "string", multiple: true, default: [] },
         "log-level": { type: "string", default: "info" },
+        "metrics-listen": { type: "string" },
+        "otel-trace-exporter": { type: "string" },
         "help": { type: "boolean", default: false },
         "version": { type: "boolean", default: false },
         "exit-with-parent": { type: "boolean", default: true },
@@ -89,11 +136,29 @@ async function main(args: string[]): Promise<void> {
   const log = new Logger(level as LogLevel);
 
   let listen;
+  let metricsListen: string | undefined;
   try {
     listen = parseListenUrl(v.listen as string, v["allow-non-loopback"] as boolean);
+    if (listen.kind === "unix") listen = { kind: "unix", path: resolve(listen.path) };
+    if (v["metrics-listen"] !== undefined) metricsListen = parseMetricsListen(v["metrics-listen"]).address;
   } catch (error) {
     if (error instanceof ListenError) fail(log, error.message, 2);
     throw error;
+  }
+  const otelTraceExporter = v["otel-trace-exporter"];
+  if (otelTraceExporter !== undefined && !URL.canParse(otelTraceExporter)) {
+    fail(
+      log,
+      `invalid --otel-trace-exporter URL \`${otelTraceExporter}\`; expected http://HOST:PORT/PATH`,
+      2,
+    );
+  }
+  if (otelTraceExporter !== undefined && !/^https?:$/.test(new URL(otelTraceExporter).protocol)) {
+    fail(
+      log,
+      `invalid --otel-trace-exporter URL \`${otelTraceExporter}\`; expected http://HOST:PORT/PATH`,
+      2,
+    );
   }
   if (listen.kind === "stdio" && v["tls-cert"] !== undefined) {
     fail(log, "--tls-cert is not supported with --listen stdio", 2);
@@ -110,17 +175,30 @@ async function main(args: string[]): Promise<void> {
   }
   const read = (flag: string, path: string) => {
     try {
-      return Deno.readTextFileSync(path);
+      return Deno.readTextFileSync(resolve(path));
     } catch {
       return fail(log, `failed to read ${flag} ${path}`, 2);
     }
   };
   let tls: { cert: string; key: string } | undefined;
   if (v["tls-cert"] !== undefined) {
-    tls = {
-      cert: read("--tls-cert", v["tls-cert"] as string),
-      key: read("--tls-key", v["tls-key"] as string),
-    };
+    const certPath = v["tls-cert"] as string;
+    const keyPath = v["tls-key"] as string;
+    tls = { cert: read("--tls-cert", certPath), key: read("--tls-key", keyPath) };
+    try {
+      checkTlsPem(tls.cert, tls.key);
+    } catch (error) {
+      if (!(error instanceof TlsPemError)) throw error;
+      fail(
+        log,
+        error.part === "certificate"
+          ? `invalid TLS certificate ${certPath}: ${error.detail}`
+          : error.part === "key"
+          ? `invalid TLS key ${keyPath}: ${error.detail}`
+          : `invalid TLS key ${keyPath}: it does not match the certificate ${certPath}`,
+        2,
+      );
+    }
   }
   let authToken: string | undefined;
   if (v["auth-token-file"] !== undefined) {
@@ -161,18 +239,66 @@ async function main(args: string[]): Promise<void> {
     limits[text.slice(0, at)] = value;
   }
 
+  // A bare name is looked up on PATH; a path with a slash is the user's.
+  const denoPath = v.deno === undefined ? undefined : v.deno.includes("/") ? resolve(v.deno) : v.deno;
+
+  // What every front door's engine takes.
+  const engineOptions = {
+    limits,
+    isolation,
+    deno: denoPath,
+    metricsListen,
+    otelTraceExporter,
+    workerPrefix: prefix,
+    osSandbox,
+    warmSessions,
+    log,
+  };
+  const mcp = listen.kind === "mcp-stdio" || listen.kind === "mcp-http";
+  if (v["mcp-config"] !== undefined && !mcp) fail(log, "--mcp-config needs an mcp+ --listen form", 2);
+  if (mcp) {
+    // The MCP front door (stdio: stdout carries only MCP messages; HTTP: one endpoint line).
+    if (v["tls-cert"] !== undefined) fail(log, "--tls-cert is not supported with the MCP --listen forms", 2);
+    let mcpServers;
+    try {
+      mcpServers = v["mcp-config"] === undefined
+        ? undefined
+        : await readMcpConfig(resolve(v["mcp-config"] as string));
+    } catch (error) {
+      if (error instanceof McpConfigError) fail(log, error.message, 2);
+      throw error;
+    }
+    const options = { ...engineOptions, mcpServers };
+    if (listen.kind === "mcp-stdio") {
+      if (authToken !== undefined) fail(log, "--auth-token-file is not supported with --listen mcp+stdio", 2);
+      Deno.exit(await serveMcpStdio(options).catch((error) => fail(log, (error as Error).message, 1)));
+    }
+    const http = listen as { ip: string; port: number; loopback: boolean };
+    const served = await serveMcpHttp({
+      ...options,
+      hostname: http.ip,
+      port: http.port,
+      loopback: http.loopback,
+      authToken,
+    })
+      .catch((error) => fail(log, (error as Error).message, 1));
+    await Deno.stdout.write(new TextEncoder().encode(served.url + "\n"));
+    log.info(`code-mode-host listening on ${served.url}`);
+    const stop = () => void served.shutdown().then(() => Deno.exit(0), () => Deno.exit(1));
+    Deno.addSignalListener("SIGINT", stop);
+    Deno.addSignalListener("SIGTERM", stop);
+    if (v["exit-with-parent"]) watchParent(stop);
+    return;
+  }
+
   if (listen.kind === "stdio") {
     // JSON host V1 on stdin/stdout (SPEC §9.10): stdout carries only frames.
-    const options = {
-      limits,
-      isolation,
-      deno: v.deno as string | undefined,
-      workerPrefix: prefix,
-      osSandbox,
-      warmSessions,
-      log,
-    };
-    Deno.exit(await serveV1Stdio(options).catch((error) => fail(log, (error as Error).message, 2)));
+    Deno.exit(
+      await serveV1Stdio(engineOptions).catch((error) => {
+        const message = (error as Error).message;
+        return fail(log, message, message.startsWith("failed to bind") ? 1 : 2);
+      }),
+    );
   }
 
   let host;
@@ -184,16 +310,10 @@ async function main(args: string[]): Promise<void> {
         ? `unix:${listen.path}`
         : undefined,
       connection: stdio ? { readable: Deno.stdin.readable, writable: Deno.stdout.writable } : undefined,
-      limits,
-      isolation,
-      deno: v.deno as string | undefined,
-      workerPrefix: prefix,
-      osSandbox,
-      warmSessions,
+      ...engineOptions,
       routeToken: v["route-token"] as string | undefined,
       authToken,
       tls,
-      log,
     });
   } catch (error) {
     if (error instanceof RangeError) fail(log, error.message, 2);

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import assert from "node:assert/strict";
 import {
   type Channel,
   ClientError,
@@ -354,4 +355,31 @@ export async function serve(
       await stderrDone;
     },
   };
+}
+
+/** A self-signed certificate for localhost and 127.0.0.1, made with openssl. */
+export async function selfSigned(dir: string): Promise<{ cert: string; key: string }> {
+  const out = await new Deno.Command("openssl", {
+    args: [
+      "req",
+      "-x509",
+      "-newkey",
+      "rsa:2048",
+      "-nodes",
+      "-keyout",
+      `${dir}/key.pem`,
+      "-out",
+      `${dir}/cert.pem`,
+      "-days",
+      "1",
+      "-subj",
+      "/CN=127.0.0.1",
+      "-addext",
+      "subjectAltName=DNS:localhost,IP:127.0.0.1",
+    ],
+    stdout: "null",
+    stderr: "piped",
+  }).output();
+  assert.ok(out.success, new TextDecoder().decode(out.stderr));
+  return { cert: `${dir}/cert.pem`, key: `${dir}/key.pem` };
 }

@@ -16,6 +16,7 @@ import {
   openSession,
   type RawClient,
   run,
+  selfSigned,
   serve,
   startHost,
 } from "./_harness.ts";
@@ -107,33 +108,6 @@ Deno.test("an empty or unreadable token file stops the host with exit 2", async 
  * name (grpc-js passes the target host), so the client names the certificate's `localhost` instead.
  */
 const TLS_CHANNEL_OPTIONS = { ...CHANNEL_OPTIONS, "grpc.ssl_target_name_override": "localhost" };
-
-/** A self-signed certificate for localhost and 127.0.0.1, made with openssl. */
-async function selfSigned(dir: string): Promise<{ cert: string; key: string }> {
-  const out = await new Deno.Command("openssl", {
-    args: [
-      "req",
-      "-x509",
-      "-newkey",
-      "rsa:2048",
-      "-nodes",
-      "-keyout",
-      `${dir}/key.pem`,
-      "-out",
-      `${dir}/cert.pem`,
-      "-days",
-      "1",
-      "-subj",
-      "/CN=127.0.0.1",
-      "-addext",
-      "subjectAltName=DNS:localhost,IP:127.0.0.1",
-    ],
-    stdout: "null",
-    stderr: "piped",
-  }).output();
-  assert.ok(out.success, new TextDecoder().decode(out.stderr));
-  return { cert: `${dir}/cert.pem`, key: `${dir}/key.pem` };
-}
 
 Deno.test("114b: with --tls-cert and --tls-key the host prints https:// and a client trusting the certificate opens a session", async () => {
   const dir = await Deno.makeTempDir({ prefix: "cmh-tls-" });

@@ -31,6 +31,7 @@ Deno.test("A stopped runtime (SIGSTOP) is killed after runtimeUnresponsiveMs and
   Deno.kill(pid, "SIGSTOP");
   const { outcome } = await pending;
   const detectedMs = performance.now() - stoppedAt;
+  console.log(`SIGSTOP: reported ${Math.round(detectedMs)} ms after (limit ${LIMIT_MS} ms)`);
   assert.equal(outcome.completed?.errorText, "exec runtime ended unexpectedly");
   const end = await s.end;
   assert.deepEqual({ code: end?.code, details: end?.details }, {

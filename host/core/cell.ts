@@ -42,6 +42,7 @@ import type { CellPort } from "./cell_port.ts";
 import { CellActorError, type CellEvent, type TerminalEvent } from "./cell_state.ts";
 import { HostError } from "./errors.ts";
 import type { ToolDefinitionInfo } from "./tool_bridge.ts";
+import type { HostMetrics } from "../ops/telemetry.ts";
 
 /** A public `ContentItem` as a plain object for the encoder. */
 export type ContentItem =
@@ -208,6 +209,19 @@ export interface CellOptions {
   initial: { yieldMs: number; yieldSignal?: AbortSignal; signal?: AbortSignal; startedAt?: number };
   /** Server mode: the Execute's `max_output_tokens`, else the host's `defaultMaxOutputTokens`. */
   maxOutputTokens: number;
+  /** Where delivered and dropped output bytes are counted (default: not counted). */
+  metrics?: HostMetrics;
+}
+
+/** The UTF-8 bytes of content items' text and URLs. */
+function itemBytes(items: readonly ContentItem[]): number {
+  let total = 0;
+  for (const item of items) {
+    total += utf8ByteLength(
+      "text" in item ? item.text.text : "image" in item ? item.image.imageUrl : item.audio.audioUrl,
+    );
+  }
+  return total;
 }
 
 /**
@@ -244,7 +258,13 @@ export class Cell {
   #events: RuntimeEventChannel;
   #actor: CellActorHandle;
   #heapLimitMb: number;
+  #metrics: HostMetrics | undefined;
+  #endReason: EndReason | undefined;
+  /** The runtime reported the cell's result (else its end reason decides its completion). */
+  #resulted = false;
   #ended = false;
+  /** What ended the isolate without a result, for the failure handler's log. */
+  #endDetail: string | undefined;
   /** The runtime reported that the cell's isolate began evaluating it. */
   #began = false;
   #actorDone = false;
@@ -269,6 +289,7 @@ export class Cell {
     this.traceparent = options.traceparent;
     this.#heapLimitMb = options.heapLimitMb;
     this.#maxTokens = options.maxOutputTokens;
+    this.#metrics = options.metrics;
     const port = this.#port = options.port(this);
     this.#events = new RuntimeEventChannel({
       mode: port.mode,
@@ -288,6 +309,7 @@ export class Cell {
       mode: port.mode,
       outputLimits: { maxMessageBytes: port.maxMessageBytes },
       clock: port.clock,
+      failureHandler: (reason) => port.failed(reason, this.#endDetail),
       cellId: options.id,
       initialObserve: {
         mode: ObserveMode.yieldAfter(options.initial.yieldMs, options.initial.yieldSignal),
@@ -366,7 +388,19 @@ export class Cell {
     }
     if (this.#port.mode === "client") this.#checkSize(event, startedAt);
     if (event.type === "completed" || event.type === "terminated") this.#port.forget();
-    return toOutcome(event, this.#port.mode, this.#maxTokens);
+    const outcome = toOutcome(event, this.#port.mode, this.#maxTokens);
+    this.#metrics?.output(itemBytes(outcome.items), event.content.omittedTextBytes);
+    return outcome;
+  }
+
+  /** Why the cell's isolate stopped, once it has (`undefined` while it runs). */
+  get endReason(): EndReason | undefined {
+    return this.#endReason;
+  }
+
+  /** Whether the runtime reported the cell's result (a refused source counts as one). */
+  get resulted(): boolean {
+    return this.#resulted;
   }
 
   /**
@@ -394,6 +428,7 @@ export class Cell {
       }
       this.#actor.state.rebuffer(event, replacement);
     }
+    this.#metrics?.output(0, size);
     throw new HostError(
       "too_large",
       `code-mode execution outcome exceeds the ${limit}-byte gRPC message limit`,
@@ -447,6 +482,7 @@ export class Cell {
         this.#writes.set(event.storedWrite!.key, event.storedWrite!.valueJson ?? "null");
         return;
       case "result": {
+        this.#resulted = true;
         const r = event.result!;
         const t = r.trimmedError;
         const errorText: ErrorText | undefined = r.errorText ?? (t ? fromWireTrimmed(t) : undefined);
@@ -456,7 +492,11 @@ export class Cell {
         break;
       }
       case "exited": {
-        const reason = event.exited!.reason;
+        const { reason, detail } = event.exited!;
+        if (reason !== "normal") this.#endDetail = detail ? `${reason}: ${detail}` : reason;
+        // The bootstrap's internal fault is A10's ThreadPanicked, then end-of-stream.
+        // It queues behind a blocked Server-mode send, like end-of-stream itself.
+        if (reason === "fault") void this.#events.send({ type: "threadPanicked" });
         this.end(
           reason === "heap_limit" ? { kind: "heapLimit", limitMb: this.#heapLimitMb } : { kind: "default" },
         );
@@ -481,6 +521,10 @@ export class Cell {
   end(reason: EndReason = { kind: "default" }): void {
     if (this.#ended) return;
     this.#ended = true;
+    this.#endReason = reason;
+    if (reason.kind === "restart") {
+      this.#endDetail ??= `the session runtime was restarted to stop cell ${reason.stoppedCellId}`;
+    }
     this.#cancelCreditTimer();
     this.#events.end(reason);
     this.#maybeClosed();
@@ -492,6 +536,7 @@ export class Cell {
    * @param errorText the error text
    */
   refuse(errorText: string): void {
+    this.#resulted = true;
     this.#events.trySend({ type: "result", storedValueWrites: new Map(), errorText });
     this.end();
   }

@@ -4,7 +4,8 @@
  * actor (`cell_actor.ts`). Each call leaves the cell for the session and does not come back
  * through another adapter:
  *
- * - the actor calls `commit`, `notify`, `invokeTool` and `stop`;
+ * - the actor calls `commit`, `notify`, `invokeTool` and `stop`, and its failure handler calls
+ *   `failed` (SPEC §4.12 A9–A10);
  * - the cell calls `credit` (as it acknowledges output), `forget` (a terminal outcome was
  *   delivered) and `closed` (its actor has ended and its isolate has stopped).
  *
@@ -36,6 +37,7 @@ import type { OutputMode } from "../output/output_collector.ts";
  *   notify: () => {},
  *   invokeTool: () => Promise.resolve(),
  *   stop: () => {},
+ *   failed: () => {},
  *   forget: () => {},
  *   closed: () => {},
  * };
@@ -70,6 +72,16 @@ export interface CellPort {
   invokeTool(call: CellToolCall, signal: AbortSignal): Promise<void>;
   /** Asks the runtime to stop the cell (StopCell; a hard stop follows if it cannot confirm). */
   stop(): void;
+  /**
+   * The actor's failure handler (SPEC §4.12 A9–A10): the cell's isolate or its runtime ended
+   * without a result, or its bootstrap reported a fault. The session decides from the runtime
+   * process: alive, or stopped by the host, the failure stays a cell error; a process that died on
+   * its own is a session crash (§3.5).
+   *
+   * @param reason `code-mode V8 runtime thread panicked` or `… ended unexpectedly`
+   * @param detail what ended the isolate, when known (for the log)
+   */
+  failed(reason: string, detail?: string): void;
   /** The cell's terminal outcome was delivered: Wait/Terminate now see it as missing. */
   forget(): void;
   /** The cell's actor has ended and its isolate has stopped (`CellClosed`). */

@@ -16,6 +16,7 @@ function creditCell(mode: OutputMode, queue = { capacity: 8, bytes: 1_000 }) {
     credit: (events) => void credits.push(events),
     commit: (_writes, buildEvent, state) => Promise.resolve(state.commitCompletion(buildEvent, () => {})),
     stop: () => {},
+    failed: () => {},
     forget: () => {},
     closed: () => {},
     notify: () => {},
@@ -98,6 +99,7 @@ function recordingCell() {
           return Promise.resolve(state.commitCompletion(buildEvent, () => {}));
         },
         stop: () => void calls.push(`stop running=${cell.running}`),
+        failed: (reason, detail) => void calls.push(`failed ${reason} (${detail})`),
         forget: () => void calls.push("forget"),
         closed: () => void calls.push("closed"),
         notify: (callId, text) => void calls.push(`notify ${callId} ${text}`),
@@ -150,4 +152,39 @@ Deno.test("a completed cell commits its stored writes through the session's port
   assert.equal((await cell.initial).kind, "completed");
   await cell.done;
   assert.deepEqual(calls, ["commit k,1", "forget", "closed"]);
+});
+
+Deno.test("an isolate's fault reaches the session's port as a panicked runtime thread, once, and the cell completes with the A9 text", async () => {
+  const { cell, calls } = recordingCell();
+  cell.onEvent({ cellId: "1", event: "started", started: {} });
+  cell.onEvent({ cellId: "1", event: "exited", exited: { reason: "fault", detail: "bootstrap broke" } });
+  const outcome = await cell.initial;
+  assert.equal(outcome.kind, "completed");
+  assert.equal(outcome.errorText, "exec runtime ended unexpectedly");
+  await cell.done;
+  assert.deepEqual(calls, [
+    "failed code-mode V8 runtime thread panicked (fault: bootstrap broke)",
+    "commit ", // the completion, with no writes (A9)
+    "forget",
+    "closed",
+  ]);
+});
+
+Deno.test("an isolate at its heap limit, and a runtime restart, reach the session's port as an ended runtime thread", async () => {
+  const heap = recordingCell();
+  heap.cell.onEvent({ cellId: "1", event: "exited", exited: { reason: "heap_limit" } });
+  assert.equal(
+    (await heap.cell.initial).errorText,
+    "exec runtime ended unexpectedly: cell heap limit of 64 MiB reached",
+  );
+  assert.deepEqual(heap.calls.slice(0, 1), [
+    "failed code-mode V8 runtime thread ended unexpectedly (heap_limit)",
+  ]);
+
+  const restart = recordingCell();
+  restart.cell.end({ kind: "restart", stoppedCellId: "3" });
+  await restart.cell.initial;
+  assert.deepEqual(restart.calls.slice(0, 1), [
+    "failed code-mode V8 runtime thread ended unexpectedly (the session runtime was restarted to stop cell 3)",
+  ]);
 });

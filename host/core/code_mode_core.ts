@@ -17,13 +17,14 @@ import { serverMissingCellContent } from "./cell.ts";
 import type { ContentItem, Outcome } from "./cell.ts";
 import { MAX_TIMER_MS } from "./clock.ts";
 import { HostError } from "./errors.ts";
-import { normalizeCodeModeIdentifier } from "./identifiers.ts";
+import { normalizeCodeModeIdentifier } from "../../proto/identifiers.ts";
 import type { Limits } from "./limits.ts";
 import type { Permit } from "./permits.ts";
 import { OUTPUT_CLIENT, OUTPUT_SERVER, type Session, type SessionEvent } from "./session.ts";
 import type { SessionManager } from "./session_manager.ts";
 import type { ToolDefinitionInfo, ToolNameInfo } from "./tool_bridge.ts";
 import { validateIdentifier } from "./validate.ts";
+import { type HostSpan, NO_METRICS, NO_SPAN, type Telemetry, type TimedMethod } from "../ops/telemetry.ts";
 
 export type { ContentItem } from "./cell.ts";
 
@@ -51,6 +52,8 @@ export interface OpenSessionRequest {
   maxYieldTimeMs?: bigint;
   /** Heap limit of each cell's isolate (default `limits.defaultMaxHeapSizeBytes`). */
   maxHeapSizeBytes?: bigint;
+  /** W3C trace parent of the request: its span continues that trace. */
+  traceparent?: string;
 }
 
 /** An event of a session's lease (SPEC §3.2). */
@@ -140,6 +143,8 @@ export interface WaitRequest {
   waitId: string;
   /** Default 0 (an immediate poll). */
   yieldTimeMs?: bigint;
+  /** W3C trace parent of the request, if the client sent one: its span continues that trace. */
+  traceparent?: string;
 }
 
 /** What a YieldObservation names (SPEC §4.4). */
@@ -261,6 +266,9 @@ export class CodeModeCore {
   #limits: Limits;
   #clientSessionIds: boolean;
   #resourceLimits: boolean;
+  #telemetry: Telemetry;
+  /** Whether metrics or tracing is on (else requests run with no telemetry wrapper). */
+  #telemetryOn: boolean;
 
   /** @param options see {@link CodeModeCoreOptions} */
   constructor(options: CodeModeCoreOptions) {
@@ -268,6 +276,45 @@ export class CodeModeCore {
     this.#limits = options.manager.limits;
     this.#clientSessionIds = options.clientSessionIds ?? false;
     this.#resourceLimits = options.resourceLimits ?? true;
+    this.#telemetry = options.manager.telemetry;
+    this.#telemetryOn = this.#telemetry.metrics !== NO_METRICS || this.#telemetry.tracer.enabled;
+  }
+
+  /** A span for a request (none when tracing is off). */
+  #span(name: string, traceparent: string | undefined, sessionId?: string): HostSpan {
+    const tracer = this.#telemetry.tracer;
+    if (!tracer.enabled) return NO_SPAN;
+    const ref = sessionId === undefined ? undefined : this.#manager.sessions.get(sessionId)?.ref;
+    return tracer.start(name, traceparent, { "code_mode.session_ref": ref });
+  }
+
+  /**
+   * Runs one request with its span and, for Execute, Wait and Terminate, its latency.
+   *
+   * @param method the request's name
+   * @param span its span, ended here (failed with the error's message when `work` throws)
+   * @param work the request
+   * @returns what `work` returns
+   */
+  async #observed<T>(
+    method: TimedMethod | "OpenSession",
+    span: HostSpan,
+    work: () => Promise<T>,
+  ): Promise<T> {
+    if (!this.#telemetryOn) return await work();
+    const start = performance.now();
+    let failure: string | undefined;
+    try {
+      return await work();
+    } catch (error) {
+      failure = (error as Error)?.message ?? String(error);
+      throw error;
+    } finally {
+      if (method !== "OpenSession") {
+        this.#telemetry.metrics.requestDone(method, (performance.now() - start) / 1e3);
+      }
+      span.end(failure);
+    }
   }
 
   /** The limits in force. */
@@ -358,7 +405,16 @@ export class CodeModeCore {
    *   `unsupported` (a heap size where resource limits are not supported),
    *   `session_exists`, `id_reused`, `runtime_failed`
    */
-  async openSession(request: OpenSessionRequest): Promise<Lease> {
+  openSession(request: OpenSessionRequest): Promise<Lease> {
+    const span = this.#span("OpenSession", request.traceparent);
+    return this.#observed("OpenSession", span, async () => {
+      const lease = await this.#openSession(request);
+      span.set({ "code_mode.session_ref": this.#manager.sessions.get(lease.sessionId)?.ref });
+      return lease;
+    });
+  }
+
+  async #openSession(request: OpenSessionRequest): Promise<Lease> {
     const limits = this.#limits;
     using _permit = this.#manager.permit("request");
     const slot = this.#manager.acquireSlot();
@@ -436,7 +492,41 @@ export class CodeModeCore {
     options: { signal?: AbortSignal } = {},
   ): AsyncGenerator<ExecuteEvent> {
     const start = performance.now();
-    const signal = options.signal ?? NEVER;
+    // Telemetry off: no wrapper at all around the cell's events.
+    if (!this.#telemetryOn) return yield* this.#execute(request, options.signal ?? NEVER, start, NO_SPAN);
+    const span = this.#span("Execute", request.traceparent, request.sessionId);
+    let failure: string | undefined;
+    let observed = false;
+    // Latency is the time to the initial outcome (or the failure), as the caller waits for it.
+    const done = () => {
+      if (observed) return;
+      observed = true;
+      this.#telemetry.metrics.requestDone("Execute", (performance.now() - start) / 1e3);
+      span.end(failure);
+    };
+    try {
+      for await (const event of this.#execute(request, options.signal ?? NEVER, start, span)) {
+        if (event.type === "started") span.set({ "code_mode.cell_id": event.cellId });
+        else {
+          span.set({ "code_mode.outcome": event.outcome.kind });
+          done();
+        }
+        yield event;
+      }
+    } catch (error) {
+      failure = (error as Error)?.message ?? String(error);
+      throw error;
+    } finally {
+      done();
+    }
+  }
+
+  async *#execute(
+    request: ExecuteRequest,
+    signal: AbortSignal,
+    start: number,
+    span: HostSpan,
+  ): AsyncGenerator<ExecuteEvent> {
     const manager = this.#manager;
     const session = this.#lookup(request.sessionId);
     const executionId = this.#id(request.executionId, "execution ID");
@@ -452,10 +542,12 @@ export class CodeModeCore {
     let yieldSignal: AbortSignal;
     try {
       const hostPermit = manager.activeCells.tryAcquire();
-      if (!hostPermit) throw new HostError("overloaded", "code-mode host has too many active cells");
+      if (!hostPermit) throw manager.overloaded("maxActiveCells", "code-mode host has too many active cells");
       permits.push(hostPermit);
       const sessionPermit = session.activeCells.tryAcquire();
-      if (!sessionPermit) throw new HostError("overloaded", "code-mode session has too many active cells");
+      if (!sessionPermit) {
+        throw manager.overloaded("maxActiveCellsPerSession", "code-mode session has too many active cells");
+      }
       permits.push(sessionPermit);
       yieldSignal = session.reserveExecution(executionId);
     } catch (error) {
@@ -474,6 +566,7 @@ export class CodeModeCore {
         tools: tools.map(({ globalName, description }) => ({ globalName, description })),
         definitions: new Map(tools.map((t) => [t.globalName, t.definition])),
         traceparent: request.traceparent,
+        span,
         permits,
         initial: { yieldMs, yieldSignal, signal, startedAt: start },
         // B = 4·T stays exact in a double up to 2^51 tokens; larger budgets never truncate anyway.
@@ -508,7 +601,13 @@ export class CodeModeCore {
    * @throws {HostError} `invalid_request`, `unknown_session`, `overloaded`, `session_closed`,
    *   `id_reused`, `cancelled`, `cell_busy`, `too_large`
    */
-  async wait(request: WaitRequest, options: { signal?: AbortSignal } = {}): Promise<ObservationResult> {
+  wait(request: WaitRequest, options: { signal?: AbortSignal } = {}): Promise<ObservationResult> {
+    const span = this.#span("Wait", request.traceparent, request.sessionId);
+    span.set({ "code_mode.cell_id": request.cellId });
+    return this.#observed("Wait", span, () => this.#wait(request, options));
+  }
+
+  async #wait(request: WaitRequest, options: { signal?: AbortSignal }): Promise<ObservationResult> {
     const start = performance.now();
     const callerSignal = options.signal ?? NEVER;
     const session = this.#lookup(request.sessionId);
@@ -549,7 +648,15 @@ export class CodeModeCore {
    * @throws {HostError} `invalid_request`, `unknown_session`, `overloaded`, `session_closed`,
    *   `cell_busy`, `too_large`
    */
-  async terminate(request: { sessionId: string; cellId: string }): Promise<ObservationResult> {
+  terminate(
+    request: { sessionId: string; cellId: string; traceparent?: string },
+  ): Promise<ObservationResult> {
+    const span = this.#span("Terminate", request.traceparent, request.sessionId);
+    span.set({ "code_mode.cell_id": request.cellId });
+    return this.#observed("Terminate", span, () => this.#terminate(request));
+  }
+
+  async #terminate(request: { sessionId: string; cellId: string }): Promise<ObservationResult> {
     const start = performance.now();
     const session = this.#lookup(request.sessionId);
     const cellId = this.#id(request.cellId, "cell ID");

@@ -97,6 +97,14 @@ export interface Limits {
    * their own), so this only has to outlast a host or runtime stalled by load.
    */
   runtimeUnresponsiveMs: number;
+  /**
+   * Premature HTTP/2 stream resets (RST_STREAM of a stream opened under a second before) a client
+   * may send at once on one connection; past it, the connection ends with GOAWAY
+   * `ENHANCE_YOUR_CALM` (rapid reset, CVE-2023-44487). 0 = no cap of the host's own (200).
+   */
+  http2ResetBurst: number;
+  /** Premature resets a connection regains per second after its burst (33, nghttp2's own rate). */
+  http2ResetsPerSecond: number;
 }
 
 /** The SPEC §2.8 defaults. */
@@ -141,6 +149,8 @@ export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
   shutdownGraceMs: 10_000,
   workerKillGraceMs: 2_000,
   runtimeUnresponsiveMs: 5_000,
+  http2ResetBurst: 200,
+  http2ResetsPerSecond: 33,
 });
 
 /**

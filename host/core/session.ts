@@ -29,6 +29,15 @@ import {
   TooManySubscriptions,
 } from "./tool_bridge.ts";
 import { utf8ByteLength } from "../../proto/bytes.ts";
+import {
+  type CellOutcomeLabel,
+  type CrashLabel,
+  type HostSpan,
+  NO_METRICS,
+  NO_SPAN,
+  NO_TELEMETRY,
+  type Telemetry,
+} from "../ops/telemetry.ts";
 
 /** Output truncation modes (the public enum numbers). */
 export const OUTPUT_CLIENT = 1;
@@ -68,6 +77,8 @@ export interface SessionOptions {
   replaceRuntime(): Promise<RuntimeTransport>;
   /** Host-wide delegate permits (`maxPendingDelegateCalls`). */
   hostDelegatePermits: Permits;
+  /** Metrics and tracing (default off). */
+  telemetry?: Telemetry;
 }
 
 /** What an Execute needs to start a cell. */
@@ -86,6 +97,22 @@ export interface StartRequest {
   definitions?: ReadonlyMap<string, ToolDefinitionInfo>;
   /** The Execute's `traceparent`. */
   traceparent?: string;
+  /** The Execute's span: the cell's lifetime becomes its child span `Cell`. */
+  span?: HostSpan;
+}
+
+/** What the session's telemetry follows of one cell until its `CellClosed`. */
+interface CellWatch {
+  span: HostSpan;
+  /** Its completion was committed; `failed`: with an error text. */
+  committed?: { failed: boolean };
+}
+
+/** The crash label of a runtime's end (`code_mode_runtime_crashes_total{reason}`). */
+function crashLabel(end: RuntimeEnd): CrashLabel {
+  if (end.kind !== "exit") return end.kind;
+  if (/heap limit|out of memory/i.test(end.stderrTail)) return "heap";
+  return end.signal ? "signal" : "exit";
 }
 
 interface ActiveWait {
@@ -140,6 +167,10 @@ export class Session {
   #inFlight = 0;
   #lastActivity = 0;
   #idleTimer: unknown;
+  #telemetry: Telemetry;
+  /** The session's runtime crashed (its cells' outcome is `crashed`). */
+  #crashed = false;
+  #watches = new Map<Cell, CellWatch>();
 
   /** @param options see {@link SessionOptions} */
   constructor(options: SessionOptions) {
@@ -149,6 +180,7 @@ export class Session {
     this.outputMode = options.outputMode;
     this.maxYieldTimeMs = options.maxYieldTimeMs;
     this.cellHeapMb = options.cellHeapMb;
+    this.#telemetry = options.telemetry ?? NO_TELEMETRY;
     this.activeCells = new Permits(options.limits.maxActiveCellsPerSession);
     const recent = options.limits.maxRecentIds;
     this.#recentExecutions = new RecentIds(recent);
@@ -241,15 +273,23 @@ export class Session {
   #onRuntimeMessage(message: WorkerToHost): void {
     const event = message.cellEvent;
     if (!event) return;
-    if (event.exited && event.exited.reason !== "normal") {
-      this.#options.log.warn("cell isolate ended without a result", {
-        session_ref: this.ref,
-        cell_id: event.cellId,
-        error: `${event.exited.reason}${event.exited.detail ? `: ${event.exited.detail}` : ""}`,
-      });
-    }
     const cell = this.#running.get(event.cellId);
     cell?.onEvent(event);
+  }
+
+  /**
+   * The cell actor's failure handler (SPEC §4.12 A9–A10), decided from the cell's runtime: alive,
+   * or stopped by the host (a hard stop, closing, shutdown), the failure stays a cell error and is
+   * logged; a runtime that died on its own is a session crash (§3.5), reported once its exit is
+   * known (the same report as the runtime's own end, whichever comes first).
+   */
+  #cellFailed(cell: Cell, runtime: RuntimeTransport, reason: string, detail?: string): void {
+    const fields = { session_ref: this.ref, cell_id: cell.id, ...(detail ? { error: detail } : {}) };
+    if (runtime.alive) return this.#options.log.warn(`code-mode cell failed: ${reason}`, fields);
+    void runtime.ended.then((end) => {
+      if (end.byHost) this.#options.log.debug(`code-mode cell failed: ${reason}`, fields);
+      else this.#onRuntimeEnded(runtime, end);
+    });
   }
 
   #onRuntimeEnded(runtime: RuntimeTransport, end: RuntimeEnd): void {
@@ -259,6 +299,7 @@ export class Session {
   }
 
   #crash(end: RuntimeEnd): void {
+    this.#telemetry.metrics.runtimeCrashed(crashLabel(end));
     this.#fail(crashReason(end), end.kind === "fault", {
       exit_code: end.code,
       signal: end.signal,
@@ -269,6 +310,7 @@ export class Session {
   #fail(reason: string, panicked: boolean, fields: LogFields = {}): void {
     if (this.#state === "crashed" || this.#state === "closed") return;
     this.#state = "crashed";
+    this.#crashed = true;
     this.#clearIdleTimer();
     const owner = panicked
       ? "code-mode V8 runtime thread panicked"
@@ -344,7 +386,12 @@ export class Session {
       maxOutputTokens: request.maxOutputTokens ?? this.#options.limits.defaultMaxOutputTokens,
       definitions: request.definitions,
       traceparent: request.traceparent,
+      metrics: this.#telemetry.metrics === NO_METRICS ? undefined : this.#telemetry.metrics,
     });
+    const span = this.#telemetry.tracer.enabled
+      ? this.#telemetry.tracer.start("Cell", request.span, { "code_mode.cell_id": cell.id })
+      : NO_SPAN;
+    this.#watches.set(cell, { span });
     this.#cells.set(cell.id, cell);
     this.#running.set(cell.id, cell);
     if (this.#running.size === 1) this.#runtime.setActive?.(true);
@@ -386,6 +433,8 @@ export class Session {
    */
   #cellPort(cell: Cell): CellPort {
     const clock = this.#options.clock;
+    // The runtime the cell starts on (a restart replaces this.#runtime, not the cell's).
+    const runtime = this.#runtime;
     return {
       clock,
       mode: this.outputMode === OUTPUT_SERVER ? "server" : "client",
@@ -397,7 +446,15 @@ export class Session {
       credit: (events) => {
         void this.#runtime.send({ credit: { cellId: cell.id, events, bytes: 0 } }).catch(() => {});
       },
-      commit: (writes, buildEvent, state) => Promise.resolve(this.#commit(writes, buildEvent, state)),
+      commit: (writes, buildEvent, state) => {
+        const watch = this.#watches.get(cell);
+        const build = () => {
+          const event = buildEvent();
+          if (watch) watch.committed = { failed: event.errorText !== undefined };
+          return event;
+        };
+        return Promise.resolve(this.#commit(writes, build, state));
+      },
       stop: () => {
         if (!cell.running || this.#state !== "open") return;
         void this.#runtime.send({ stopCell: { cellId: cell.id } }).catch(() => {});
@@ -421,6 +478,7 @@ export class Session {
         };
         clock.setTimeout(check, stopMs);
       },
+      failed: (reason, detail) => this.#cellFailed(cell, runtime, reason, detail),
       forget: () => {
         if (this.#cells.get(cell.id) === cell) this.#cells.delete(cell.id);
       },
@@ -428,6 +486,11 @@ export class Session {
       notify: (_callId, text) => this.#publishNotification(cell, text),
       invokeTool: async (call, signal) => {
         const id = call.id;
+        const span = this.#telemetry.tracer.enabled
+          ? this.#telemetry.tracer.start("ToolCall", this.#watches.get(cell)?.span, {
+            "code_mode.tool": call.name.name,
+          })
+          : NO_SPAN;
         const result = await this.#bridge.dispatch({
           executionId: cell.executionId,
           cellId: cell.id,
@@ -437,6 +500,11 @@ export class Session {
           traceparent: cell.traceparent,
           nextSequence: () => cell.nextSequence(),
         }, signal);
+        const failure = "errorMessage" in result ? result.errorMessage : undefined;
+        const outcome = failure === undefined ? "succeeded" : signal.aborted ? "cancelled" : "failed";
+        this.#telemetry.metrics.toolCall(outcome);
+        span.set({ "code_mode.tool_outcome": outcome });
+        span.end(failure);
         if (signal.aborted || !cell.running) return;
         await this.#runtime.send({ toolResult: { cellId: cell.id, runtimeToolCallId: id, ...result } })
           .catch(() => {});
@@ -487,7 +555,32 @@ export class Session {
     }
   }
 
+  /** Counts a closed cell by its outcome and ends its span. */
+  #cellOutcome(cell: Cell): void {
+    const watch = this.#watches.get(cell);
+    this.#watches.delete(cell);
+    const reason = cell.endReason?.kind;
+    // A completion with an error text is the end reason's when the isolate ended without a result.
+    const outcome: CellOutcomeLabel = !watch?.committed
+      ? "terminated"
+      : !watch.committed.failed
+      ? "completed"
+      : cell.resulted
+      ? "failed"
+      : reason === "heapLimit"
+      ? "heap_limit"
+      : reason === "restart"
+      ? "restart"
+      : this.#crashed
+      ? "crashed"
+      : "failed";
+    this.#telemetry.metrics.cellClosed(outcome);
+    watch?.span.set({ "code_mode.outcome": outcome });
+    watch?.span.end();
+  }
+
   #cellClosed(cell: Cell): void {
+    this.#cellOutcome(cell);
     if (this.#running.delete(cell.id) && this.#running.size === 0) this.#runtime.setActive?.(false);
     this.touch();
     const permits = this.#cellPermits.get(cell) ?? [];
@@ -556,6 +649,7 @@ export class Session {
       return this.#bridge.subscribe(filters);
     } catch (error) {
       if (error instanceof TooManySubscriptions) {
+        this.#telemetry.metrics.admissionRefused("maxSubscriptionsPerSession");
         throw new HostError("overloaded", "code-mode session has too many tool subscriptions");
       }
       throw error;
@@ -608,6 +702,7 @@ export class Session {
     this.#restarting = promise;
     try {
       void old.kill();
+      this.#telemetry.metrics.runtimeRestarted();
       for (const cell of [...this.#running.values()]) {
         cell.end(cell.terminating ? { kind: "default" } : { kind: "restart", stoppedCellId: stopped.id });
       }

@@ -15,6 +15,7 @@ import { validateIdentifier } from "./validate.ts";
 import { spawnWorkerProcess } from "../runtime/worker_process.ts";
 import { MemoryWatchdog } from "../runtime/memory_watchdog.ts";
 import type { OsSandbox } from "../runtime/os_sandbox.ts";
+import { type AdmissionLimit, NO_TELEMETRY, type Telemetry } from "../ops/telemetry.ts";
 
 /** How long a taken warm runtime's replacement waits while the pool still holds others. */
 const REFILL_DELAY_MS = 250;
@@ -44,6 +45,8 @@ export interface SessionManagerOptions {
   warmSessions: number;
   /** Makes one session runtime (default: a runtime subprocess from `runtime`); tests pass a fake. */
   spawn?: () => RuntimeTransport;
+  /** Metrics and tracing (default off). */
+  telemetry?: Telemetry;
 }
 
 /** What OpenSession asks for. */
@@ -63,6 +66,8 @@ export class SessionManager implements AsyncDisposable {
   readonly activeCells: Permits;
   /** Host-wide delegate permits: outstanding tool invocations and notifications being published. */
   readonly delegates: Permits;
+  /** Metrics and tracing (no-ops when off). */
+  readonly telemetry: Telemetry;
 
   #options: SessionManagerOptions;
   #codec: WorkerCodec;
@@ -83,6 +88,7 @@ export class SessionManager implements AsyncDisposable {
   constructor(options: SessionManagerOptions) {
     this.#options = options;
     this.limits = options.limits;
+    this.telemetry = options.telemetry ?? NO_TELEMETRY;
     this.#slots = new Permits(options.limits.maxSessions);
     this.#removedIds = new RecentIds(options.limits.maxRecentIds);
     this.requests = new Permits(options.limits.maxInFlightRequests);
@@ -128,6 +134,7 @@ export class SessionManager implements AsyncDisposable {
 
   #spawn(): RuntimeTransport {
     this.#spawned++;
+    this.telemetry.metrics.runtimeSpawned();
     const o = this.#options;
     const runtime = o.spawn?.() ?? spawnWorkerProcess({
       codec: this.#codec,
@@ -220,7 +227,7 @@ export class SessionManager implements AsyncDisposable {
   acquireSlot(): Permit {
     if (this.#draining) throw new HostError("shutting_down", "code-mode host is shutting down");
     const slot = this.#slots.tryAcquire();
-    if (!slot) throw new HostError("overloaded", "code-mode host has too many sessions");
+    if (!slot) throw this.overloaded("maxSessions", "code-mode host has too many sessions");
     return slot;
   }
 
@@ -261,6 +268,7 @@ export class SessionManager implements AsyncDisposable {
       clock: this.#options.clock,
       replaceRuntime: () => this.takeRuntime(),
       hostDelegatePermits: this.delegates,
+      telemetry: this.telemetry,
       onRemoved: (removed) => {
         if (this.#sessions.get(removed.id) === removed) this.#sessions.delete(removed.id);
         this.#removedIds.add(removed.id);
@@ -311,14 +319,26 @@ export class SessionManager implements AsyncDisposable {
   permit(kind: "request" | "control"): Permit {
     const permit = (kind === "request" ? this.requests : this.controls).tryAcquire();
     if (!permit) {
-      throw new HostError(
-        "overloaded",
-        kind === "request"
-          ? "code-mode host has too many in-flight requests"
-          : "code-mode host has too many in-flight control requests",
-      );
+      throw kind === "request"
+        ? this.overloaded("maxInFlightRequests", "code-mode host has too many in-flight requests")
+        : this.overloaded(
+          "maxInFlightControlRequests",
+          "code-mode host has too many in-flight control requests",
+        );
     }
     return permit;
+  }
+
+  /**
+   * An admission refusal (SPEC §9.5), counted by the limit that refused.
+   *
+   * @param limit the limit
+   * @param message the SPEC's message
+   * @returns the `overloaded` error to throw
+   */
+  overloaded(limit: AdmissionLimit, message: string): HostError {
+    this.telemetry.metrics.admissionRefused(limit);
+    return new HostError("overloaded", message);
   }
 
   /**

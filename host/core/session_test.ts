@@ -246,6 +246,38 @@ Deno.test("Session: a commit over maxStoredValueBytes is not applied and the com
   await h.session.close();
 });
 
+Deno.test("Session: the cell actor's failure handler keeps a failed isolate of a live runtime a cell error (A10), logged once", async () => {
+  const h = setup();
+  const panicked = await h.start("x");
+  h.runtime.cell(panicked.id)!.started().text("before").exited("fault", "bootstrap broke");
+  const outcome = await panicked.initial;
+  assert.equal(outcome.errorText, EXEC_ENDED);
+  assert.deepEqual(textsOf(outcome), ["before"]);
+  const heap = await h.start("y");
+  h.runtime.cell(heap.id)!.started().exited("heap_limit");
+  assert.equal(
+    (await heap.initial).errorText,
+    "exec runtime ended unexpectedly: cell heap limit of 64 MiB reached",
+  );
+  await turn();
+  const failures = h.lines.filter((l) => String(l.msg).startsWith("code-mode cell failed"));
+  assert.deepEqual(failures.map((l) => [l.level, l.msg, l.cell_id, l.error]), [
+    [
+      "warn",
+      "code-mode cell failed: code-mode V8 runtime thread panicked",
+      panicked.id,
+      "fault: bootstrap broke",
+    ],
+    ["warn", "code-mode cell failed: code-mode V8 runtime thread ended unexpectedly", heap.id, "heap_limit"],
+  ]);
+  assert.equal(h.session.open, true, "no session crash");
+  const next = await h.start("text(1)");
+  h.runtime.cell(next.id)!.complete();
+  assert.equal((await next.initial).kind, "completed");
+  await h.session.close();
+  assert.equal(await h.leaseEnd, undefined);
+});
+
 Deno.test("Session: a runtime that exits on its own is a crash: lease INTERNAL, observations complete with the crash error", async () => {
   const h = setup();
   const executing = await h.start("forever");
@@ -432,6 +464,12 @@ Deno.test("Session: a cell that cannot confirm a stop gets its runtime restarted
     { version: 1, reset: true, entries: [{ key: "k", valueJson: "1" }] },
   ]);
   assert.ok(h.session.open, "a restart does not end the session");
+  // The failure handler (A10): a runtime the host killed leaves the other cell's failure a cell error.
+  assert.deepEqual(
+    h.lines.filter((l) => String(l.msg).startsWith("code-mode cell failed")).map((l) => [l.level, l.cell_id]),
+    [["debug", other.id]],
+  );
+  assert.equal(h.lines.filter((l) => l.level === "error").length, 0, "no session failure");
   const after = await h.start();
   assert.deepEqual(next.frames("startCell").map((s) => [s.cellId, s.storeVersion]), [[after.id, 1]]);
   assert.equal(h.session.runtime, next);

@@ -28,7 +28,7 @@ import type {
 } from "../../client/types.ts";
 import type { Limits } from "../core/limits.ts";
 import { HostError } from "../core/errors.ts";
-import { type Engine, type Isolation, startEngine } from "../engine.ts";
+import { type Engine, type EngineOptions, type Isolation, startEngine } from "../engine.ts";
 import { Logger, type LogLevel } from "../ops/log.ts";
 import { createCodeModeService } from "./grpc/service.ts";
 import { GRPC_CODE_OF } from "./status_codes.ts";
@@ -52,6 +52,8 @@ export interface InProcessProviderOptions {
   warmSessions?: number;
   /** Deno binary for subprocess runtimes (default `Deno.execPath()`). */
   deno?: string;
+  /** Argv placed before `<deno>` for every subprocess runtime (default none; `--worker-prefix`). */
+  workerPrefix?: string[];
   /** The OS sandbox around each subprocess runtime (default `auto`; see `EngineOptions.osSandbox`). */
   osSandbox?: "auto" | "bwrap" | "off";
   /** Log threshold (default `info`) or a logger. */
@@ -60,6 +62,10 @@ export interface InProcessProviderOptions {
   clock?: Clock;
   /** Deadline of opening and closing operations (default 60,000 ms). */
   transportTimeoutMs?: number;
+  /** `IP:PORT` of a `/metrics`, `/healthz`, `/readyz` listener (default none; see `EngineOptions.metricsListen`). */
+  metricsListen?: string;
+  /** OTLP/HTTP JSON trace export (default none; see `EngineOptions.otelTraceExporter`). */
+  otelTraceExporter?: EngineOptions["otelTraceExporter"];
 }
 
 /**
@@ -261,6 +267,11 @@ export class InProcessCodeModeSessionProvider implements AsyncDisposable {
     useConnector(this.#inner, connector);
   }
 
+  /** `http://IP:PORT` of the metrics and probes listener, once the engine started with one. */
+  get metricsUrl(): string | undefined {
+    return this.#engine?.state.metricsUrl;
+  }
+
   /** The isolation in use, once the engine started. */
   get isolation(): Isolation | undefined {
     return this.#isolation;
@@ -314,9 +325,13 @@ export class InProcessCodeModeSessionProvider implements AsyncDisposable {
         limits: o.limits,
         warmSessions: o.warmSessions,
         deno: o.deno,
+        workerPrefix: o.workerPrefix,
         osSandbox: o.osSandbox,
         log,
+        metricsListen: o.metricsListen,
+        otelTraceExporter: o.otelTraceExporter,
       });
+      engine.markServing();
       this.#engine = engine;
       this.#isolation = isolation;
       this.#client = inMemoryClient(engine);

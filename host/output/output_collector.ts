@@ -187,6 +187,8 @@ export interface OutputCollector {
    * those no longer retained); Server mode: the same for what {@link render} returns.
    */
   readonly encodedBytes: number;
+  /** Server mode: text bytes pushed into this window and left out of it by its limits; Client mode: 0. */
+  readonly omittedTextBytes: number;
   /**
    * Adds one item in production order.
    *
@@ -344,6 +346,10 @@ class ClientOutputCollector implements OutputCollector {
     return this.#encoded;
   }
 
+  get omittedTextBytes(): number {
+    return 0;
+  }
+
   push(item: PushedItem): void {
     this.#pushed++;
     this.#encoded += contentItemEncodedBytes(item);
@@ -469,6 +475,11 @@ class ServerOutputCollector implements OutputCollector {
     const s = this.#s;
     return s.head.length === 0 && s.tail.length === 0 && s.pushedTextBytes === 0 &&
       s.discardedImages === 0 && s.discardedAudio === 0;
+  }
+
+  get omittedTextBytes(): number {
+    const s = this.#s;
+    return s.pushedTextBytes - s.headText - s.tailText;
   }
 
   get encodedBytes(): number {

@@ -19,7 +19,7 @@ import process from "node:process";
 import { Worker } from "node:worker_threads";
 import { encodeFrame, FrameDecoder, FrameError } from "../../proto/frame_codec.ts";
 import type { HostToWorker, WorkerCodec, WorkerToHost } from "../../proto/worker_codec.ts";
-import { Runtime, type RuntimeInput } from "../../worker/runtime.ts";
+import { type CellThread, Runtime, type RuntimeInput } from "../../worker/runtime.ts";
 import type { RuntimeEnd, RuntimeTransport } from "./runtime_transport.ts";
 
 /** The failure of a platform without what in-process isolation needs (SPEC §9.8). */
@@ -103,6 +103,12 @@ class BytePipe implements RuntimeInput {
   }
 }
 
+/**
+ * Worker events after which it no longer loads its module: its first message (the cell bootstrap
+ * posts once it has loaded), an error or its exit. (`online` comes before the module has loaded.)
+ */
+const LOAD_ENDS = ["message", "error", "exit"] as const;
+
 /** One in-process session runtime (see the module doc). */
 export class InProcessRuntime implements RuntimeTransport {
   readonly id = ++nextId;
@@ -119,6 +125,8 @@ export class InProcessRuntime implements RuntimeTransport {
   readonly #ended = Promise.withResolvers<RuntimeEnd>();
   #alive = true;
   #stopping = false;
+  /** Workers still loading their module (see {@link InProcessRuntime.#cellThread}). */
+  readonly #loading = new Set<Promise<void>>();
   #failure: { kind: "protocol" | "fault"; detail: string } | undefined;
 
   /** @param options see {@link InProcessRuntimeOptions} */
@@ -131,7 +139,7 @@ export class InProcessRuntime implements RuntimeTransport {
       input: this.#input,
       output: (bytes) => this.#receive(bytes),
       exit: (code) => this.#finish(code),
-      createWorker: (heapMb) => new Worker(cellUrl, { resourceLimits: { maxOldGenerationSizeMb: heapMb } }),
+      createWorker: (heapMb) => this.#cellThread(cellUrl, heapMb),
       cellsWriteFrames: false,
       collectGarbage: false,
     });
@@ -181,6 +189,28 @@ export class InProcessRuntime implements RuntimeTransport {
     await this.stop();
   }
 
+  /**
+   * A cell Worker whose `terminate()` waits until it has loaded its module (its first message),
+   * and which the runtime's end waits for (at most `workerKillGraceMs`). Under `deno test` (which type-checks a Worker's module as it loads), a Worker
+   * terminated while still loading `cell.js` kept loading, and once the engine had removed the
+   * runtime directory it reported `Cannot find module …/cell.js` on stderr.
+   */
+  #cellThread(url: URL, heapMb: number): CellThread {
+    const worker = new Worker(url, { resourceLimits: { maxOldGenerationSizeMb: heapMb } });
+    const loaded = new Promise<void>((resolve) => {
+      const done = () => {
+        for (const event of LOAD_ENDS) worker.off(event, done);
+        resolve();
+      };
+      for (const event of LOAD_ENDS) worker.on(event, done);
+    });
+    this.#loading.add(loaded);
+    void loaded.then(() => this.#loading.delete(loaded));
+    const terminate = worker.terminate.bind(worker);
+    worker.terminate = () => loaded.then(terminate);
+    return worker;
+  }
+
   /** Runtime → host bytes: decoded and dispatched at once, as the subprocess's reader does. */
   #receive(bytes: Uint8Array): void {
     if (!this.#alive) return;
@@ -218,10 +248,15 @@ export class InProcessRuntime implements RuntimeTransport {
     this.#input.close();
     this.#runtime.dispose();
     const base = { code, signal: null, stderrTail: "" };
-    this.#ended.resolve(
-      this.#failure
-        ? { kind: this.#failure.kind, byHost: false, detail: this.#failure.detail, ...base }
-        : { kind: "exit", byHost: this.#stopping, ...base },
-    );
+    const end: RuntimeEnd = this.#failure
+      ? { kind: this.#failure.kind, byHost: false, detail: this.#failure.detail, ...base }
+      : { kind: "exit", byHost: this.#stopping, ...base };
+    // The runtime directory may go once no Worker is still loading from it (a bounded wait).
+    if (this.#loading.size === 0) return this.#ended.resolve(end);
+    const timer = setTimeout(() => this.#ended.resolve(end), this.#options.workerKillGraceMs);
+    void Promise.all(this.#loading).then(() => {
+      clearTimeout(timer);
+      this.#ended.resolve(end);
+    });
   }
 }

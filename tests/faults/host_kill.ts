@@ -44,6 +44,11 @@ Deno.test("fault: kill -9 of the host leaves no runtime alive after 2 s (idle, w
     const killedAt = performance.now();
     const gone = await eventually(() => runtimes.every((pid) => !processExists(pid)), 2_000);
     const alive = runtimes.filter(processExists);
+    console.log(
+      `${runtimes.length} runtimes gone ${
+        Math.round(performance.now() - killedAt)
+      } ms after the host's kill -9`,
+    );
     for (const pid of alive) Deno.kill(pid, "SIGKILL");
     assert.ok(
       gone,

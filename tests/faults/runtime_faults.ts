@@ -25,6 +25,7 @@ Deno.test("fault: kill -9 of a runtime mid-cell ends its lease INTERNAL with the
   const { outcome } = await pending;
   const end = await s.end;
   const ms = performance.now() - killedAt;
+  console.log(`kill -9 of a runtime: lease ended ${Math.round(ms)} ms after`);
   assert.equal(outcome.completed?.errorText, "exec runtime ended unexpectedly");
   assert.deepEqual({ code: end?.code, details: end?.details }, {
     code: Status.INTERNAL,

@@ -14,10 +14,31 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import { type CallContext, ServerError, type ServerMiddleware, Status } from "nice-grpc";
 
 /** The status message of a call without the right token. */
-const UNAUTHENTICATED_MESSAGE = "code-mode host requires a valid token";
+export const UNAUTHENTICATED_MESSAGE = "code-mode host requires a valid token";
 
 function digest(text: string): Buffer {
   return createHash("sha256").update(text, "utf8").digest();
+}
+
+/**
+ * A constant-time check of an `authorization` header against `Bearer {token}`.
+ *
+ * @param token the token (already trimmed)
+ * @returns a predicate over header values (absent → false)
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { bearerTokenCheck } from "./access.ts";
+ *
+ * const check = bearerTokenCheck("s3cret");
+ * assert.equal(check("Bearer s3cret"), true);
+ * assert.equal(check("Bearer other"), false);
+ * assert.equal(check(null), false);
+ * ```
+ */
+export function bearerTokenCheck(token: string): (header: string | null | undefined) => boolean {
+  const expected = digest(`Bearer ${token}`);
+  return (header) => typeof header === "string" && timingSafeEqual(digest(header), expected);
 }
 
 /**
@@ -35,7 +56,7 @@ function digest(text: string): Buffer {
  * ```
  */
 export function bearerTokenMiddleware(token: string): ServerMiddleware {
-  const expected = digest(`Bearer ${token}`);
+  const check = bearerTokenCheck(token);
   return async function* requireToken<Request, Response>(
     call: {
       request: Request;
@@ -44,7 +65,7 @@ export function bearerTokenMiddleware(token: string): ServerMiddleware {
     context: CallContext,
   ) {
     const header = context.metadata.get("authorization");
-    if (typeof header !== "string" || !timingSafeEqual(digest(header), expected)) {
+    if (!check(typeof header === "string" ? header : undefined)) {
       throw new ServerError(Status.UNAUTHENTICATED, UNAUTHENTICATED_MESSAGE);
     }
     return yield* call.next(call.request, context);

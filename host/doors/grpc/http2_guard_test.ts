@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import http2 from "node:http2";
-import { goawayFilter, withGoawayGuard } from "./http2_guard.ts";
+import { goawayFilter, ResetBudget, withGoawayGuard } from "./http2_guard.ts";
 
 const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 
@@ -25,7 +25,7 @@ const expected = Buffer.concat([PREFACE, settings, headers, data, ping]);
 function feed(chunks: Buffer[]): { out: Buffer; dropped: number } {
   const out: Buffer[] = [];
   let dropped = 0;
-  const filter = goawayFilter((chunk) => out.push(chunk), () => dropped++);
+  const filter = goawayFilter((chunk) => out.push(chunk), { onGoaway: () => dropped++ });
   for (const chunk of chunks) filter(chunk);
   return { out: Buffer.concat(out), dropped };
 }
@@ -75,4 +75,63 @@ Deno.test("withGoawayGuard wraps http2.createServer while any listen is in progr
   await second;
   assert.equal(http2.createServer, real);
   assert.equal(http2.createServer().listenerCount("session"), 0);
+});
+
+const rst = (streamId: number) => frame(0x3, streamId, Buffer.from([0, 0, 0, 8]));
+const open = (streamId: number) => frame(0x1, streamId, Buffer.alloc(10, 5));
+
+Deno.test("goawayFilter stops at the first premature stream reset over budget, however the stream is split", () => {
+  const resets = [1, 3, 5, 7].map(rst);
+  const input = Buffer.concat([
+    PREFACE,
+    settings,
+    ...[1, 3, 5, 7].map(open),
+    resets[0],
+    rst(99), // a stream not opened lately: not counted
+    resets[1],
+    data,
+    resets[2],
+    ping,
+    resets[3],
+  ]);
+  // With a budget of 2, the third counted RST_STREAM and everything after it is withheld.
+  const kept = Buffer.concat([
+    PREFACE,
+    settings,
+    ...[1, 3, 5, 7].map(open),
+    resets[0],
+    rst(99),
+    resets[1],
+    data,
+  ]);
+  const split = (at: number[]) => {
+    const out: Buffer[] = [];
+    let floods = 0;
+    const filter = goawayFilter((chunk) => out.push(chunk), {
+      resets: new ResetBudget(2, 0, { now: () => 0 }),
+      onResetFlood: () => floods++,
+    });
+    let from = 0;
+    for (const to of [...at, input.length]) filter(input.subarray(from, from = to));
+    filter(ping); // after the flood: dropped
+    return { out: Buffer.concat(out), floods };
+  };
+  for (let at = 0; at <= input.length; at++) {
+    assert.deepEqual(split([at]), { out: kept, floods: 1 }, `at ${at}`);
+  }
+});
+
+Deno.test("ResetBudget counts only resets of streams under prematureMs old, refilled at its rate up to its burst", () => {
+  let now = 0;
+  const budget = new ResetBudget(3, 10, { now: () => now, prematureMs: 1_000 });
+  for (let stream = 1; stream <= 11; stream += 2) budget.opened(stream);
+  assert.deepEqual([1, 3, 5, 7].map((s) => budget.reset(s)), [true, true, true, false]);
+  now = 100; // one token back
+  assert.deepEqual([budget.reset(9), budget.reset(11)], [true, false]);
+  budget.opened(13);
+  now = 1_200; // stream 13 is now 1,100 ms old: its reset is free, and so is one of a stream never seen
+  assert.deepEqual([budget.reset(13), budget.reset(15)], [true, true]);
+  now = 60_000; // never more than the burst
+  for (let stream = 17; stream <= 25; stream += 2) budget.opened(stream);
+  assert.deepEqual([17, 19, 21, 23].map((s) => budget.reset(s)), [true, true, true, false]);
 });

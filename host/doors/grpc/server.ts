@@ -18,8 +18,9 @@ import { type EngineOptions, type HostState, startEngine } from "../../engine.ts
 import { createCodeModeService } from "./service.ts";
 import { errorMiddleware } from "./errors.ts";
 import { bearerTokenMiddleware } from "./access.ts";
-import { startTlsTerminator, type TlsTerminator } from "./tls_terminator.ts";
-import { withGoawayGuard } from "./http2_guard.ts";
+import { checkTlsPem, startTlsTerminator, type TlsTerminator } from "./tls_terminator.ts";
+import { routeGrpcLog, rpcLogMiddleware } from "./rpc_log.ts";
+import { type SessionGuardOptions, withGoawayGuard } from "./http2_guard.ts";
 import { prepareUnixSocket, relayConnection, restrictUnixSocket } from "./local_transports.ts";
 
 /**
@@ -71,6 +72,10 @@ export interface Host extends AsyncDisposable {
   readonly ended: Promise<void>;
   /** Read-only views of the sessions and runtimes. */
   readonly state: HostState;
+  /** `http://IP:PORT` of the metrics and probes listener (`metricsListen`), if any. */
+  readonly metricsUrl: string | undefined;
+  /** Exports the trace spans ended so far and waits for the export or its failure (no-op without tracing). */
+  flushTelemetry(): Promise<void>;
   /** Graceful shutdown (SPEC §9.7): drain, stop runtimes, stop serving; bounded by `shutdownGraceMs`. */
   shutdown(): Promise<void>;
   /** Immediate stop: kill every runtime, reap them, close the server. */
@@ -82,11 +87,21 @@ export interface Host extends AsyncDisposable {
  *
  * @param options see {@link HostOptions}
  * @returns the running host
- * @throws {Error} `failed to bind code-mode gRPC host to {addr}` when the address cannot be bound
+ * @throws {Error} `failed to bind code-mode gRPC host to {addr}: {cause}` when the address cannot be bound
+ *   (e.g. `address already in use`)
+ * @throws {RangeError} `invalid TLS certificate: {cause}` or `invalid TLS key: {cause}`
  */
 export async function createHost(options: HostOptions = {}): Promise<Host> {
+  if (options.tls) {
+    try {
+      checkTlsPem(options.tls.cert, options.tls.key);
+    } catch (error) {
+      throw new RangeError((error as Error).message, { cause: error });
+    }
+  }
   const engine = await startEngine(options);
   const { limits, log, core } = engine;
+  routeGrpcLog(log);
 
   const plain: Server = createServer({
     "grpc.max_receive_message_length": limits.maxMessageBytes,
@@ -95,10 +110,12 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
     "grpc.keepalive_timeout_ms": limits.serverKeepaliveTimeoutMs,
     "grpc.keepalive_permit_without_calls": 1,
   });
-  // The token check wraps every service added below (code mode, health, reflection).
+  // The RPC log line sees every call's final status; the token check wraps every service
+  // added below (code mode, health, reflection).
+  const logged: Server = plain.use(rpcLogMiddleware(log));
   const outer: Server = options.middleware === undefined
-    ? plain
-    : plain.use(options.middleware as unknown as ServerMiddleware);
+    ? logged
+    : logged.use(options.middleware as unknown as ServerMiddleware);
   const server: Server = options.authToken === undefined
     ? outer
     : outer.use(bearerTokenMiddleware(options.authToken));
@@ -129,19 +146,30 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
   // directory, behind Deno's own TLS (see tls_terminator.ts for why) or a relay of the connection.
   let terminator: TlsTerminator | undefined;
   let relay: { ended: Promise<void>; close(): Promise<void> } | undefined;
-  const onGoaway = () => log.debug("a client's GOAWAY was not passed to nghttp2 (see http2_guard.ts)");
+  const guard: SessionGuardOptions = {
+    onGoaway: () => log.debug("a client's GOAWAY was not passed to nghttp2 (see http2_guard.ts)"),
+    resetBurst: limits.http2ResetBurst,
+    resetsPerSecond: limits.http2ResetsPerSecond,
+    onResetFlood: (remote) =>
+      log.repeated(
+        "warn",
+        "http2 reset flood",
+        `an HTTP/2 client reset more than ${limits.http2ResetBurst} streams right after opening them (a rapid reset); its connection was ended with GOAWAY ENHANCE_YOUR_CALM`,
+        { remote },
+      ),
+  };
   let socketDir: string | undefined;
   const shownAddress = options.connection ? "grpc+stdio://" : address;
   try {
     if (options.connection) {
       socketDir = await Deno.makeTempDir({ dir: engine.tempParent, prefix: `stdio-${Deno.pid}-` });
       const socket = `${socketDir}/grpc.sock`;
-      await withGoawayGuard(() => server.listen(`unix:${socket}`), onGoaway);
+      await withGoawayGuard(() => server.listen(`unix:${socket}`), guard);
       relay = await relayConnection(options.connection, socket);
     } else if (options.tls) {
       socketDir = await Deno.makeTempDir({ dir: engine.tempParent, prefix: `tls-${Deno.pid}-` });
       const socket = `${socketDir}/grpc.sock`;
-      await withGoawayGuard(() => server.listen(`unix:${socket}`), onGoaway);
+      await withGoawayGuard(() => server.listen(`unix:${socket}`), guard);
       terminator = startTlsTerminator({
         hostname: bindHost.replace(/^\[|\]$/g, ""),
         port: Number(address.slice(bindHost.length + 1)),
@@ -152,17 +180,19 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
       port = terminator.port;
     } else if (unixPath !== undefined) {
       await prepareUnixSocket(unixPath);
-      await restrictUnixSocket(unixPath, () => withGoawayGuard(() => server.listen(address), onGoaway));
+      await restrictUnixSocket(unixPath, () => withGoawayGuard(() => server.listen(address), guard));
     } else {
-      port = await withGoawayGuard(() => server.listen(address), onGoaway);
+      port = await withGoawayGuard(() => server.listen(address), guard);
     }
   } catch (error) {
     server.forceShutdown();
     await engine.kill();
     if (socketDir) await Deno.remove(socketDir, { recursive: true }).catch(() => {});
-    const detail = error instanceof Error && error.name === "UnixSocketInUse" ? `: ${error.message}` : "";
-    throw new Error(`failed to bind code-mode gRPC host to ${shownAddress}${detail}`, { cause: error });
+    throw new Error(`failed to bind code-mode gRPC host to ${shownAddress}${bindCause(error)}`, {
+      cause: error,
+    });
   }
+  engine.markServing();
   health.setStatus("healthy");
   health.setStatus("healthy", CODE_MODE_SERVICE);
   const url = options.connection
@@ -198,5 +228,31 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
     await finish();
   };
   const ended = relay?.ended ?? new Promise<void>(() => {});
-  return { port, url, ended, state: engine.state, shutdown, kill, [Symbol.asyncDispose]: shutdown };
+  return {
+    port,
+    url,
+    ended,
+    state: engine.state,
+    metricsUrl: engine.state.metricsUrl,
+    flushTelemetry: engine.flushTelemetry,
+    shutdown,
+    kill,
+    [Symbol.asyncDispose]: shutdown,
+  };
+}
+
+/** `: {cause}` of a bind failure, as a user reads it (`: address already in use`), or nothing. */
+function bindCause(error: unknown): string {
+  if (!(error instanceof Error)) return "";
+  if (error.name === "UnixSocketInUse") return `: ${error.message}`;
+  if (error instanceof Deno.errors.AddrInUse || /EADDRINUSE/.test(error.message)) {
+    return ": address already in use";
+  }
+  if (error instanceof Deno.errors.AddrNotAvailable || /EADDRNOTAVAIL/.test(error.message)) {
+    return ": address not available";
+  }
+  if (error instanceof Deno.errors.PermissionDenied || /EACCES/.test(error.message)) {
+    return ": permission denied";
+  }
+  return "";
 }

@@ -117,6 +117,7 @@ export function createCodeModeService(options: ServiceOptions): CodeModeHostImpl
           : "client",
         maxYieldTimeMs: u64(limits?.maxYieldTimeMs),
         maxHeapSizeBytes: u64(limits?.maxHeapSizeBytes),
+        traceparent: context.metadata.get("traceparent") ?? undefined,
       });
       if (options.routeToken !== undefined) context.header.set("x-code-mode-route", options.routeToken);
       context.sendHeader();
@@ -153,13 +154,18 @@ export function createCodeModeService(options: ServiceOptions): CodeModeHostImpl
           cellId: request.cellId ?? "",
           waitId: request.waitId ?? "",
           yieldTimeMs: u64(request.yieldTimeMs),
+          traceparent: context.metadata.get("traceparent") ?? undefined,
         }, { signal: context.signal }),
       );
     },
 
-    async terminate(request) {
+    async terminate(request, context) {
       return wireObservation(
-        await core.terminate({ sessionId: request.sessionId ?? "", cellId: request.cellId ?? "" }),
+        await core.terminate({
+          sessionId: request.sessionId ?? "",
+          cellId: request.cellId ?? "",
+          traceparent: context.metadata.get("traceparent") ?? undefined,
+        }),
       );
     },
 

@@ -14,6 +14,66 @@
  * @module
  */
 
+import { createPrivateKey, X509Certificate } from "node:crypto";
+
+/** A PEM certificate or key that TLS cannot use, found before anything is bound. */
+export class TlsPemError extends Error {
+  override name = "TlsPemError";
+  /** What is wrong: the certificate, the key, or a key that is not the certificate's. */
+  readonly part: "certificate" | "key" | "pair";
+  /** The cause, lower-case. */
+  readonly detail: string;
+  /**
+   * @param part what is wrong
+   * @param detail the cause
+   */
+  constructor(part: "certificate" | "key" | "pair", detail: string) {
+    super(
+      part === "pair" ? `invalid TLS key: ${detail}` : `invalid TLS ${part}: ${detail}`,
+    );
+    this.part = part;
+    this.detail = detail;
+  }
+}
+
+/**
+ * Checks a PEM certificate chain and private key before serving TLS with them.
+ *
+ * @param cert the PEM certificate chain (its first certificate is the server's)
+ * @param key the PEM private key
+ * @throws {TlsPemError} naming the part and the cause
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { checkTlsPem } from "./tls_terminator.ts";
+ *
+ * assert.throws(() => checkTlsPem("not a certificate", "no key"), /invalid TLS certificate: no PEM certificate found/);
+ * ```
+ */
+export function checkTlsPem(cert: string, key: string): void {
+  if (!cert.includes("-----BEGIN CERTIFICATE-----")) {
+    throw new TlsPemError("certificate", "no PEM certificate found");
+  }
+  let certificate: X509Certificate;
+  try {
+    certificate = new X509Certificate(cert);
+  } catch (error) {
+    throw new TlsPemError("certificate", `cannot parse the certificate (${(error as Error).message})`);
+  }
+  if (!/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(key)) {
+    throw new TlsPemError("key", "no PEM private key found");
+  }
+  let privateKey;
+  try {
+    privateKey = createPrivateKey(key);
+  } catch (error) {
+    throw new TlsPemError("key", `cannot parse the private key (${(error as Error).message})`);
+  }
+  if (!certificate.checkPrivateKey(privateKey)) {
+    throw new TlsPemError("pair", "the private key does not match the certificate");
+  }
+}
+
 /** A running terminator. */
 export interface TlsTerminator {
   /** The bound TCP port. */

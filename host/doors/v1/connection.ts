@@ -133,6 +133,8 @@ export class V1Connection {
   #maxFrame: number;
   #capabilities = new Set<string>();
   #active = new Map<number, ActiveRequest>();
+  /** The status of each answered request, for its debug line (only at `debug`). */
+  #statuses = new Map<number, string>();
   #finished = new Set<number>();
   #sessions = new Map<string, SessionState>();
   #delegates = new Map<number, Delegate>();
@@ -346,10 +348,21 @@ export class V1Connection {
     } as const)[request.method];
     const active: ActiveRequest = { kind, sessionId: request.sessionId, abort: new AbortController() };
     this.#active.set(id, active);
+    const start = performance.now();
     this.#spawn(
       this.#handle(id, request, active).finally(() => {
         this.#active.delete(id);
         this.#remember(id);
+        // One debug line per request, as the gRPC door writes per RPC.
+        if (this.#log.enabled("debug")) {
+          this.#log.debug("rpc", {
+            method: request.method,
+            status: this.#statuses.get(id) ?? "none",
+            duration_ms: Math.round((performance.now() - start) * 1_000) / 1_000,
+            session_id: request.sessionId,
+          });
+        }
+        this.#statuses.delete(id);
       }),
     );
   }
@@ -409,6 +422,7 @@ export class V1Connection {
   }
 
   #answer(id: number, result: Record<string, unknown>): Promise<void> {
+    if (this.#log.enabled("debug")) this.#statuses.set(id, String(result.status));
     return this.#send({ type: "operation/response", id, result }, true);
   }
 

@@ -31,6 +31,7 @@ export async function serveV1Stdio(options: EngineOptions, io?: V1Io): Promise<n
     readable: io?.readable ?? Deno.stdin.readable,
     writable: io?.writable ?? Deno.stdout.writable,
   });
+  engine.markServing();
   const end = await connection.run();
   if (end.timedOut) await engine.kill();
   else {

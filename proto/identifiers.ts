@@ -1,5 +1,6 @@
 /**
- * `normalizeCodeModeIdentifier` (SPEC §11.3): the JS-facing name of a tool.
+ * `normalizeCodeModeIdentifier` (SPEC §11.3): the JS-facing name of a tool, shared by the host core
+ * (the `tools.<name>` of a cell) and the harness kit (`client/harness/`).
  *
  * @module
  */

@@ -1,0 +1,565 @@
+/**
+ * `deno task exec`: runs one cell from the shell through the client library and prints what a model
+ * would see.
+ *
+ * ```text
+ * deno task exec [--endpoint URL] [--session-file F] [--json] [FLAGS] 'SOURCE'   (or SOURCE on stdin)
+ * ```
+ *
+ * - Without `--endpoint` the cell runs on a private host that this command spawns over its pipes
+ *   (`ProcessOwnedGrpcCodeModeSessionProvider`) and reaps before it exits.
+ * - SOURCE is what a model sends to its `exec` tool: an optional `// @exec:` pragma line, then the code
+ *   (`parseExecSource`, SPEC §11.2); a malformed pragma is a usage error. Flags override the pragma.
+ * - The session is opened in Server output mode, so the host adds the `Script error:` item and applies
+ *   the token budget (`--max-output-tokens`, default 10,000) as it does for a model (SPEC §8.4); the
+ *   command prints `formatRuntimeResponse`'s items (SPEC §11.5: the `Script completed` / `Wall time …` /
+ *   `Output:` header, then the host's items). A cell that yields is waited on until it ends; each observation is printed (an empty
+ *   yielded one only the first time). `--json` prints each observation as the client library returns
+ *   it (`RuntimeResponse`), one JSON line each.
+ * - Notifications go to stderr as `[notification from cell ID] text`; tool calls are refused (no
+ *   tools are enabled). Ctrl-C terminates the cell and prints its `terminated` outcome; a second
+ *   Ctrl-C exits at once (130).
+ * - Exit code: 0 when the cell completed without an error, 1 when it failed or was terminated or the
+ *   host could not run it, 2 on a usage error.
+ * - `--session-file F`: consecutive commands with the same F share one session, so stored values
+ *   survive from one to the next. The first command starts a _session keeper_ in the background
+ *   that holds the session (and its private host, if any) and serves later commands on a Unix socket
+ *   named in F; it ends after `--idle-minutes` (default 30; 0: never) without a command, with
+ *   `--close`, or on SIGTERM. A later command must name the same `--endpoint` (or none).
+ *   When F names a keeper that has gone, the session is gone with it: the command fails with the
+ *   client library's reset message (nothing runs) and the next command starts afresh.
+ *
+ * @module
+ */
+import { parseArgs } from "node:util";
+import { CodeModeError } from "../proto/errors.ts";
+import { parseEndpoint } from "./endpoint.ts";
+import { GrpcCodeModeSessionProvider } from "./provider.ts";
+import { ProcessOwnedGrpcCodeModeSessionProvider } from "./process_provider.ts";
+import { RESET_MESSAGE } from "./status_text.ts";
+import { parseExecSource } from "./harness/exec_source.ts";
+import { formatRuntimeResponse } from "./harness/format_response.ts";
+import type {
+  CodeModeSession,
+  CodeModeSessionDelegate,
+  FunctionCallOutputContentItem,
+  RuntimeResponse,
+} from "./types.ts";
+
+const USAGE =
+  `usage: deno task exec [--endpoint URL] [--session-file F] [--json] [--yield-time-ms N] [--max-output-tokens N]
+                      [--auth-token-file PATH] [--idle-minutes N] [--close] 'SOURCE'   (or SOURCE on stdin)`;
+
+/** A usage error: exit code 2. */
+class UsageError extends Error {}
+
+/** What one command asks for, after parsing. */
+interface Options {
+  endpoint?: string;
+  sessionFile?: string;
+  json: boolean;
+  yieldTimeMs?: number;
+  maxOutputTokens?: number;
+  authToken?: string;
+  idleMinutes: number;
+  close: boolean;
+  source?: string;
+}
+
+/** One line of a cell's run, as printed (and as a keeper sends it over its socket). */
+type RunEvent =
+  | { response: RuntimeResponse; wallTimeMs: number }
+  | { notification: string; cellId: string }
+  | { error: string };
+
+function nonNegative(flag: string, text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  const value = Number(text);
+  if (!/^\d+$/.test(text) || !Number.isSafeInteger(value)) {
+    throw new UsageError(`${flag} must be a non-negative integer, got \`${text}\``);
+  }
+  return value;
+}
+
+/** Parses the command line; reads SOURCE from stdin when no argument gives it. */
+async function parseOptions(args: string[], keeper = false): Promise<Options> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args,
+      strict: true,
+      allowPositionals: true,
+      options: {
+        "endpoint": { type: "string" },
+        "session-file": { type: "string" },
+        "json": { type: "boolean", default: false },
+        "yield-time-ms": { type: "string" },
+        "max-output-tokens": { type: "string" },
+        "auth-token-file": { type: "string" },
+        "idle-minutes": { type: "string" },
+        "close": { type: "boolean", default: false },
+        "help": { type: "boolean", default: false },
+      },
+    });
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
+  const v = parsed.values;
+  // `deno task` runs in the configuration's folder; paths are the user's, relative to INIT_CWD.
+  const cwd = Deno.env.get("INIT_CWD");
+  const resolve = (path: string | undefined) =>
+    path === undefined || cwd === undefined || path.startsWith("/") ? path : `${cwd}/${path}`;
+  v["session-file"] = resolve(v["session-file"]);
+  v["auth-token-file"] = resolve(v["auth-token-file"]);
+  if (v.help) {
+    console.log(USAGE);
+    Deno.exit(0);
+  }
+  if (v.endpoint !== undefined) {
+    try {
+      parseEndpoint(v.endpoint);
+    } catch (error) {
+      throw new UsageError((error as Error).message);
+    }
+  }
+  let authToken: string | undefined;
+  if (v["auth-token-file"] !== undefined) {
+    try {
+      authToken = Deno.readTextFileSync(v["auth-token-file"]).trim();
+    } catch {
+      throw new UsageError(`failed to read --auth-token-file ${v["auth-token-file"]}`);
+    }
+  }
+  const options: Options = {
+    endpoint: v.endpoint,
+    sessionFile: v["session-file"],
+    json: v.json,
+    yieldTimeMs: nonNegative("--yield-time-ms", v["yield-time-ms"]),
+    maxOutputTokens: nonNegative("--max-output-tokens", v["max-output-tokens"]),
+    authToken,
+    idleMinutes: nonNegative("--idle-minutes", v["idle-minutes"]) ?? 30,
+    close: v.close,
+  };
+  if (keeper) return options;
+  if (options.close) {
+    if (options.sessionFile === undefined) throw new UsageError("--close needs --session-file");
+    if (parsed.positionals.length > 0) throw new UsageError("--close takes no SOURCE");
+    return options;
+  }
+  if (parsed.positionals.length > 1) {
+    throw new UsageError(`expected one SOURCE argument, got ${parsed.positionals.length} (quote the source)`);
+  }
+  let source = parsed.positionals[0];
+  if (source === undefined || source === "-") {
+    if (Deno.stdin.isTerminal()) throw new UsageError("no SOURCE: pass it as an argument or on stdin");
+    source = await new Response(Deno.stdin.readable).text();
+  }
+  // SOURCE is what a model sends to its `exec` tool: an optional `// @exec:` pragma line, then code.
+  const cell = parseExecSource(source);
+  if (typeof cell === "string") throw new UsageError(cell);
+  options.source = cell.code;
+  options.yieldTimeMs ??= cell.yieldTimeMs;
+  options.maxOutputTokens ??= cell.maxOutputTokens;
+  return options;
+}
+
+/** The provider for `options`: the endpoint's, or a private host spawned over its pipes. */
+function providerFor(
+  options: Options,
+  quiet = false,
+): GrpcCodeModeSessionProvider | ProcessOwnedGrpcCodeModeSessionProvider {
+  if (options.endpoint !== undefined) {
+    return new GrpcCodeModeSessionProvider(options.endpoint, { authToken: options.authToken });
+  }
+  const main = decodeURIComponent(new URL("../host/main.ts", import.meta.url).pathname);
+  return new ProcessOwnedGrpcCodeModeSessionProvider({
+    args: [
+      "run",
+      "--allow-all",
+      main,
+      "--listen",
+      "grpc+stdio://",
+      "--warm-sessions",
+      "0",
+      "--log-level",
+      "warn",
+    ],
+    authToken: options.authToken,
+    // A keeper's stderr leads nowhere once its starting command has gone.
+    stderr: quiet ? "null" : "inherit",
+  });
+}
+
+/**
+ * Runs one cell on `session` and reports every observation (a yielded one is followed by a wait)
+ * and every notification to `emit`. Aborting `signal` terminates the cell.
+ */
+async function runCell(
+  session: CodeModeSession,
+  options: Pick<Options, "yieldTimeMs" | "maxOutputTokens"> & { source: string },
+  emit: (event: RunEvent) => void,
+  signal: AbortSignal,
+): Promise<RuntimeResponse> {
+  const delegate: CodeModeSessionDelegate = {
+    invokeTool: () => Promise.reject(new Error("code mode nested tools are unavailable")),
+    notify(_callId, cellId, text) {
+      emit({ notification: text, cellId });
+      return Promise.resolve();
+    },
+    cellClosed() {},
+  };
+  let started = performance.now();
+  const cell = await session.execute({
+    toolCallId: "exec-1",
+    enabledTools: [],
+    source: options.source,
+    yieldTimeMs: options.yieldTimeMs,
+    maxOutputTokens: options.maxOutputTokens,
+  }, delegate);
+  const stopped = Promise.withResolvers<"stop">();
+  const onAbort = () => stopped.resolve("stop");
+  signal.addEventListener("abort", onAbort, { once: true });
+  if (signal.aborted) onAbort();
+  try {
+    let pending: Promise<RuntimeResponse> = cell.initialResponse();
+    let first = true;
+    for (;;) {
+      pending.catch(() => {}); // settled by the race below or given up for the termination
+      const next = await Promise.race([pending, stopped.promise]);
+      const response = next === "stop" ? (await session.terminate(cell.cellId)).response : next;
+      // A yielded window with nothing in it is shown only once, the first time.
+      if (response.type !== "yielded" || response.contentItems.length > 0 || first) {
+        emit({ response, wallTimeMs: performance.now() - started });
+      }
+      if (response.type !== "yielded") return response;
+      first = false;
+      started = performance.now();
+      pending = session.wait({ cellId: cell.cellId, yieldTimeMs: options.yieldTimeMs ?? 10_000 })
+        .then((outcome) => outcome.response);
+    }
+  } finally {
+    signal.removeEventListener("abort", onAbort);
+  }
+}
+
+/** Prints one event: an observation as a model sees it (or as JSON), a notification on stderr. */
+function printer(json: boolean): (event: RunEvent) => void {
+  return (event) => {
+    if ("notification" in event) {
+      console.error(`[notification from cell ${event.cellId}] ${event.notification}`);
+    } else if ("error" in event) {
+      console.error(`exec: ${event.error}`);
+    } else if (json) {
+      console.log(JSON.stringify(event.response));
+    } else {
+      // The host has applied the Server-mode pipeline; the kit adds the header (SPEC §11.5).
+      const { contentItems } = formatRuntimeResponse(event.response, {
+        outputTruncation: "server",
+        wallTimeMs: event.wallTimeMs,
+      });
+      const lines = contentItems.map(describe);
+      lines[0] = lines[0].replace(/\n$/, ""); // the header ends `Output:\n`
+      console.log(lines.join("\n"));
+    }
+  };
+}
+
+/** A content item as text for a terminal: texts as they are, media as a short description. */
+function describe(item: FunctionCallOutputContentItem): string {
+  if (item.type === "input_text") return item.text;
+  const url = item.type === "input_image" ? item.image_url : item.audio_url;
+  const detail = item.type === "input_image" ? `, detail ${item.detail}` : "";
+  return `[${item.type} ${url.slice(0, 48)}… (${url.length} characters)${detail}]`;
+}
+
+function exitCodeOf(response: RuntimeResponse): number {
+  return response.type === "result" && response.errorText === undefined ? 0 : 1;
+}
+
+/**
+ * An AbortSignal that aborts on the first SIGINT or SIGTERM (the cell is then terminated); a second
+ * one exits at once (130). Dispose to stop listening.
+ */
+function interrupted(): AbortController & Disposable {
+  const controller = new AbortController();
+  const onSignal = () => controller.signal.aborted ? Deno.exit(130) : controller.abort();
+  Deno.addSignalListener("SIGINT", onSignal);
+  Deno.addSignalListener("SIGTERM", onSignal);
+  return Object.assign(controller, {
+    [Symbol.dispose]() {
+      Deno.removeSignalListener("SIGINT", onSignal);
+      Deno.removeSignalListener("SIGTERM", onSignal);
+    },
+  });
+}
+
+/** One command without a session file: a session of its own, closed at the end. */
+async function runOnce(options: Options & { source: string }): Promise<number> {
+  const emit = printer(options.json);
+  const provider = providerFor(options);
+  using stop = interrupted();
+  try {
+    await using session = await provider.createSession({ outputTruncation: "server" });
+    return exitCodeOf(await runCell(session, options, emit, stop.signal));
+  } catch (error) {
+    emit({ error: (error as Error).message });
+    return 1;
+  } finally {
+    await dispose(provider);
+  }
+}
+
+/** Ends a provider that owns a host process (the endpoint's provider owns nothing to end). */
+async function dispose(provider: ReturnType<typeof providerFor>): Promise<void> {
+  if (provider instanceof ProcessOwnedGrpcCodeModeSessionProvider) await provider[Symbol.asyncDispose]();
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The session keeper behind --session-file.
+
+/** The content of a session file: which keeper holds the session, and where it listens. */
+interface SessionFile {
+  pid: number;
+  socket: string;
+  endpoint: string | null;
+}
+
+function readSessionFile(path: string): SessionFile | undefined {
+  let text: string;
+  try {
+    text = Deno.readTextFileSync(path);
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return undefined;
+    throw new UsageError(`cannot read --session-file ${path}: ${(error as Error).message}`);
+  }
+  try {
+    const file = JSON.parse(text);
+    if (typeof file.socket === "string" && typeof file.pid === "number") return file;
+  } catch { /* reported below */ }
+  throw new UsageError(`--session-file ${path} is not a code-mode session file`);
+}
+
+async function connect(file: SessionFile): Promise<Deno.UnixConn | undefined> {
+  try {
+    return await Deno.connect({ transport: "unix", path: file.socket });
+  } catch {
+    return undefined;
+  }
+}
+
+/** Writes `value` as one JSON line. */
+async function writeLine(conn: Deno.Conn, value: unknown): Promise<void> {
+  const bytes = new TextEncoder().encode(JSON.stringify(value) + "\n");
+  for (let sent = 0; sent < bytes.length;) sent += await conn.write(bytes.subarray(sent));
+}
+
+/** The JSON lines of a connection, until it ends. */
+async function* readLines(conn: Deno.Conn): AsyncGenerator<unknown> {
+  let buffered = "";
+  for await (const chunk of conn.readable.pipeThrough(new TextDecoderStream())) {
+    buffered += chunk;
+    for (let at = buffered.indexOf("\n"); at >= 0; at = buffered.indexOf("\n")) {
+      yield JSON.parse(buffered.slice(0, at));
+      buffered = buffered.slice(at + 1);
+    }
+  }
+}
+
+/** Starts a keeper for `options.sessionFile` and waits until it is serving; returns its file. */
+async function startKeeper(options: Options): Promise<SessionFile> {
+  const args = ["run", "--allow-all", decodeURIComponent(new URL(import.meta.url).pathname), "--keep"];
+  args.push("--session-file", options.sessionFile!, "--idle-minutes", String(options.idleMinutes));
+  if (options.endpoint !== undefined) args.push("--endpoint", options.endpoint);
+  const child = new Deno.Command(Deno.execPath(), {
+    args,
+    env: options.authToken === undefined ? {} : { CODE_MODE_EXEC_AUTH_TOKEN: options.authToken },
+    stdin: "null",
+    stdout: "piped",
+    stderr: "null",
+    detached: true,
+  }).spawn();
+  // The keeper prints one line, `ready` or why it could not start, and nothing after it.
+  const lines = child.stdout.pipeThrough(new TextDecoderStream()).getReader();
+  let first = "";
+  while (!first.includes("\n")) {
+    const { done, value } = await lines.read();
+    if (done) break;
+    first += value;
+  }
+  await lines.cancel();
+  first = first.split("\n")[0];
+  if (first !== "ready") {
+    const status = await child.status;
+    throw new CodeModeError(undefined, first || `session keeper exited with code ${status.code}`);
+  }
+  child.unref();
+  return readSessionFile(options.sessionFile!)!;
+}
+
+/** One command with a session file: run on the keeper, starting one when there is none. */
+async function runOnKeeper(options: Options): Promise<number> {
+  const emit = printer(options.json);
+  const path = options.sessionFile!;
+  let file = readSessionFile(path);
+  if (file && !options.close && file.endpoint !== (options.endpoint ?? null)) {
+    const where = file.endpoint ?? "a private host";
+    throw new UsageError(
+      `--session-file ${path} holds a session on ${where}; pass the same --endpoint or another file`,
+    );
+  }
+  let conn = file && await connect(file);
+  if (options.close) {
+    if (conn) {
+      await writeLine(conn, { close: true });
+      for await (const _ of readLines(conn)) { /* the keeper closes the connection when it is done */ }
+    }
+    return 0;
+  }
+  try {
+    if (!conn) {
+      const lost = file !== undefined;
+      if (lost) await Deno.remove(path).catch(() => {});
+      file = await startKeeper(options);
+      // A session file whose keeper has gone lost its session and stored values: say so, run nothing.
+      if (lost) throw new CodeModeError(undefined, RESET_MESSAGE);
+      conn = await connect(file);
+      if (!conn) throw new CodeModeError(undefined, `session keeper of ${path} does not answer`);
+    }
+  } catch (error) {
+    emit({ error: (error as Error).message });
+    return 1;
+  }
+  using stop = interrupted();
+  const onStop = () => void writeLine(conn, { terminate: true }).catch(() => {});
+  stop.signal.addEventListener("abort", onStop);
+  const request = {
+    source: options.source,
+    yieldTimeMs: options.yieldTimeMs,
+    maxOutputTokens: options.maxOutputTokens,
+  };
+  await writeLine(conn, request);
+  let code: number | undefined;
+  for await (const line of readLines(conn)) {
+    const event = line as RunEvent & { exitCode?: number };
+    if (event.exitCode !== undefined) code = event.exitCode;
+    else emit(event);
+  }
+  if (code === undefined) emit({ error: `session keeper of ${path} ended before the cell did` });
+  return code ?? 1;
+}
+
+/**
+ * The keeper: opens the session, writes the session file, prints `ready`, then serves one cell at a
+ * time per connection (concurrent connections run concurrent cells on the same session).
+ */
+async function keep(options: Options): Promise<void> {
+  const path = options.sessionFile!;
+  const dir = await Deno.makeTempDir({ prefix: "code-mode-exec-" });
+  const socket = `${dir}/keeper.sock`;
+  options.authToken = Deno.env.get("CODE_MODE_EXEC_AUTH_TOKEN");
+  const provider = providerFor(options, true);
+  let session: CodeModeSession;
+  let listener: Deno.UnixListener;
+  try {
+    session = await provider.createSession({ outputTruncation: "server" });
+    listener = Deno.listen({ transport: "unix", path: socket });
+    const file: SessionFile = { pid: Deno.pid, socket, endpoint: options.endpoint ?? null };
+    await Deno.writeTextFile(`${path}.tmp-${Deno.pid}`, JSON.stringify(file) + "\n");
+    await Deno.rename(`${path}.tmp-${Deno.pid}`, path);
+  } catch (error) {
+    console.log((error as Error).message.replaceAll("\n", " "));
+    await dispose(provider);
+    await Deno.remove(dir, { recursive: true }).catch(() => {});
+    Deno.exit(1);
+  }
+  // The one line the starting command waits for; nothing is written to stdout or stderr after it.
+  console.log("ready");
+
+  const idleMs = options.idleMinutes * 60_000;
+  let active = 0;
+  let idle: ReturnType<typeof setTimeout> | undefined;
+  const done = Promise.withResolvers<void>();
+  const armIdle = () => {
+    clearTimeout(idle);
+    if (active === 0 && idleMs > 0) idle = setTimeout(() => done.resolve(), idleMs);
+  };
+  armIdle();
+  Deno.addSignalListener("SIGTERM", () => done.resolve());
+  const serve = async (conn: Deno.UnixConn) => {
+    active++;
+    clearTimeout(idle);
+    const stop = new AbortController();
+    const send = (value: unknown) => writeLine(conn, value).catch(() => stop.abort());
+    try {
+      const lines = readLines(conn);
+      const first = (await lines.next()).value as { source?: string; close?: boolean } | undefined;
+      if (first?.close) return done.resolve();
+      if (typeof first?.source !== "string") return;
+      // A later line (terminate) or the connection's end (the command was killed) stops the cell.
+      // (Read without `break`: leaving a `for await` cancels the readable, which closes the connection.)
+      void lines.next().catch(() => {}).finally(() => stop.abort());
+      const request = first as { source: string; yieldTimeMs?: number; maxOutputTokens?: number };
+      try {
+        const response = await runCell(session, request, (event) => void send(event), stop.signal);
+        await send({ exitCode: exitCodeOf(response) });
+      } catch (error) {
+        await send({ error: (error as Error).message });
+        await send({ exitCode: 1 });
+      }
+    } catch {
+      /* a broken connection ends only its own command */
+    } finally {
+      try {
+        conn.close();
+      } catch { /* already closed */ }
+      active--;
+      armIdle();
+    }
+  };
+  void (async () => {
+    for await (const conn of listener) void serve(conn);
+  })();
+  await done.promise;
+  clearTimeout(idle);
+  listener.close();
+  // Remove the file only if it is still ours (a later keeper may have replaced it).
+  if (readSessionFileQuietly(path)?.pid === Deno.pid) await Deno.remove(path).catch(() => {});
+  await session.shutdown().catch(() => {});
+  await dispose(provider);
+  await Deno.remove(dir, { recursive: true }).catch(() => {});
+  Deno.exit(0);
+}
+
+function readSessionFileQuietly(path: string): SessionFile | undefined {
+  try {
+    return readSessionFile(path);
+  } catch {
+    return undefined;
+  }
+}
+
+async function main(args: string[]): Promise<number> {
+  const keeper = args[0] === "--keep";
+  let options: Options;
+  try {
+    options = await parseOptions(keeper ? args.slice(1) : args, keeper);
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    console.error(`exec: ${error.message}\n${USAGE}`);
+    return 2;
+  }
+  if (keeper) {
+    await keep(options);
+    return 0;
+  }
+  try {
+    if (options.sessionFile !== undefined) return await runOnKeeper(options);
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    console.error(`exec: ${error.message}\n${USAGE}`);
+    return 2;
+  }
+  return await runOnce(options as Options & { source: string });
+}
+
+if (import.meta.main) Deno.exit(await main(Deno.args));
