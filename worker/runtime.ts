@@ -288,6 +288,10 @@ export class Runtime {
   #spare: CellWorker | undefined;
   /** A cell started while another ran: the session runs cells concurrently. */
   #concurrent = false;
+  /** Cells whose StartCell waits for the note of the last cell's result (not yet in `#cells`). */
+  readonly #startsWaiting = new Set<string>();
+  /** Of those, the ones a StopCell named meanwhile. */
+  readonly #stopsWhileWaiting = new Set<string>();
   /** The timer of {@link SPARE_WHILE_RUNNING_MS}. */
   #spareWhileRunning: unknown;
   readonly #cells = new Map<string, RunningCell>();
@@ -870,11 +874,13 @@ export class Runtime {
         if (running.finished || Atomics.load(running.cell.words, CELL_RESULT) !== 1) continue;
         const noted = running.noted ??= Promise.withResolvers<void>();
         let timer: unknown;
+        this.#startsWaiting.add(start.cellId);
         await Promise.race([
           noted.promise,
           new Promise<void>((resolve) => timer = this.#clock.setTimeout(resolve, NOTE_WAIT_MS)),
         ]);
         this.#clock.clearTimeout(timer);
+        this.#startsWaiting.delete(start.cellId);
         break;
       }
     }
@@ -894,6 +900,8 @@ export class Runtime {
     };
     this.#cells.set(start.cellId, running);
     cell.running = running;
+    // A StopCell that came while this start waited for the last cell's note: stopped before it began.
+    if (this.#stopsWhileWaiting.delete(start.cellId)) this.#stopCell(start.cellId);
     if (!cell.settled) await cell.ready;
     if (cell.retired && !running.finished) {
       // A recycled Worker that the retire policy ended, or that never confirmed its fresh realm.
@@ -958,6 +966,7 @@ export class Runtime {
 
   #stopCell(cellId: string): void {
     const running = this.#cells.get(cellId);
+    if (!running && this.#startsWaiting.has(cellId)) this.#stopsWhileWaiting.add(cellId);
     if (!running || running.finished) return;
     if (!running.started) {
       // Its Worker may still be booting: confirm the stop now (the host would otherwise restart the

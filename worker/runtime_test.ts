@@ -379,6 +379,20 @@ Deno.test("Reuse: a start that comes before the note of a result already written
   assert.equal(h.cells.length, 1);
 });
 
+Deno.test("Reuse: a StopCell that comes while a start waits for the last result's note stops that cell before it begins", async () => {
+  const h = harness();
+  const cell = await started(h);
+  Atomics.store(cell.words!, CELL_RESULT, 1); // written to the host; the note is not posted yet
+  sendStart(h, "2");
+  await settle();
+  h.runtime.receive({ message: "stopCell", stopCell: { cellId: "2" } });
+  await complete(cell);
+  await settle();
+  assert.deepEqual(h.events("2").map((e) => e.event), ["exited"], "confirmed at once, never started");
+  assert.notEqual(cell.start?.cellId, "2", "the stopped cell was never handed to a Worker");
+  assert.ok(await startNext(h, "3"), "the session goes on");
+});
+
 Deno.test("Reuse: messages for a cell carry its ID, so a reused Worker can tell them from the last cell's", async () => {
   const h = harness();
   const cell = await started(h);

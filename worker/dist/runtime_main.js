@@ -886,6 +886,10 @@ var Runtime = class {
   #spare;
   /** A cell started while another ran: the session runs cells concurrently. */
   #concurrent = false;
+  /** Cells whose StartCell waits for the note of the last cell's result (not yet in `#cells`). */
+  #startsWaiting = /* @__PURE__ */ new Set();
+  /** Of those, the ones a StopCell named meanwhile. */
+  #stopsWhileWaiting = /* @__PURE__ */ new Set();
   /** The timer of {@link SPARE_WHILE_RUNNING_MS}. */
   #spareWhileRunning;
   #cells = /* @__PURE__ */ new Map();
@@ -1429,11 +1433,13 @@ var Runtime = class {
         if (running2.finished || Atomics.load(running2.cell.words, CELL_RESULT) !== 1) continue;
         const noted = running2.noted ??= Promise.withResolvers();
         let timer;
+        this.#startsWaiting.add(start.cellId);
         await Promise.race([
           noted.promise,
           new Promise((resolve) => timer = this.#clock.setTimeout(resolve, NOTE_WAIT_MS))
         ]);
         this.#clock.clearTimeout(timer);
+        this.#startsWaiting.delete(start.cellId);
         break;
       }
     }
@@ -1453,6 +1459,7 @@ var Runtime = class {
     };
     this.#cells.set(start.cellId, running);
     cell.running = running;
+    if (this.#stopsWhileWaiting.delete(start.cellId)) this.#stopCell(start.cellId);
     if (!cell.settled) await cell.ready;
     if (cell.retired && !running.finished) {
       cell.running = void 0;
@@ -1521,6 +1528,7 @@ var Runtime = class {
   }
   #stopCell(cellId) {
     const running = this.#cells.get(cellId);
+    if (!running && this.#startsWaiting.has(cellId)) this.#stopsWhileWaiting.add(cellId);
     if (!running || running.finished) return;
     if (!running.started) {
       running.finished = true;
