@@ -126,12 +126,15 @@ export interface MetricsAddress {
 }
 
 /**
- * Parses `--metrics-listen IP:PORT` (IPv6 in brackets; port 0 picks a free port). Any IP is
- * accepted: the listener serves counts and probes only, never session data.
+ * Parses `--metrics-listen IP:PORT` (IPv6 in brackets; port 0 picks a free port). As for every
+ * listen address (SPEC §1: a non-loopback address needs `--allow-non-loopback`), an address outside
+ * loopback is refused unless allowed, although the listener serves counts and probes only.
  *
  * @param text the flag's value
+ * @param allowNonLoopback `--allow-non-loopback`
  * @returns the address
- * @throws {ListenError} ``invalid --metrics-listen `{text}`; expected `IP:PORT` ``
+ * @throws {ListenError} ``invalid --metrics-listen `{text}`; expected `IP:PORT` ``, or
+ * ``refusing to listen on non-loopback address `{IP:PORT}` without --allow-non-loopback``
  * @example
  * ```ts
  * import assert from "node:assert/strict";
@@ -141,9 +144,11 @@ export interface MetricsAddress {
  *   address: "127.0.0.1:9464",
  * });
  * assert.throws(() => parseMetricsListen("localhost:9464"), /expected `IP:PORT`/);
+ * assert.throws(() => parseMetricsListen("0.0.0.0:9464"), /without --allow-non-loopback/);
+ * assert.equal(parseMetricsListen("0.0.0.0:9464", true).address, "0.0.0.0:9464");
  * ```
  */
-export function parseMetricsListen(text: string): MetricsAddress {
+export function parseMetricsListen(text: string, allowNonLoopback = false): MetricsAddress {
   const match = /^(?:\[([^\]]+)\]|([^:\[\]]+)):(\d{1,5})$/.exec(text);
   const ip = match ? (match[1] ?? match[2]) : "";
   const port = match ? Number(match[3]) : NaN;
@@ -151,5 +156,11 @@ export function parseMetricsListen(text: string): MetricsAddress {
   if (!match || family === 0 || (match[1] !== undefined && family !== 6) || port > 65535) {
     throw new ListenError(`invalid --metrics-listen \`${text}\`; expected \`IP:PORT\``);
   }
-  return { hostname: ip, port, address: family === 6 ? `[${ip}]:${port}` : `${ip}:${port}` };
+  const address = family === 6 ? `[${ip}]:${port}` : `${ip}:${port}`;
+  if (!loopback(ip) && !allowNonLoopback) {
+    throw new ListenError(
+      `refusing to listen on non-loopback address \`${address}\` without --allow-non-loopback`,
+    );
+  }
+  return { hostname: ip, port, address };
 }

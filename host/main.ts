@@ -31,7 +31,7 @@ Relative paths are resolved against the directory the command was run from.
                                  mcp+http://IP:PORT  the same over MCP Streamable HTTP at /mcp
   --mcp-config FILE            MCP servers whose tools cells may call (mcp+ forms only):
                                  {"mcpServers": {NAME: {command, args, env} | {url, headers}}}
-  --allow-non-loopback         permit a grpc:// address that is not a loopback address
+  --allow-non-loopback         permit a grpc://, mcp+http:// or --metrics-listen address outside loopback
   --tls-cert PATH              serve TLS with this PEM certificate chain (with --tls-key)
   --tls-key PATH               the PEM private key of --tls-cert
   --auth-token-file PATH       require "authorization: Bearer <file content>" on every RPC
@@ -140,7 +140,9 @@ async function main(args: string[]): Promise<void> {
   try {
     listen = parseListenUrl(v.listen as string, v["allow-non-loopback"] as boolean);
     if (listen.kind === "unix") listen = { kind: "unix", path: resolve(listen.path) };
-    if (v["metrics-listen"] !== undefined) metricsListen = parseMetricsListen(v["metrics-listen"]).address;
+    if (v["metrics-listen"] !== undefined) {
+      metricsListen = parseMetricsListen(v["metrics-listen"], v["allow-non-loopback"] as boolean).address;
+    }
   } catch (error) {
     if (error instanceof ListenError) fail(log, error.message, 2);
     throw error;

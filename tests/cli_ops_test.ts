@@ -103,7 +103,7 @@ Deno.test("A port in use: `failed to bind … : address already in use` (exit 1)
   });
 });
 
-Deno.test("Refused flag values: --warm-sessions -1, a --metrics-listen that is no IP:PORT, a bad exporter URL (exit 2)", async () => {
+Deno.test("Refused flag values: --warm-sessions -1, a --metrics-listen that is no IP:PORT or is outside loopback, a bad exporter URL (exit 2)", async () => {
   assert.deepEqual(await failing(["--warm-sessions", "-1"]), {
     code: 2,
     msg: "--warm-sessions must be a non-negative integer",
@@ -111,6 +111,10 @@ Deno.test("Refused flag values: --warm-sessions -1, a --metrics-listen that is n
   assert.deepEqual(await failing(["--metrics-listen", "localhost:9464"]), {
     code: 2,
     msg: "invalid --metrics-listen `localhost:9464`; expected `IP:PORT`",
+  });
+  assert.deepEqual(await failing(["--metrics-listen", "0.0.0.0:0"]), {
+    code: 2,
+    msg: "refusing to listen on non-loopback address `0.0.0.0:0` without --allow-non-loopback",
   });
   assert.deepEqual(await failing(["--otel-trace-exporter", "grpc://127.0.0.1:4317"]), {
     code: 2,
