@@ -72,6 +72,12 @@ export class ResetBudget {
   #prematureMs: number;
   /** Streams opened within the last `prematureMs`, oldest first, with when. */
   #recent = new Map<number, number>();
+  /**
+   * The highest stream ID dropped from `#recent` for room while still young: a later reset of a stream
+   * at or below it may be premature, and counts (stream IDs only grow on a connection), so that a
+   * client cannot open {@link MAX_RECENT_STREAMS} streams ahead and reset each as it drops out.
+   */
+  #youngEvicted = 0;
 
   /**
    * @param burst counted resets allowed at once (the bucket's size)
@@ -95,7 +101,9 @@ export class ResetBudget {
   opened(stream: number): void {
     const now = this.#now();
     for (const [id, at] of this.#recent) {
-      if (now - at < this.#prematureMs && this.#recent.size < MAX_RECENT_STREAMS) break;
+      const young = now - at < this.#prematureMs;
+      if (young && this.#recent.size < MAX_RECENT_STREAMS) break;
+      if (young) this.#youngEvicted = Math.max(this.#youngEvicted, id);
       this.#recent.delete(id);
     }
     if (!this.#recent.has(stream)) this.#recent.set(stream, now);
@@ -111,7 +119,9 @@ export class ResetBudget {
     const openedAt = this.#recent.get(stream);
     this.#recent.delete(stream);
     const now = this.#now();
-    if (openedAt === undefined || now - openedAt >= this.#prematureMs) return true;
+    if (openedAt === undefined ? stream > this.#youngEvicted : now - openedAt >= this.#prematureMs) {
+      return true;
+    }
     this.#tokens = Math.min(this.#burst, this.#tokens + (now - this.#at) * this.#perMs);
     this.#at = now;
     if (this.#tokens < 1) return false;

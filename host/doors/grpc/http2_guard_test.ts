@@ -135,3 +135,22 @@ Deno.test("ResetBudget counts only resets of streams under prematureMs old, refi
   for (let stream = 17; stream <= 25; stream += 2) budget.opened(stream);
   assert.deepEqual([17, 19, 21, 23].map((s) => budget.reset(s)), [true, true, true, false]);
 });
+
+Deno.test("ResetBudget counts resets of young streams it dropped for room: opening 10,000 ahead and resetting each as it drops out is refused", () => {
+  const now = 0;
+  const budget = new ResetBudget(200, 33, { now: () => now });
+  let next = 1;
+  const open = () => {
+    budget.opened(next);
+    next += 2;
+  };
+  for (let i = 0; i < 10_000; i++) open();
+  let refused = 0;
+  for (let oldest = 1; oldest < 2_000; oldest += 2) {
+    open(); // drops `oldest` from the recent streams, still young
+    if (!budget.reset(oldest)) refused++;
+  }
+  assert.ok(refused > 700, `refused ${refused} of 1,000`);
+  // A stream above every dropped one that the budget never saw (its HEADERS not yet read) is free.
+  assert.equal(budget.reset(next + 100), true);
+});
