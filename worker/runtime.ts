@@ -756,11 +756,16 @@ export class Runtime {
     cell.settled = false;
     let timer: unknown;
     cell.ready = new Promise<void>((settle) => {
+      // A Worker that dies while building its fresh realm settles the wait too: a start waiting for
+      // it then sees it dead (its exit reports the waiting cell) instead of starting after that exit.
+      const onExit = () => done();
       const done = () => {
         this.#clock.clearTimeout(timer);
+        cell.worker.off("exit", onExit);
         cell.settled = true;
         settle();
       };
+      cell.worker.once("exit", onExit);
       timer = this.#clock.setTimeout(() => {
         this.#retire(cell);
         done();
@@ -903,7 +908,7 @@ export class Runtime {
     // A StopCell that came while this start waited for the last cell's note: stopped before it began.
     if (this.#stopsWhileWaiting.delete(start.cellId)) this.#stopCell(start.cellId);
     if (!cell.settled) await cell.ready;
-    if (cell.retired && !running.finished) {
+    if (cell.retired && !running.finished && !running.exited) {
       // A recycled Worker that the retire policy ended, or that never confirmed its fresh realm.
       cell.running = undefined;
       cell = running.cell = this.#createCellWorker(this.#config.heapMb);

@@ -439,6 +439,24 @@ Deno.test("Reuse: never after a heap-limit exit or a fault of the Worker", async
   }
 });
 
+Deno.test("Reuse: a Worker that dies while building its fresh realm ends the cell waiting for it, which never starts after that", async () => {
+  const h = harness();
+  const cell = await resultThenStart(h);
+  cell.emit("error", Object.assign(new Error("boom"), { code: "ERR_WORKER_OUT_OF_MEMORY" }));
+  cell.emit("exit", 1);
+  h.clock.advance(0);
+  await settle();
+  assert.equal(h.events("2").at(-1)?.exited?.reason, "heap_limit");
+  h.clock.advance(1_000);
+  await settle();
+  assert.equal(
+    h.cells.find((c) => c.start?.cellId === "2"),
+    undefined,
+    "cell 2 was not started after its exit",
+  );
+  assert.ok(await startNext(h, "3"), "the session goes on");
+});
+
 Deno.test("Reuse: a Worker is retired over its heap share, after RETIRE_AFTER_CELLS cells, or when it never confirms", async () => {
   // Over the heap bound (half of the 64 MiB limit): ended; a new spare follows.
   {

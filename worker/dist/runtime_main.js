@@ -1328,11 +1328,14 @@ var Runtime = class {
     cell.settled = false;
     let timer;
     cell.ready = new Promise((settle) => {
+      const onExit = () => done();
       const done = () => {
         this.#clock.clearTimeout(timer);
+        cell.worker.off("exit", onExit);
         cell.settled = true;
         settle();
       };
+      cell.worker.once("exit", onExit);
       timer = this.#clock.setTimeout(() => {
         this.#retire(cell);
         done();
@@ -1461,7 +1464,7 @@ var Runtime = class {
     cell.running = running;
     if (this.#stopsWhileWaiting.delete(start.cellId)) this.#stopCell(start.cellId);
     if (!cell.settled) await cell.ready;
-    if (cell.retired && !running.finished) {
+    if (cell.retired && !running.finished && !running.exited) {
       cell.running = void 0;
       cell = running.cell = this.#createCellWorker(this.#config.heapMb);
       cell.running = running;
