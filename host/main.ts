@@ -41,7 +41,8 @@ Relative paths are resolved against the directory the command was run from.
   --worker-prefix JSON         JSON array of strings placed before the runtime's argv
   --warm-sessions N            pre-spawned idle session runtimes (default 2; 0 disables)
   --route-token TOKEN          x-code-mode-route sent on OpenSession
-  --limit NAME=VALUE           override a limit (repeatable)
+  --limit NAME=VALUE           override a limit (repeatable); with mcp+http, also
+                                 mcpSessionIdleTimeoutMs (default 1800000, 0 = off)
   --log-level LEVEL            debug, info, warn or error (default info); JSON lines on stderr
   --metrics-listen IP:PORT     serve GET /metrics (Prometheus), /healthz and /readyz over HTTP/1.1
                                  (no token; port 0 picks one; logged as "metrics listening on …")
@@ -240,6 +241,9 @@ async function main(args: string[]): Promise<void> {
     if (at <= 0 || !Number.isSafeInteger(value) || value < 0) fail(log, `invalid --limit \`${text}\``, 2);
     limits[text.slice(0, at)] = value;
   }
+  // Not an engine limit: the MCP HTTP listener's idle bound on its sessions.
+  const mcpSessionIdleTimeoutMs = listen.kind === "mcp-http" ? limits.mcpSessionIdleTimeoutMs : undefined;
+  if (listen.kind === "mcp-http") delete limits.mcpSessionIdleTimeoutMs;
 
   // A bare name is looked up on PATH; a path with a slash is the user's.
   const denoPath = v.deno === undefined ? undefined : v.deno.includes("/") ? resolve(v.deno) : v.deno;
@@ -282,6 +286,7 @@ async function main(args: string[]): Promise<void> {
       port: http.port,
       loopback: http.loopback,
       authToken,
+      ...(mcpSessionIdleTimeoutMs === undefined ? {} : { sessionIdleTimeoutMs: mcpSessionIdleTimeoutMs }),
     })
       .catch((error) => fail(log, (error as Error).message, 1));
     await Deno.stdout.write(new TextEncoder().encode(served.url + "\n"));

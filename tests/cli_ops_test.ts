@@ -101,6 +101,38 @@ Deno.test("A port in use: `failed to bind … : address already in use` (exit 1)
       msg: `failed to bind metrics listener to 127.0.0.1:${port}: address already in use`,
     });
   });
+  await t.step("the metrics port of the MCP door", async () => {
+    const args = [
+      "--listen",
+      "mcp+http://127.0.0.1:0",
+      "--metrics-listen",
+      `127.0.0.1:${port}`,
+      "--warm-sessions",
+      "0",
+    ];
+    assert.deepEqual(await failing(args), {
+      code: 1,
+      msg: `failed to bind metrics listener to 127.0.0.1:${port}: address already in use`,
+    });
+  });
+});
+
+Deno.test("The MCP door starts its engine before it listens: /readyz answers before any MCP client", async () => {
+  await using host = await serve([
+    "--listen",
+    "mcp+http://127.0.0.1:0",
+    "--metrics-listen",
+    "127.0.0.1:0",
+    "--warm-sessions",
+    "0",
+  ]);
+  assert.match(host.url, /^http:\/\/127\.0\.0\.1:\d+\/mcp$/);
+  // Logged before the endpoint is printed; the two pipes are read separately.
+  const listening = () => jsonLines(host.stderr()).find((line) => /^metrics listening on /.test(line.msg));
+  assert.ok(await eventually(() => listening() !== undefined), "the metrics listener is up");
+  const url = String(listening()!.msg).slice("metrics listening on ".length);
+  assert.equal(await fetch(`${url}/readyz`).then((r) => r.text()), "ready\n");
+  assert.equal((await fetch(`${url}/healthz`).then((r) => r.text())).length > 0, true);
 });
 
 Deno.test("Refused flag values: --warm-sessions -1, a --metrics-listen that is no IP:PORT or is outside loopback, a bad exporter URL (exit 2)", async () => {

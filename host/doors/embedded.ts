@@ -250,7 +250,7 @@ export class InProcessCodeModeSessionProvider implements AsyncDisposable {
   #stopped = false;
 
   /**
-   * Creates a provider; nothing starts until `createSession`.
+   * Creates a provider; nothing starts until `start` or `createSession`.
    *
    * @param options isolation, limits, output mode, logging
    */
@@ -295,6 +295,18 @@ export class InProcessCodeModeSessionProvider implements AsyncDisposable {
     return await this.#inner.createSession(
       outputTruncation === undefined ? options : { ...options, outputTruncation },
     );
+  }
+
+  /**
+   * Starts the engine now rather than with the first `createSession`: the metrics and probes
+   * listener binds, and a failure (a port in use) is thrown here. Idempotent; after a failure it
+   * may be called again.
+   *
+   * @throws {Error} when the engine cannot start, e.g. `failed to bind metrics listener to …`
+   */
+  async start(): Promise<void> {
+    if (this.#stopped) throw new CodeModeError("UNAVAILABLE", "code-mode embedded provider was shut down");
+    await this.#start();
   }
 
   /** Ends the engine gracefully (SPEC §9.7): sessions close, runtimes stop. Idempotent. */

@@ -10,7 +10,9 @@
  * - HTTP: with a token, every request must carry `authorization: Bearer {token}`, else `401` with
  *   the JSON-RPC error `code-mode host requires a valid token`; on a loopback address the `Host`
  *   header must name that address (DNS-rebinding protection). A session ends with the client's
- *   `DELETE` or with the host; an unknown session ID gets `404`, as MCP asks.
+ *   `DELETE`, with the host, or once it has been idle (no request in flight, no open stream) for
+ *   `sessionIdleTimeoutMs` (default 30 minutes), as a vanished client's would; an unknown session
+ *   ID gets `404`, as MCP asks.
  *
  * @module
  */
@@ -58,8 +60,17 @@ interface McpStack {
 
 async function startStack(options: McpServeOptions): Promise<McpStack> {
   const log = options.log ?? new Logger("info");
-  const bridge = await McpToolBridge.connect(options.mcpServers ?? {}, { log });
   const provider = new InProcessCodeModeSessionProvider({ ...options, log, outputTruncation: "server" });
+  // The engine starts before the door serves: the metrics and probes listener answers before the
+  // first client, and a failure to start (a metrics port in use) is the listener's failure.
+  let bridge: McpToolBridge;
+  try {
+    await provider.start();
+    bridge = await McpToolBridge.connect(options.mcpServers ?? {}, { log });
+  } catch (error) {
+    await provider.shutdown().catch(() => {});
+    throw error;
+  }
   const door = new McpFrontDoor({ provider, bridge, log });
   let stopping: Promise<void> | undefined;
   const shutdown = () =>
@@ -120,6 +131,67 @@ export interface McpHttpOptions extends McpServeOptions {
   authToken?: string;
   /** Whether `hostname` is a loopback address: then `Host` headers are checked (default true). */
   loopback?: boolean;
+  /**
+   * Close an MCP session (and its code-mode session) after this long with no request in flight
+   * and no open stream, as its `DELETE` would; 0 turns it off (default
+   * {@link DEFAULT_MCP_SESSION_IDLE_TIMEOUT_MS}).
+   */
+  sessionIdleTimeoutMs?: number;
+}
+
+/** The default of {@link McpHttpOptions.sessionIdleTimeoutMs}: 30 minutes. */
+export const DEFAULT_MCP_SESSION_IDLE_TIMEOUT_MS = 30 * 60_000;
+
+/** What the idle sweep knows of one MCP session. */
+interface SessionActivity {
+  /** Requests being handled and response bodies (SSE streams) not yet ended. */
+  open: number;
+  /** `performance.now()` of the last request's arrival or the last open body's end. */
+  last: number;
+}
+
+/**
+ * Counts `response` as open in `activity` until its body ends, is cancelled (the client went away)
+ * or fails; a response without a body ends at once.
+ */
+function tracked(response: Response, activity: SessionActivity): Response {
+  let ended = false;
+  const end = () => {
+    if (ended) return;
+    ended = true;
+    activity.open--;
+    activity.last = performance.now();
+  };
+  if (response.body === null) {
+    end();
+    return response;
+  }
+  const reader = response.body.getReader();
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const { done, value } = await reader.read();
+        if (done) {
+          end();
+          controller.close();
+        } else {
+          controller.enqueue(value);
+        }
+      } catch (error) {
+        end();
+        controller.error(error);
+      }
+    },
+    cancel(reason) {
+      end();
+      return reader.cancel(reason);
+    },
+  });
+  return new Response(body, {
+    status: response.status,
+    statusText: response.statusText,
+    headers: response.headers,
+  });
 }
 
 function jsonRpcError(status: number, code: number, message: string, headers: HeadersInit = {}): Response {
@@ -140,6 +212,34 @@ export async function serveMcpHttp(options: McpHttpOptions): Promise<McpHttpHost
   const stack = await startStack(options);
   const check = options.authToken === undefined ? undefined : bearerTokenCheck(options.authToken);
   const sessions = new Map<string, WebStandardStreamableHTTPServerTransport>();
+  const activity = new Map<string, SessionActivity>();
+  const forget = (sessionId: string) => {
+    sessions.delete(sessionId);
+    activity.delete(sessionId);
+  };
+  /** Handles one request of a session, counted as open until its response body ends. */
+  const handle = async (
+    sessionId: string,
+    transport: WebStandardStreamableHTTPServerTransport,
+    request: Request,
+    parsedBody?: unknown,
+  ): Promise<Response> => {
+    let state = activity.get(sessionId);
+    if (!state) activity.set(sessionId, state = { open: 0, last: performance.now() });
+    state.open++;
+    state.last = performance.now();
+    let response: Response;
+    try {
+      response = await transport.handleRequest(
+        request,
+        parsedBody === undefined ? undefined : { parsedBody },
+      );
+    } catch (error) {
+      state.open--;
+      throw error;
+    }
+    return tracked(response, state);
+  };
   let allowedHosts: string[] | undefined;
   const handler = async (request: Request): Promise<Response> => {
     if (new URL(request.url).pathname !== "/mcp") return new Response("not found", { status: 404 });
@@ -154,7 +254,7 @@ export async function serveMcpHttp(options: McpHttpOptions): Promise<McpHttpHost
     if (id !== null) {
       const transport = sessions.get(id);
       if (!transport) return jsonRpcError(404, -32001, "Session not found");
-      return await transport.handleRequest(request);
+      return await handle(id, transport, request);
     }
     let body: unknown;
     if (request.method === "POST") {
@@ -170,17 +270,22 @@ export async function serveMcpHttp(options: McpHttpOptions): Promise<McpHttpHost
     const transport: WebStandardStreamableHTTPServerTransport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: () => crypto.randomUUID(),
       onsessioninitialized: (sessionId) => void sessions.set(sessionId, transport),
-      onsessionclosed: (sessionId) => void sessions.delete(sessionId),
+      onsessionclosed: (sessionId) => forget(sessionId),
       ...(allowedHosts ? { enableDnsRebindingProtection: true, allowedHosts } : {}),
     });
     const connection = await stack.door.connect(transport);
     void connection.closed.then(() => {
-      if (transport.sessionId !== undefined) sessions.delete(transport.sessionId);
+      if (transport.sessionId !== undefined) forget(transport.sessionId);
     });
     const response = await transport.handleRequest(request, { parsedBody: body });
     // An initialize the transport refused (headers, protocol version) leaves no session to keep.
-    if (transport.sessionId === undefined) await connection.close();
-    return response;
+    if (transport.sessionId === undefined) {
+      await connection.close();
+      return response;
+    }
+    const state = { open: 1, last: performance.now() };
+    activity.set(transport.sessionId, state);
+    return tracked(response, state);
   };
   let server: Deno.HttpServer<Deno.NetAddr>;
   try {
@@ -197,9 +302,30 @@ export async function serveMcpHttp(options: McpHttpOptions): Promise<McpHttpHost
   if (options.loopback ?? true) {
     allowedHosts = [`${host}:${port}`, `localhost:${port}`];
   }
+  // One timer closes the sessions idle longer than the bound, as their client's DELETE would: the
+  // transport closes, the door's connection ends and its code-mode session shuts down.
+  const idleMs = options.sessionIdleTimeoutMs ?? DEFAULT_MCP_SESSION_IDLE_TIMEOUT_MS;
+  let sweeper: ReturnType<typeof setInterval> | undefined;
+  if (idleMs > 0) {
+    const timer = setInterval(() => {
+      const now = performance.now();
+      for (const [sessionId, state] of activity) {
+        const transport = sessions.get(sessionId);
+        if (!transport || state.open > 0 || now - state.last < idleMs) continue;
+        forget(sessionId);
+        stack.log.info(`MCP session ${sessionId} closed after ${idleMs} ms idle`);
+        void transport.close().catch((error) =>
+          stack.log.warn(`MCP session ${sessionId} did not close: ${(error as Error).message}`)
+        );
+      }
+    }, Math.max(1, Math.min(Math.ceil(idleMs / 4), 60_000)));
+    Deno.unrefTimer(timer);
+    sweeper = timer;
+  }
   let stopping: Promise<void> | undefined;
   const shutdown = () =>
     stopping ??= (async () => {
+      clearInterval(sweeper);
       await stack.shutdown();
       await server.shutdown();
     })();
