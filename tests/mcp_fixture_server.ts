@@ -1,7 +1,9 @@
 /**
  * An upstream MCP server for the MCP front door's tests and for `deno task mcp` (the example config
  * in `deploy/mcp/`), written with the official SDK: stdio by default, Streamable HTTP with
- * `--http PORT_FILE` (it listens on 127.0.0.1:0 and writes its URL to that file).
+ * `--http PORT_FILE` (it listens on 127.0.0.1:0, or on `--port N`, and writes its URL to that
+ * file). Over HTTP it is stateless, or with `--stateful` it keeps sessions (`Mcp-Session-Id`), so
+ * that a restarted server answers its former clients' requests with 404.
  *
  * Two tools:
  * - `lookup` (fast): `{ key: string }` → structured content `{ key, value }` from a fixed table;
@@ -69,10 +71,23 @@ function createServer(): McpServer {
 
 const httpAt = Deno.args.indexOf("--http");
 if (httpAt >= 0) {
-  // Stateless Streamable HTTP: a fresh server and transport per request.
+  // Stateless Streamable HTTP: a fresh server and transport per request; stateful: one per session.
   const portFile = Deno.args[httpAt + 1];
-  const served = Deno.serve({ hostname: "127.0.0.1", port: 0, onListen: () => {} }, async (request) => {
-    const transport = new WebStandardStreamableHTTPServerTransport({ enableJsonResponse: true });
+  const portAt = Deno.args.indexOf("--port");
+  const port = portAt >= 0 ? Number(Deno.args[portAt + 1]) : 0;
+  const stateful = Deno.args.includes("--stateful");
+  const sessions = new Map<string, WebStandardStreamableHTTPServerTransport>();
+  const served = Deno.serve({ hostname: "127.0.0.1", port, onListen: () => {} }, async (request) => {
+    const id = request.headers.get("mcp-session-id");
+    if (stateful && id !== null) {
+      return await sessions.get(id)?.handleRequest(request) ??
+        new Response("Session not found", { status: 404 });
+    }
+    const transport = new WebStandardStreamableHTTPServerTransport({
+      enableJsonResponse: true,
+      sessionIdGenerator: stateful ? () => crypto.randomUUID() : undefined,
+      onsessioninitialized: (sessionId) => void sessions.set(sessionId, transport),
+    });
     const server = createServer();
     await server.connect(transport);
     return await transport.handleRequest(request);

@@ -17,6 +17,27 @@ import {
   writeFixtureConfig,
 } from "./_mcp_helpers.ts";
 
+/** Starts the fixture server over Streamable HTTP (`--http portFile`, then `args`). */
+function spawnHttpFixture(events: FixtureEvents, portFile: string, args: string[] = []): Deno.ChildProcess {
+  return new Deno.Command(Deno.execPath(), {
+    args: [
+      "run",
+      "--quiet",
+      "--allow-net=127.0.0.1",
+      "--allow-env",
+      "--allow-write",
+      "--config",
+      join(ROOT, "deno.json"),
+      FIXTURE,
+      "--http",
+      portFile,
+      ...args,
+    ],
+    env: { FIXTURE_EVENTS_URL: events.url },
+    stdin: "null",
+  }).spawn();
+}
+
 Deno.test("an upstream server killed during a call fails that call with a clear message; the next call reconnects", async () => {
   await using events = new FixtureEvents();
   const dir = Deno.makeTempDirSync();
@@ -52,22 +73,7 @@ Deno.test("the embedded provider calls upstream tools over stdio and Streamable 
   await using events = new FixtureEvents();
   const dir = Deno.makeTempDirSync();
   const portFile = join(dir, "url");
-  const httpServer = new Deno.Command(Deno.execPath(), {
-    args: [
-      "run",
-      "--quiet",
-      "--allow-net=127.0.0.1",
-      "--allow-env",
-      "--allow-write",
-      "--config",
-      join(ROOT, "deno.json"),
-      FIXTURE,
-      "--http",
-      portFile,
-    ],
-    env: { FIXTURE_EVENTS_URL: events.url },
-    stdin: "null",
-  }).spawn();
+  const httpServer = spawnHttpFixture(events, portFile);
   try {
     await events.next("started", 0);
     const stdioConfig = JSON.parse(Deno.readTextFileSync(writeFixtureConfig(dir, events))).mcpServers.fixture;
@@ -101,6 +107,63 @@ Deno.test("the embedded provider calls upstream tools over stdio and Streamable 
   } finally {
     httpServer.kill("SIGTERM");
     await httpServer.status;
+    Deno.removeSync(dir, { recursive: true });
+  }
+});
+
+Deno.test("an HTTP upstream that dies fails the next call with a clear message and is reconnected once it is back", async () => {
+  await using events = new FixtureEvents();
+  const dir = Deno.makeTempDirSync();
+  const portFile = join(dir, "url");
+  const free = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const port = free.addr.port;
+  free.close();
+  // Stateful, so that a restarted server answers the former session's id with 404.
+  const start = async () => {
+    const mark = events.count;
+    const child = spawnHttpFixture(events, portFile, ["--port", String(port), "--stateful"]);
+    await events.next("started", mark);
+    return child;
+  };
+  const kill = async (child: Deno.ChildProcess) => {
+    try {
+      child.kill("SIGKILL");
+    } catch { /* it has ended already */ }
+    await child.status;
+  };
+  let httpServer = await start();
+  try {
+    await using bridge = await McpToolBridge.connect({
+      remote: { url: Deno.readTextFileSync(portFile), headers: {} },
+    }, { log: "error" });
+    const lookup = () =>
+      bridge.invoke({
+        cellId: "cell-1",
+        runtimeToolCallId: "tool-1",
+        toolName: { name: "lookup", namespace: "mcp__remote" },
+        toolKind: "function",
+        input: { key: "answer" },
+      }, new AbortController().signal);
+    const wentAway = (cause: RegExp) =>
+      new RegExp(
+        "^MCP server `remote` went away during the call of `lookup` \\(" + cause.source +
+          "\\); it is reconnected on the next call$",
+      );
+    assert.deepEqual(await lookup(), { key: "answer", value: 42 });
+
+    // Dead: the fetch fails.
+    await kill(httpServer);
+    await assert.rejects(lookup(), { message: wentAway(/its HTTP endpoint failed: .+/) });
+    httpServer = await start();
+    assert.deepEqual(await lookup(), { key: "answer", value: 42 });
+
+    // Restarted behind the client's back: its session is unknown (404).
+    await kill(httpServer);
+    httpServer = await start();
+    await assert.rejects(lookup(), { message: wentAway(/its HTTP endpoint answered 404: .+/) });
+    assert.deepEqual(await lookup(), { key: "answer", value: 42 });
+  } finally {
+    await kill(httpServer);
     Deno.removeSync(dir, { recursive: true });
   }
 });

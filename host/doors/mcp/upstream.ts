@@ -21,6 +21,7 @@ import {
   Client,
   StdioClientTransport,
   StreamableHTTPClientTransport,
+  StreamableHTTPError,
   type Tool,
   type Transport,
 } from "./sdk.ts";
@@ -57,6 +58,24 @@ export function mcpNamespace(server: string): string {
 /** A connection that ended while a call was in flight. */
 class ConnectionLost extends Error {}
 
+/**
+ * Why an HTTP upstream's call failed when the failure says that its endpoint is gone, else
+ * `undefined`: the SDK's Streamable HTTP client transport closes nothing (fires no `onclose`) when
+ * a POST fails, so these are what tell a dead or restarted server. A failed fetch (connection
+ * refused or reset) is a `TypeError`; a restarted server answers a stale `Mcp-Session-Id` with 404;
+ * a gateway in front of a dead server answers 5xx.
+ */
+function endpointFailure(error: unknown): string | undefined {
+  if (error instanceof TypeError) {
+    const cause = error.cause instanceof Error ? ` (${error.cause.message})` : "";
+    return `its HTTP endpoint failed: ${error.message}${cause}`;
+  }
+  if (error instanceof StreamableHTTPError && (error.code === 404 || (error.code ?? 0) >= 500)) {
+    return `its HTTP endpoint answered ${error.code}: ${error.message}`;
+  }
+  return undefined;
+}
+
 /** One upstream server: a lazily (re)connected SDK client. */
 class Upstream {
   readonly name: string;
@@ -65,6 +84,8 @@ class Upstream {
   readonly #timeoutMs: number;
   #connecting: Promise<Client> | undefined;
   #client: Client | undefined;
+  /** Ends the live connection of {@link Upstream.#client} (see `connect`). */
+  #drop: ((reason: string) => void) | undefined;
   #closed = false;
   /** Called when a live connection ends by itself. */
   #lost = new Set<(reason: string) => void>();
@@ -93,15 +114,20 @@ class Upstream {
       const client = new Client({ name: "code-mode-host", version: denoConfig.version });
       const transport = this.#transport();
       let live = true;
-      client.onclose = () => {
+      /** Forgets this connection (the next call reconnects) and fails the calls in flight. */
+      const drop = (reason: string) => {
         if (!live) return;
         live = false;
-        if (this.#client === client) this.#client = undefined;
+        if (this.#client === client) {
+          this.#client = undefined;
+          this.#drop = undefined;
+        }
         this.#connecting = undefined;
         if (this.#closed) return;
-        this.#log.warn(`MCP server \`${this.name}\` closed its connection; it is reconnected on next use`);
-        for (const notify of this.#lost) notify("its connection closed");
+        this.#log.warn(`MCP server \`${this.name}\` went away (${reason}); it is reconnected on next use`);
+        for (const notify of this.#lost) notify(reason);
       };
+      client.onclose = () => drop("its connection closed");
       client.onerror = (error) => this.#log.debug(`MCP server \`${this.name}\`: ${error.message}`);
       try {
         await client.connect(transport, { timeout: this.#timeoutMs });
@@ -128,6 +154,7 @@ class Upstream {
         throw new Error(`MCP server \`${this.name}\` is closed`);
       }
       this.#client = client;
+      this.#drop = drop;
       return client;
     })();
     return this.#connecting;
@@ -146,6 +173,7 @@ class Upstream {
     } catch (error) {
       throw new Error(`MCP server \`${this.name}\` is unavailable: ${(error as Error).message}`);
     }
+    const drop = this.#client === client ? this.#drop : undefined;
     const { promise: lost, reject } = Promise.withResolvers<never>();
     lost.catch(() => {});
     const onLost = (reason: string) => reject(new ConnectionLost(reason));
@@ -160,11 +188,19 @@ class Upstream {
       call.catch(() => {});
       result = await Promise.race([call, lost]) as CallToolResult;
     } catch (error) {
-      if (error instanceof ConnectionLost || (!this.#client && !signal.aborted)) {
+      let cause = error instanceof ConnectionLost ? error.message : undefined;
+      if (cause === undefined && !signal.aborted && !("command" in this.#config)) {
+        cause = endpointFailure(error);
+        if (cause !== undefined) {
+          drop?.(cause);
+          client.close().catch(() => {});
+        }
+      }
+      if (cause === undefined && !this.#client && !signal.aborted) cause = (error as Error).message;
+      if (cause !== undefined) {
         throw new Error(
-          `MCP server \`${this.name}\` went away during the call of \`${tool}\` (${
-            error instanceof ConnectionLost ? error.message : (error as Error).message
-          }); it is reconnected on the next call`,
+          `MCP server \`${this.name}\` went away during the call of \`${tool}\` (${cause}); ` +
+            "it is reconnected on the next call",
         );
       }
       throw error;
@@ -180,6 +216,7 @@ class Upstream {
     this.#connecting = undefined;
     const client = this.#client ?? await connecting?.catch(() => undefined);
     this.#client = undefined;
+    this.#drop = undefined;
     await client?.close().catch(() => {});
   }
 }
