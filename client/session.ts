@@ -409,6 +409,12 @@ export class GrpcCodeModeSession implements CodeModeSession {
         })
           .catch(() => {});
       };
+      if (options.signal?.aborted) {
+        // Cancelled before it was sent (at once, or while it queued for the cell's lock or the
+        // binding): nothing reached the host, and its listener would never run to free the lock.
+        lock.resolve();
+        throw statusError("wait", options.signal.reason);
+      }
       options.signal?.addEventListener("abort", onAbort, { once: true });
       options.preempt?.addEventListener("abort", onPreempt, { once: true });
       try {

@@ -119,6 +119,29 @@ export function providerScenarios(label: string, open: () => Promise<ProviderUnd
     await session.shutdown();
   });
 
+  Deno.test(`${label} provider: a wait cancelled before it is sent rejects, and the next wait on the cell is served`, async () => {
+    await using h = await open();
+    const session = await h.provider.createSession();
+    const cell = await session.execute(
+      { toolCallId: "c", enabledTools: [], source: "await new Promise(() => {})", yieldTimeMs: 0 },
+      new NoopCodeModeSessionDelegate(),
+    );
+    assert.equal((await cell.initialResponse()).type, "yielded");
+    const cancelled = new AbortController();
+    cancelled.abort();
+    await rejection(session.wait({ cellId: "1", yieldTimeMs: 60_000 }, { signal: cancelled.signal }));
+    // Before the fix the cell's wait lock was never freed and this wait hung: bound it, so the test
+    // fails instead of hanging the suite.
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const hung = new Promise<"hung">((resolve) => timer = setTimeout(() => resolve("hung"), 20_000));
+    const next = await Promise.race([session.wait({ cellId: "1", yieldTimeMs: 0 }), hung]);
+    clearTimeout(timer);
+    assert.notEqual(next, "hung", "the next wait was served");
+    assert.equal((next as Exclude<typeof next, "hung">).type, "liveCell");
+    await session.terminate("1");
+    await session.shutdown();
+  });
+
   Deno.test(`${label} provider: 139: shutting down a session reports its yielded cell closed`, async () => {
     await using h = await open();
     const session = await h.provider.createSession();
