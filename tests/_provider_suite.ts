@@ -25,6 +25,15 @@ export interface ProviderUnderTest extends AsyncDisposable {
  * @param label names the provider in the test names
  * @param open makes a fresh provider (and whatever serves it) for one test
  */
+/** Starts cell 1 of `session`, a cell that never ends, and checks that it yields at once. */
+async function yieldedCell(session: CodeModeSession): Promise<void> {
+  const cell = await session.execute(
+    { toolCallId: "c", enabledTools: [], source: "await new Promise(() => {})", yieldTimeMs: 0 },
+    new NoopCodeModeSessionDelegate(),
+  );
+  assert.equal((await cell.initialResponse()).type, "yielded");
+}
+
 export function providerScenarios(label: string, open: () => Promise<ProviderUnderTest>): void {
   Deno.test(`${label} provider: 131: once shutdown has started, execute, wait and terminate fail with the shutdown text`, async () => {
     await using h = await open();
@@ -97,11 +106,7 @@ export function providerScenarios(label: string, open: () => Promise<ProviderUnd
   Deno.test(`${label} provider: 138: a second wait on a cell fails at once; the first is preempted to yielded; terminate then terminates`, async () => {
     await using h = await open();
     const session = await h.provider.createSession();
-    const cell = await session.execute(
-      { toolCallId: "c", enabledTools: [], source: "await new Promise(() => {})", yieldTimeMs: 0 },
-      new NoopCodeModeSessionDelegate(),
-    );
-    assert.equal((await cell.initialResponse()).type, "yielded");
+    await yieldedCell(session);
     const preempt = new AbortController();
     const first = session.wait({ cellId: "1", yieldTimeMs: 60_000 }, { preempt: preempt.signal });
     const started = performance.now();
@@ -122,11 +127,7 @@ export function providerScenarios(label: string, open: () => Promise<ProviderUnd
   Deno.test(`${label} provider: a wait cancelled before it is sent rejects, and the next wait on the cell is served`, async () => {
     await using h = await open();
     const session = await h.provider.createSession();
-    const cell = await session.execute(
-      { toolCallId: "c", enabledTools: [], source: "await new Promise(() => {})", yieldTimeMs: 0 },
-      new NoopCodeModeSessionDelegate(),
-    );
-    assert.equal((await cell.initialResponse()).type, "yielded");
+    await yieldedCell(session);
     const cancelled = new AbortController();
     cancelled.abort();
     await rejection(session.wait({ cellId: "1", yieldTimeMs: 60_000 }, { signal: cancelled.signal }));

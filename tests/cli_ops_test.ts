@@ -87,34 +87,20 @@ Deno.test("A port in use: `failed to bind … : address already in use` (exit 1)
       msg: `failed to bind code-mode gRPC host to 127.0.0.1:${port}: address already in use`,
     });
   });
-  await t.step("the metrics port", async () => {
-    const args = [
-      "--listen",
-      "grpc://127.0.0.1:0",
-      "--metrics-listen",
-      `127.0.0.1:${port}`,
-      "--warm-sessions",
-      "0",
-    ];
-    assert.deepEqual(await failing(args), {
-      code: 1,
-      msg: `failed to bind metrics listener to 127.0.0.1:${port}: address already in use`,
-    });
-  });
-  await t.step("the metrics port of the MCP door", async () => {
-    const args = [
-      "--listen",
+  for (
+    const [name, listen] of [["the metrics port", "grpc://127.0.0.1:0"], [
+      "the metrics port of the MCP door",
       "mcp+http://127.0.0.1:0",
-      "--metrics-listen",
-      `127.0.0.1:${port}`,
-      "--warm-sessions",
-      "0",
-    ];
-    assert.deepEqual(await failing(args), {
-      code: 1,
-      msg: `failed to bind metrics listener to 127.0.0.1:${port}: address already in use`,
+    ]]
+  ) {
+    await t.step(name, async () => {
+      const args = ["--listen", listen, "--metrics-listen", `127.0.0.1:${port}`, "--warm-sessions", "0"];
+      assert.deepEqual(await failing(args), {
+        code: 1,
+        msg: `failed to bind metrics listener to 127.0.0.1:${port}: address already in use`,
+      });
     });
-  });
+  }
 });
 
 Deno.test("The MCP door starts its engine before it listens: /readyz answers before any MCP client", async () => {
