@@ -35,7 +35,7 @@ import { parseArgs } from "node:util";
 import { CodeModeError } from "../proto/errors.ts";
 import { parseEndpoint } from "./endpoint.ts";
 import { GrpcCodeModeSessionProvider } from "./provider.ts";
-import { ProcessOwnedGrpcCodeModeSessionProvider } from "./process_provider.ts";
+import { defaultHostArgs, ProcessOwnedGrpcCodeModeSessionProvider } from "./process_provider.ts";
 import { RESET_MESSAGE } from "./status_text.ts";
 import { parseExecSource } from "./harness/exec_source.ts";
 import { formatRuntimeResponse } from "./harness/format_response.ts";
@@ -171,19 +171,8 @@ function providerFor(
   if (options.endpoint !== undefined) {
     return new GrpcCodeModeSessionProvider(options.endpoint, { authToken: options.authToken });
   }
-  const main = decodeURIComponent(new URL("../host/main.ts", import.meta.url).pathname);
   return new ProcessOwnedGrpcCodeModeSessionProvider({
-    args: [
-      "run",
-      "--allow-all",
-      main,
-      "--listen",
-      "grpc+stdio://",
-      "--warm-sessions",
-      "0",
-      "--log-level",
-      "warn",
-    ],
+    args: defaultHostArgs("--warm-sessions", "0", "--log-level", "warn"),
     authToken: options.authToken,
     // A keeper's stderr leads nowhere once its starting command has gone.
     stderr: quiet ? "null" : "inherit",

@@ -61,10 +61,14 @@ export interface ProcessOwnedProviderOptions {
 
 const DISPOSED = "code-mode host process provider is disposed";
 
-function defaultArgs(): string[] {
+/**
+ * The default host arguments: `run --allow-all <this checkout>/host/main.ts --listen grpc+stdio://`,
+ * then `extra` (more host flags).
+ */
+export function defaultHostArgs(...extra: string[]): string[] {
   const main = new URL("../host/main.ts", import.meta.url);
   const entry = main.protocol === "file:" ? decodeURIComponent(main.pathname) : main.href;
-  return ["run", "--allow-all", entry, "--listen", "grpc+stdio://"];
+  return ["run", "--allow-all", entry, "--listen", "grpc+stdio://", ...extra];
 }
 
 /** One child and the connection relayed to it. */
@@ -182,7 +186,7 @@ export class ProcessOwnedGrpcCodeModeSessionProvider implements CodeModeSessionP
   #start(conn: Deno.UnixConn): void {
     const o = this.#options;
     const process = new Deno.Command(o.command ?? Deno.execPath(), {
-      args: o.args ?? defaultArgs(),
+      args: o.args ?? defaultHostArgs(),
       ...(o.env === undefined ? {} : { env: o.env }),
       ...(o.clearEnv === undefined ? {} : { clearEnv: o.clearEnv }),
       ...(o.cwd === undefined ? {} : { cwd: o.cwd }),

@@ -7,23 +7,10 @@ import { CodeModeError, ProcessOwnedGrpcCodeModeSessionProvider, RESET_MESSAGE }
 import { eventually, processExists } from "./_harness.ts";
 import { RecordingDelegate, rejection, run, textResponse } from "./_client_harness.ts";
 import { descendants } from "./_v1_helpers.ts";
-
-const repoRoot = new URL("..", import.meta.url).pathname;
-const hostMain = `${repoRoot}host/main.ts`;
+import { defaultHostArgs } from "../client/process_provider.ts";
 
 function hostArgs(...extra: string[]): string[] {
-  return [
-    "run",
-    "--allow-all",
-    hostMain,
-    "--listen",
-    "grpc+stdio://",
-    "--warm-sessions",
-    "0",
-    "--log-level",
-    "warn",
-    ...extra,
-  ];
+  return defaultHostArgs("--warm-sessions", "0", "--log-level", "warn", ...extra);
 }
 
 const echo = { name: "echo", toolName: { name: "echo" }, description: "", kind: "function" as const };
