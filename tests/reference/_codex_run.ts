@@ -207,9 +207,13 @@ export class Spawned implements AsyncDisposable {
   }
 }
 
-/** Options of a Codex process. */
+/** A Codex process to run. */
 export interface CodexOptions {
-  /** Extra arguments before the prompt (e.g. `--disable code_mode_host_grpc`). */
+  /** The `codex` to run (a shadow's `bin/codex`, or npm's shim). */
+  readonly codex: string;
+  /** The prompt (the fake model's key for the run). */
+  readonly prompt: string;
+  /** Extra arguments before the prompt (e.g. `--disable code_mode_host_grpc`); `codex exec` only. */
   readonly args?: readonly string[];
   /** Kill it after this long (default 90 s). */
   readonly deadlineMs?: number;
@@ -220,20 +224,12 @@ export interface CodexOptions {
  * stdin from /dev/null, inside `net`.
  *
  * @param net the namespace
- * @param codex the (shadow's) `codex` binary
  * @param run the run's directories
- * @param prompt the prompt (the fake model's key)
- * @param options extra arguments and the deadline
+ * @param options which `codex`, the prompt, extra arguments and the deadline
  * @returns how it ended
  */
-export async function codexExec(
-  net: LoopbackNet,
-  codex: string,
-  run: RunDir,
-  prompt: string,
-  options: CodexOptions = {},
-): Promise<Finished> {
-  const command = net.command(codex, {
+export async function codexExec(net: LoopbackNet, run: RunDir, options: CodexOptions): Promise<Finished> {
+  const command = net.command(options.codex, {
     args: [
       "exec",
       "--skip-git-repo-check",
@@ -243,7 +239,7 @@ export async function codexExec(
       "-C",
       run.work,
       ...(options.args ?? []),
-      prompt,
+      options.prompt,
     ],
     clearEnv: true,
     env: await runEnv(run),
@@ -256,8 +252,8 @@ export async function codexExec(
 }
 
 /**
- * Starts a code-mode host on TCP inside `net`: `COMMAND [args] --listen grpc://127.0.0.1:0`, and
- * reads the `http://127.0.0.1:PORT` line it prints.
+ * Starts a code-mode host on TCP inside `net`: `COMMAND --listen grpc://127.0.0.1:0`, and reads
+ * the `http://127.0.0.1:PORT` line it prints.
  *
  * @param net the namespace
  * @param command the host executable
@@ -292,28 +288,24 @@ export async function startTcpHost(
 
 /**
  * Runs one turn through `codex app-server --listen ws://127.0.0.1:0 --code-mode-host HOST`
- * (working directory = the run's `work/`) and `codex exec --remote ws://… --color never PROMPT`.
+ * (working directory = the run's `work/`) and `codex exec --remote ws://… --color never PROMPT`
+ * (`--remote` takes no other arguments: `options.args` must be empty).
  *
  * @param net the namespace
- * @param codex the `codex` binary
  * @param run the run's directories
- * @param hostUrl the running host's URL
- * @param prompt the prompt
- * @param options the deadline (extra arguments are not accepted by `--remote`)
+ * @param options which `codex`, the host's URL, the prompt and the deadline
  * @returns how `codex exec --remote` ended, and the app-server's stderr
  */
 export async function codexRemote(
   net: LoopbackNet,
-  codex: string,
   run: RunDir,
-  hostUrl: string,
-  prompt: string,
-  options: CodexOptions = {},
+  options: CodexOptions & { readonly hostUrl: string },
 ): Promise<Finished & { appServerStderr: string }> {
+  if (options.args?.length) throw new TypeError("codex exec --remote takes no extra arguments");
   const env = await runEnv(run);
   await using server = new Spawned(
-    net.command(codex, {
-      args: ["app-server", "--listen", "ws://127.0.0.1:0", "--code-mode-host", hostUrl],
+    net.command(options.codex, {
+      args: ["app-server", "--listen", "ws://127.0.0.1:0", "--code-mode-host", options.hostUrl],
       clearEnv: true,
       env,
       cwd: run.work,
@@ -325,8 +317,8 @@ export async function codexRemote(
   );
   const [, url] = await server.match(/listening on: (ws:\/\/127\.0\.0\.1:\d+)/);
   const exec = await new Spawned(
-    net.command(codex, {
-      args: ["exec", "--remote", url, "--color", "never", prompt],
+    net.command(options.codex, {
+      args: ["exec", "--remote", url, "--color", "never", options.prompt],
       clearEnv: true,
       env,
       cwd: run.work,

@@ -31,6 +31,8 @@ export interface RunRecord {
   requests: number;
   /** The `input` of the last request: the whole conversation. */
   input: InputItem[];
+  /** When each request arrived (`performance.now()`, ms): a tool call's latency as Codex sees it. */
+  at: number[];
 }
 
 const END: ModelItem = {
@@ -146,6 +148,7 @@ export class FakeModel implements AsyncDisposable {
     if (request.method !== "POST" || !url.pathname.endsWith("/responses")) {
       return new Response("not found", { status: 404 });
     }
+    const arrived = performance.now();
     const body = await request.json();
     const input: InputItem[] = Array.isArray(body.input) ? body.input : [];
     const texts = userTexts(input);
@@ -156,7 +159,11 @@ export class FakeModel implements AsyncDisposable {
       return new Response("no script for this prompt", { status: 400 });
     }
     const previous = this.#records.get(prompt);
-    this.#records.set(prompt, { requests: (previous?.requests ?? 0) + 1, input });
+    this.#records.set(prompt, {
+      requests: (previous?.requests ?? 0) + 1,
+      input,
+      at: [...(previous?.at ?? []), arrived],
+    });
     const calls = input.filter((item) => item.type === "custom_tool_call" || item.type === "function_call");
     const item = script[calls.length] ?? END;
     return new Response(sse(item, `resp-${++this.#served}`), {

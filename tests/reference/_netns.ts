@@ -8,8 +8,9 @@
  *   The relay forwards 127.0.0.1:PORT inside to the fake model's Unix socket outside.
  * - {@link LoopbackNet.command} starts any process inside it with `nsenter`: Codex, its
  *   app-server and the TCP hosts, which then reach each other and the relay on 127.0.0.1.
- * - Where no namespace can be made (no `unshare`, no privilege), one log line says so and
- *   processes run as they are, against the fake model's own TCP port.
+ * - Where no namespace can be made (no `unshare`, no privilege), or `CODEX_E2E_NETNS=off` asks
+ *   for none, one log line says so and processes run as they are, against the fake model's own
+ *   TCP port.
  *
  * @module
  */
@@ -74,7 +75,8 @@ export class LoopbackNet implements AsyncDisposable {
    */
   static async start(model: FakeModel, log: (line: string) => void = console.error): Promise<LoopbackNet> {
     const reasons: string[] = [];
-    if (model.socket) {
+    if (Deno.env.get("CODEX_E2E_NETNS") === "off") reasons.push("CODEX_E2E_NETNS=off");
+    else if (model.socket) {
       for (const mode of MODES) {
         let holder: Deno.ChildProcess | undefined;
         try {
@@ -117,7 +119,11 @@ export class LoopbackNet implements AsyncDisposable {
         await holder.stdin.close().catch(() => {});
         await holder.stdout.cancel().catch(() => {});
         await holder.stderr.cancel().catch(() => {});
-        holder.kill("SIGKILL");
+        try {
+          holder.kill("SIGKILL");
+        } catch {
+          // It ended by itself.
+        }
         await holder.status;
       }
     }

@@ -5,7 +5,11 @@
  * - `Wall time X.Y seconds` → `Wall time <T> seconds`;
  * - UUIDs → `<uuid>`;
  * - `exec_command`'s random parts: `chunk_id` → `<chunk>`, `wall_time_seconds` → `<seconds>` (in
- *   its JSON form, escaped or not, and its text form `Chunk ID: …` / `Wall time: … seconds`).
+ *   its JSON form, escaped or not, and its text form `Chunk ID: …` / `Wall time: … seconds`);
+ * - the order of adjacent `notify()` items (a `custom_tool_call_output` with a `name`): Codex
+ *   injects them concurrently, and their order varies from run to run with Codex's own host too
+ *   (`notify("note-1"); …; notify({ k: 1 })` came as note-1, {"k":1} in two runs of three). Such
+ *   a run of items is sorted; where it stands among the other outputs is kept.
  *
  * @module
  */
@@ -54,5 +58,23 @@ export function normalise(input: readonly InputItem[]): SeenOutput[] {
       : item.output;
     out.push({ type: item.type, call_id: item.call_id, ...(item.name ? { name: item.name } : {}), output });
   }
+  return sortNotificationRuns(out);
+}
+
+function sortNotificationRuns(outputs: SeenOutput[]): SeenOutput[] {
+  const out: SeenOutput[] = [];
+  let run: SeenOutput[] = [];
+  const flush = () => {
+    out.push(...run.sort((a, b) => JSON.stringify(a) < JSON.stringify(b) ? -1 : 1));
+    run = [];
+  };
+  for (const item of outputs) {
+    if (item.name !== undefined) run.push(item);
+    else {
+      flush();
+      out.push(item);
+    }
+  }
+  flush();
   return out;
 }

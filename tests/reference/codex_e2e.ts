@@ -18,7 +18,8 @@
  * Not part of `deno task test` (it needs the reference install, `_codex.ts`). Environment:
  * `CODEX_E2E_SCENARIOS=a,b` and `CODEX_E2E_TRANSPORTS=x,y` select; `CODEX_E2E_JOBS` (default 3)
  * is how many Codex processes run at once; `CODEX_E2E_REPORT=FILE` writes every result as JSON;
- * `CODEX_E2E_KEEP=1` keeps the run directories.
+ * `CODEX_E2E_KEEP=1` keeps the run directories; `CODEX_E2E_NETNS=off` runs Codex without the
+ * loopback-only network namespace (`_netns.ts`).
  *
  * @module
  */
@@ -291,7 +292,7 @@ async function runOne(
       run,
     );
     try {
-      codex = await codexRemote(ctx.net, ctx.remoteOnly.codex, run, url, prompt);
+      codex = await codexRemote(ctx.net, run, { codex: ctx.remoteOnly.codex, hostUrl: url, prompt });
     } finally {
       await process[Symbol.asyncDispose]();
     }
@@ -299,7 +300,7 @@ async function runOne(
   } else {
     const shadow = host === "ours" ? ctx.ours : ctx.reference;
     const args = transport === "json-v1" ? ["--disable", "code_mode_host_grpc"] : [];
-    codex = await codexExec(ctx.net, shadow.codex, run, prompt, { args });
+    codex = await codexExec(ctx.net, run, { codex: shadow.codex, prompt, args });
     if (host === "ours") hostStderr = await Deno.readTextFile(join(run.dir, "host.err")).catch(() => "");
   }
   const launches = await Deno.readTextFile(join(run.dir, "host-launches.log")).then(

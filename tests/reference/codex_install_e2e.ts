@@ -116,7 +116,7 @@ Deno.test("codex:install: install into an npm-installed Codex 0.171, real codex 
       const name = `run-${++runs}`;
       model.script(name, [execCall("call-1", source)]);
       const run = await makeRunDir(join(tmp, "runs"), name, net.modelPort);
-      const done = await codexExec(net, shim, run, name);
+      const done = await codexExec(net, run, { codex: shim, prompt: name });
       assert.equal(done.code, 0, done.stderr);
       return JSON.stringify(normalise(model.record(name)!.input).map((seen) => seen.output));
     };
