@@ -8,6 +8,9 @@
  *   `exec` call to the request that carries its result (ms);
  * - the wall clock of the whole `codex exec` (ms; over TCP the host is already listening).
  *
+ * A run whose cell gave no result (e.g. Codex rejected the host's frames) still counts in the
+ * two times; the table says how many such runs there were.
+ *
  * Usage: `deno run --allow-all tests/reference/codex_first_cell.ts [N=7]`
  *
  * @module
@@ -72,13 +75,12 @@ try {
         const record = model.record(name)!;
         const seen = JSON.stringify(record.input.filter((item) => item.type === "custom_tool_call_output"));
         const wall = seen.match(/Wall time (\d+(?:\.\d+)?) seconds/);
-        if (codex.code !== 0 || !wall || !seen.includes("first")) {
-          console.error(`${name}: no result (exit ${codex.code}): ${seen.slice(0, 300)}`);
-          continue;
-        }
+        const failed = codex.code !== 0 || !wall || !seen.includes("first");
+        if (failed) console.error(`${name}: no result (exit ${codex.code}): ${seen.slice(0, 300)}`);
+        if (record.at.length < 2) continue;
         const key = `${transport}|${host}`;
         samples.set(key, [...(samples.get(key) ?? []), {
-          wallTime: Number(wall[1]),
+          wallTime: failed ? NaN : Number(wall![1]),
           roundTripMs: record.at[1] - record.at[0],
           codexMs: codex.ms,
         }]);
@@ -99,10 +101,15 @@ try {
         console.log(`| ${transport} | ${host} | no result | | |`);
         continue;
       }
+      const walls = list.map((s) => s.wallTime).filter((v) => !Number.isNaN(v));
+      const failures = list.length - walls.length;
+      const wall = `${walls.length ? summary(walls, 1) : "none"}${
+        failures ? ` (${failures} of ${list.length} runs: no result)` : ""
+      }`;
       console.log(
-        `| ${transport} | ${host} | ${summary(list.map((s) => s.wallTime), 1)} | ${
-          summary(list.map((s) => s.roundTripMs), 0)
-        } | ${summary(list.map((s) => s.codexMs), 0)} |`,
+        `| ${transport} | ${host} | ${wall} | ${summary(list.map((s) => s.roundTripMs), 0)} | ${
+          summary(list.map((s) => s.codexMs), 0)
+        } |`,
       );
     }
   }
