@@ -20,7 +20,7 @@ export type Json = any;
 
 /** The repository root (this file is in tests/). */
 export const REPO_ROOT = new URL("..", import.meta.url).pathname;
-/** The launcher Codex is pointed at. */
+/** The launcher Codex starts (README "Use it from Codex"). */
 export const LAUNCHER = `${REPO_ROOT}bin/codex-code-mode-host`;
 
 /** Encodes a frame: 4-byte little-endian length, then the UTF-8 JSON. */
