@@ -213,73 +213,73 @@ async function idleSessionMemory(kind: HostKind, extra: string[], atLeastMs: num
 
 // The long-lived hosts of the latency and rate rows, each row run once on both first (discarded).
 const hosts = new Map<HostKind, Awaited<ReturnType<typeof startHost>>>();
-if (latencyRows.length > 0) {
-  for (const kind of ["ours", "codex"] as const) {
-    const host = await startHost(kind);
-    hosts.set(kind, host);
-    await client.call({ op: "connect", host: kind, target: host.target });
-  }
-  await pause(1_000); // this host's warm runtimes up
-  for (const row of latencyRows) {
+try {
+  if (latencyRows.length > 0) {
     for (const kind of ["ours", "codex"] as const) {
-      await client.call({ op: "measure", host: kind, row: row.key, n: row.kind === "rate" ? 0.5 : 1 });
+      const host = await startHost(kind);
+      hosts.set(kind, host);
+      await client.call({ op: "connect", host: kind, target: host.target });
+    }
+    await pause(1_000); // this host's warm runtimes up
+    for (const row of latencyRows) {
+      for (const kind of ["ours", "codex"] as const) {
+        await client.call({ op: "measure", host: kind, row: row.key, n: row.kind === "rate" ? 0.5 : 1 });
+      }
     }
   }
-}
 
-for (let round = 0; round < ROUNDS; round++) {
-  const order: HostKind[] = round % 2 === 0 ? ["ours", "codex"] : ["codex", "ours"];
-  for (const row of latencyRows) {
-    for (const kind of order) {
-      const reply = await client.call({ op: "measure", host: kind, row: row.key, n: row.n });
-      if (row.kind === "rate") record(row.key, kind, reply.value as number, [], reply.client_cpu);
-      else record(row.key, kind, median(reply.samples as number[]), reply.samples as number[]);
-    }
-  }
-  if (pssRows.length > 0) {
-    for (const kind of order) {
-      const plain = rows.some((row) => row.key === "pss");
-      const release = rows.some((row) => row.key === "pss-release");
-      // Codex's host has no such limit: its row's figure is the plain one, measured either way.
-      if (plain || kind === "codex") {
-        const memory = await idleSessionMemory(kind, [], 1_500);
-        record("pss", kind, memory.pss, [], memory);
-        if (release && kind === "codex") record("pss-release", kind, memory.pss, [], memory);
-      }
-      if (release && kind === "ours") {
-        const memory = await idleSessionMemory(kind, RELEASE, 2_500);
-        record("pss-release", kind, memory.pss, [], memory);
-      }
-    }
-  }
-  for (const row of coldRows) {
-    const transport = row.key === "cold-stdio" ? "stdio" : "tcp";
-    const samples: Record<HostKind, number[]> = { ours: [], codex: [] };
-    for (let i = 0; i < row.n; i++) {
+  for (let round = 0; round < ROUNDS; round++) {
+    const order: HostKind[] = round % 2 === 0 ? ["ours", "codex"] : ["codex", "ours"];
+    for (const row of latencyRows) {
       for (const kind of order) {
-        await pause(300);
-        const reply = await client.call({
-          op: "cold",
-          argv: await hostArgv(kind, transport),
-          transport,
-          cwd: HOST_DIR,
-          stderr: coldStderr,
-        });
-        samples[kind].push(reply.ms as number);
-        coldSteps[row.key][kind].push(reply.phases as Record<string, number>);
+        const reply = await client.call({ op: "measure", host: kind, row: row.key, n: row.n });
+        if (row.kind === "rate") record(row.key, kind, reply.value as number, [], reply.client_cpu);
+        else record(row.key, kind, median(reply.samples as number[]), reply.samples as number[]);
       }
     }
-    for (const kind of order) record(row.key, kind, median(samples[kind]), samples[kind]);
+    if (pssRows.length > 0) {
+      for (const kind of order) {
+        const plain = rows.some((row) => row.key === "pss");
+        const release = rows.some((row) => row.key === "pss-release");
+        // Codex's host has no such limit: its row's figure is the plain one, measured either way.
+        if (plain || kind === "codex") {
+          const memory = await idleSessionMemory(kind, [], 1_500);
+          record("pss", kind, memory.pss, [], memory);
+          if (release && kind === "codex") record("pss-release", kind, memory.pss, [], memory);
+        }
+        if (release && kind === "ours") {
+          const memory = await idleSessionMemory(kind, RELEASE, 2_500);
+          record("pss-release", kind, memory.pss, [], memory);
+        }
+      }
+    }
+    for (const row of coldRows) {
+      const transport = row.key === "cold-stdio" ? "stdio" : "tcp";
+      const samples: Record<HostKind, number[]> = { ours: [], codex: [] };
+      for (let i = 0; i < row.n; i++) {
+        for (const kind of order) {
+          await pause(300);
+          const reply = await client.call({
+            op: "cold",
+            argv: await hostArgv(kind, transport),
+            transport,
+            cwd: HOST_DIR,
+            stderr: coldStderr,
+          });
+          samples[kind].push(reply.ms as number);
+          coldSteps[row.key][kind].push(reply.phases as Record<string, number>);
+        }
+      }
+      for (const kind of order) record(row.key, kind, median(samples[kind]), samples[kind]);
+    }
+    console.error(`bench:reference: round ${round + 1} of ${ROUNDS} done (load ${loadAverage()})`);
   }
-  console.error(`bench:reference: round ${round + 1} of ${ROUNDS} done (load ${loadAverage()})`);
+} finally {
+  // Also after a failure: no host outlives the run (Codex's would, on 127.0.0.1:0).
+  await client.close(); // its channels and sessions first
+  for (const host of hosts.values()) await host.stop();
+  await Deno.remove(scratch, { recursive: true });
 }
-
-for (const [kind, host] of hosts) {
-  await client.call({ op: "disconnect", host: kind });
-  await host.stop();
-}
-await client.close();
-await Deno.remove(scratch, { recursive: true });
 const loadAtEnd = loadAverage();
 
 const digits = (unit: Row["unit"]) => unit === "ms" ? 2 : 1;
