@@ -9,8 +9,8 @@ import {
   type OutputCollector,
   type OutputItem,
   type OutputMode,
+  SERVER_IMAGE_BYTES,
 } from "../output/output_collector.ts";
-import { MAX_MEDIA_BYTES } from "../../proto/bytes.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Test doubles
@@ -523,7 +523,7 @@ Deno.test("A3 Server mode: a dropped observer leaves the media budget, counters 
   const h = spawn(() => ObserveMode.yieldAfter(60_000), { mode: "server" });
   h.events.trySend({ type: "yieldRequested" });
   await h.cell.initial;
-  const big: OutputItem = { type: "image", imageUrl: "i".repeat(MAX_MEDIA_BYTES), detail: "high" };
+  const big: OutputItem = { type: "image", imageUrl: "i".repeat(SERVER_IMAGE_BYTES), detail: "high" };
   const drop = new AbortController();
   const dropped = h.cell.observe(ObserveMode.yieldAfter(60_000), { signal: drop.signal });
   assert.ok(await h.events.send({ type: "contentItem", item: big }));
