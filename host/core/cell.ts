@@ -205,8 +205,17 @@ export interface CellOptions {
    */
   port: (cell: Cell) => CellPort;
   heapLimitMb: number;
-  /** The Execute's initial observation: its yield time starts now; `startedAt` is the RPC's start. */
-  initial: { yieldMs: number; yieldSignal?: AbortSignal; signal?: AbortSignal; startedAt?: number };
+  /**
+   * The Execute's initial observation: its yield time starts now, or with `startGraceMs` when the
+   * runtime reports the cell's start (waiting at most that long for it); `startedAt` is the RPC's start.
+   */
+  initial: {
+    yieldMs: number;
+    yieldSignal?: AbortSignal;
+    signal?: AbortSignal;
+    startedAt?: number;
+    startGraceMs?: number;
+  };
   /**
    * Server mode: the budget of the Execute's own observation: its `max_output_tokens`, else the
    * host's `defaultMaxOutputTokens` (a Wait or Terminate brings its own, {@link Cell.observe}).
@@ -315,7 +324,11 @@ export class Cell {
       failureHandler: (reason) => port.failed(reason, this.#endDetail),
       cellId: options.id,
       initialObserve: {
-        mode: ObserveMode.yieldAfter(options.initial.yieldMs, options.initial.yieldSignal),
+        mode: ObserveMode.yieldAfter(
+          options.initial.yieldMs,
+          options.initial.yieldSignal,
+          options.initial.startGraceMs,
+        ),
         signal: options.initial.signal,
       },
     });

@@ -217,6 +217,15 @@ export const NO_RESOURCE_LIMITS = "code-mode session provider does not support r
 const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
 
 /**
+ * How long an Execute's yield time may wait for its cell to start. The yield time counts from the
+ * moment the runtime hands the cell to its Worker, not from the Execute's arrival: a fresh runtime's
+ * first cell waits for its first Worker (a few hundred milliseconds, more on a loaded machine), and
+ * the reference host shows a busy cell's first `text()` at a 100 ms yield time. A runtime that never
+ * starts the cell yields after this plus the yield time.
+ */
+const START_GRACE_MS = 10_000;
+
+/**
  * A token budget from the wire (any `uint64`) as a number: `B = 4·T` stays exact in a double up to
  * 2^51 tokens, and larger budgets never truncate anyway (the reference accepts every value).
  */
@@ -581,7 +590,7 @@ export class CodeModeCore {
         traceparent: request.traceparent,
         span,
         permits,
-        initial: { yieldMs, yieldSignal, signal, startedAt: start },
+        initial: { yieldMs, yieldSignal, signal, startedAt: start, startGraceMs: START_GRACE_MS },
         maxOutputTokens: maxTokens === undefined ? undefined : tokenBudget(maxTokens),
       });
       yield { type: "started", executionId, cellId: cell.id };
