@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { Status } from "nice-grpc";
-import { execute, grpcError, notified, openSession, run, startHost, texts } from "./_harness.ts";
+import { execute, FOREVER, grpcError, notified, openSession, run, startHost, texts } from "./_harness.ts";
 
 const SERVER = { outputTruncation: 2 };
 const LIMIT_MESSAGE = "code-mode execution outcome exceeds the 67108864-byte gRPC message limit";
@@ -393,4 +393,48 @@ Deno.test("two cells of one session writing 250 KB frames at the same moment: ev
     assert.ok(texts(b.outcome).join() === expected(y).join(), `cell ${y}'s items differ`);
   }
   assert.deepEqual((await run(h.client, s.id, "text('still alive')")).texts, ["still alive"]);
+});
+
+Deno.test("core: a Terminate may bring its own budget (JSON V1's maxOutputTokens); without one the default applies", async () => {
+  const { startEngine } = await import("../host/engine.ts");
+  const engine = await startEngine({ log: "error", warmSessions: 0 });
+  try {
+    const { core } = engine;
+    const lease = await core.openSession({ outputMode: "server" });
+    const events = lease.events();
+    const notified = async (text: string) => {
+      // next(), not for-await: leaving a for-await loop would end the lease.
+      for (;;) {
+        const { value, done } = await events.next();
+        if (done) throw new Error("the lease ended");
+        if (value.type === "notification" && value.text === text) return;
+      }
+    };
+    const sessionId = lease.sessionId;
+    const cell = async (n: number, x: string) => {
+      for await (
+        const event of core.execute({
+          sessionId,
+          executionId: `e${n}`,
+          toolCallId: "call-1",
+          source: `yield_control(); text(${JSON.stringify(x.repeat(100))}); notify("ready${n}"); ${FOREVER}`,
+          maxOutputTokens: 5n,
+        })
+      ) if (event.type === "started") return event.cellId;
+      throw new Error("not started");
+    };
+    const first = await cell(1, "e");
+    await notified("ready1");
+    const cut = await core.terminate({ sessionId, cellId: first, maxTokens: 3n });
+    assert.deepEqual(cut.outcome.contentItems.map((i) => "text" in i && i.text.text), [
+      "Warning: truncated output (original token count: 25)\nTotal output lines: 1\n\neeeeee…22 tokens truncated…eeeeee",
+    ]);
+    const second = await cell(2, "f");
+    await notified("ready2");
+    const whole = await core.terminate({ sessionId, cellId: second });
+    assert.deepEqual(whole.outcome.contentItems.map((i) => "text" in i && i.text.text), ["f".repeat(100)]);
+    await core.closeSession(sessionId);
+  } finally {
+    await engine.shutdown();
+  }
 });

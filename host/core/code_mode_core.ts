@@ -665,28 +665,33 @@ export class CodeModeCore {
   /**
    * Terminates a cell and returns its final outcome (SPEC §4.5).
    *
-   * @param request the session and cell
+   * @param request the session and cell; `maxTokens`: Server mode: the outcome's token budget (JSON V1's
+   *   `maxOutputTokens`; gRPC's Terminate has none), default `limits.defaultMaxOutputTokens`
    * @returns the cell's outcome, or the missing-cell outcome
    * @throws {HostError} `invalid_request`, `unknown_session`, `overloaded`, `session_closed`,
    *   `cell_busy`, `too_large`
    */
   terminate(
-    request: { sessionId: string; cellId: string; traceparent?: string },
+    request: { sessionId: string; cellId: string; traceparent?: string; maxTokens?: bigint },
   ): Promise<ObservationResult> {
     const span = this.#span("Terminate", request.traceparent, request.sessionId);
     span.set({ "code_mode.cell_id": request.cellId });
     return this.#observed("Terminate", span, () => this.#terminate(request));
   }
 
-  async #terminate(request: { sessionId: string; cellId: string }): Promise<ObservationResult> {
+  async #terminate(
+    request: { sessionId: string; cellId: string; maxTokens?: bigint },
+  ): Promise<ObservationResult> {
     const start = performance.now();
     const session = this.#lookup(request.sessionId);
     const cellId = this.#id(request.cellId, "cell ID");
     using _permit = this.#manager.permit("request");
     session.ensureOpen();
     const cell = session.cell(cellId);
-    // Terminate carries no budget: the host's default applies, as in the reference host.
-    const maxTokens = this.#limits.defaultMaxOutputTokens;
+    // Not the Execute's budget: the request's, else the host's default, as in the reference host.
+    const maxTokens = request.maxTokens === undefined
+      ? this.#limits.defaultMaxOutputTokens
+      : tokenBudget(request.maxTokens);
     if (!cell) return this.#missingCell(cellId, session, start, maxTokens);
     const outcome = await session.track(() => cell.terminate(start, maxTokens));
     return { state: "liveCell", outcome: toOutcome(cellId, outcome, start) };
