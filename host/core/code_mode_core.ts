@@ -143,6 +143,11 @@ export interface WaitRequest {
   waitId: string;
   /** Default 0 (an immediate poll). */
   yieldTimeMs?: bigint;
+  /**
+   * Server mode: the output token budget of this observation (the `wait` tool's `max_tokens`);
+   * default `limits.defaultMaxOutputTokens`, whatever the Execute asked for.
+   */
+  maxTokens?: bigint;
   /** W3C trace parent of the request, if the client sent one: its span continues that trace. */
   traceparent?: string;
 }
@@ -210,6 +215,23 @@ export interface CodeModeCoreOptions {
 export const NO_RESOURCE_LIMITS = "code-mode session provider does not support resource limits";
 
 const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
+
+/**
+ * How long an Execute's yield time may wait for its cell to start. The yield time counts from the
+ * moment the runtime hands the cell to its Worker, not from the Execute's arrival: a fresh runtime's
+ * first cell waits for its first Worker (a few hundred milliseconds, more on a loaded machine), and
+ * the reference host shows a busy cell's first `text()` at a 100 ms yield time. A runtime that never
+ * starts the cell yields after this plus the yield time.
+ */
+const START_GRACE_MS = 10_000;
+
+/**
+ * A token budget from the wire (any `uint64`) as a number: `B = 4·T` stays exact in a double up to
+ * 2^51 tokens, and larger budgets never truncate anyway (the reference accepts every value).
+ */
+function tokenBudget(tokens: bigint): number {
+  return Number(tokens > 2n ** 50n ? 2n ** 50n : tokens);
+}
 const NEVER = new AbortController().signal;
 
 function nanosSince(start: number): number {
@@ -337,11 +359,14 @@ export class CodeModeCore {
     return Number(ms > BigInt(MAX_TIMER_MS) ? BigInt(MAX_TIMER_MS) : ms);
   }
 
-  /** SPEC §4.11; a Server-mode session also gets the `Script error:` item (§8.4). */
-  #missingCell(cellId: string, session: Session, start: number): ObservationResult {
+  /**
+   * SPEC §4.11; a Server-mode session also gets the `Script error:` item (§8.4), truncated to the
+   * observation's budget.
+   */
+  #missingCell(cellId: string, session: Session, start: number, maxTokens: number): ObservationResult {
     const errorText = `exec cell ${cellId} not found`;
     const contentItems = session.outputMode === OUTPUT_SERVER
-      ? serverMissingCellContent(errorText, this.#limits.defaultMaxOutputTokens)
+      ? serverMissingCellContent(errorText, maxTokens)
       : [];
     return {
       state: "missingCell",
@@ -534,9 +559,6 @@ export class CodeModeCore {
     const toolCallId = this.#id(request.toolCallId, "tool call ID");
     const tools = this.#validateTools(request.enabledTools);
     const maxTokens = request.maxOutputTokens;
-    if (maxTokens !== undefined && maxTokens > MAX_SAFE) {
-      throw new HostError("invalid_request", "maximum output tokens exceeds this platform");
-    }
     // Active-cell permits travel with the cell until its CellClosed; released here on refusal.
     const permits: Permit[] = [];
     let yieldSignal: AbortSignal;
@@ -568,11 +590,8 @@ export class CodeModeCore {
         traceparent: request.traceparent,
         span,
         permits,
-        initial: { yieldMs, yieldSignal, signal, startedAt: start },
-        // B = 4·T stays exact in a double up to 2^51 tokens; larger budgets never truncate anyway.
-        maxOutputTokens: maxTokens === undefined
-          ? undefined
-          : Number(maxTokens > 2n ** 50n ? 2n ** 50n : maxTokens),
+        initial: { yieldMs, yieldSignal, signal, startedAt: start, startGraceMs: START_GRACE_MS },
+        maxOutputTokens: maxTokens === undefined ? undefined : tokenBudget(maxTokens),
       });
       yield { type: "started", executionId, cellId: cell.id };
       let outcome: Outcome;
@@ -618,14 +637,17 @@ export class CodeModeCore {
     const wait = session.registerWait(waitId);
     try {
       const cell = session.cell(cellId);
-      if (!cell) return this.#missingCell(cellId, session, start);
+      const maxTokens = request.maxTokens === undefined
+        ? this.#limits.defaultMaxOutputTokens
+        : tokenBudget(request.maxTokens);
+      if (!cell) return this.#missingCell(cellId, session, start, maxTokens);
       if (wait.cancel.aborted) throw wait.cancel.reason;
       const signal = AbortSignal.any([callerSignal, wait.cancel]);
       const yieldMs = this.#effectiveYield(request.yieldTimeMs ?? 0n, session);
       let outcome: Outcome;
       try {
         outcome = await session.track(() =>
-          cell.observe(yieldMs, { signal, yieldSignal: wait.yieldNow, startedAt: start })
+          cell.observe(yieldMs, { signal, yieldSignal: wait.yieldNow, startedAt: start, maxTokens })
         );
       } catch (error) {
         if (wait.cancel.aborted) throw wait.cancel.reason;
@@ -643,28 +665,35 @@ export class CodeModeCore {
   /**
    * Terminates a cell and returns its final outcome (SPEC §4.5).
    *
-   * @param request the session and cell
+   * @param request the session and cell; `maxTokens`: Server mode: the outcome's token budget (JSON V1's
+   *   `maxOutputTokens`; gRPC's Terminate has none), default `limits.defaultMaxOutputTokens`
    * @returns the cell's outcome, or the missing-cell outcome
    * @throws {HostError} `invalid_request`, `unknown_session`, `overloaded`, `session_closed`,
    *   `cell_busy`, `too_large`
    */
   terminate(
-    request: { sessionId: string; cellId: string; traceparent?: string },
+    request: { sessionId: string; cellId: string; traceparent?: string; maxTokens?: bigint },
   ): Promise<ObservationResult> {
     const span = this.#span("Terminate", request.traceparent, request.sessionId);
     span.set({ "code_mode.cell_id": request.cellId });
     return this.#observed("Terminate", span, () => this.#terminate(request));
   }
 
-  async #terminate(request: { sessionId: string; cellId: string }): Promise<ObservationResult> {
+  async #terminate(
+    request: { sessionId: string; cellId: string; maxTokens?: bigint },
+  ): Promise<ObservationResult> {
     const start = performance.now();
     const session = this.#lookup(request.sessionId);
     const cellId = this.#id(request.cellId, "cell ID");
     using _permit = this.#manager.permit("request");
     session.ensureOpen();
     const cell = session.cell(cellId);
-    if (!cell) return this.#missingCell(cellId, session, start);
-    const outcome = await session.track(() => cell.terminate(start));
+    // Not the Execute's budget: the request's, else the host's default, as in the reference host.
+    const maxTokens = request.maxTokens === undefined
+      ? this.#limits.defaultMaxOutputTokens
+      : tokenBudget(request.maxTokens);
+    if (!cell) return this.#missingCell(cellId, session, start, maxTokens);
+    const outcome = await session.track(() => cell.terminate(start, maxTokens));
     return { state: "liveCell", outcome: toOutcome(cellId, outcome, start) };
   }
 

@@ -10,7 +10,7 @@
  * @module
  */
 import type { WorkerToHost } from "../../proto/worker_codec.ts";
-import { Cell, type Outcome } from "./cell.ts";
+import { Cell, type CellOptions, type Outcome } from "./cell.ts";
 import type { CellPort } from "./cell_port.ts";
 import type { CellState, CompletedEvent } from "./cell_state.ts";
 import type { Clock } from "./clock.ts";
@@ -90,7 +90,7 @@ export interface StartRequest {
   /** Active-cell permits, released when the cell's `CellClosed` is queued. */
   permits: Permit[];
   /** The initial observation: effective yield time, YieldObservation signal, the stream's signal, its start. */
-  initial: { yieldMs: number; yieldSignal?: AbortSignal; signal?: AbortSignal; startedAt?: number };
+  initial: CellOptions["initial"];
   /** The Execute's `max_output_tokens` (Server mode). */
   maxOutputTokens?: number;
   /** The Execute's tool definitions by JS name (the last definition of a name wins). */
