@@ -7,6 +7,10 @@
  *   max_pending_delegate_calls: 4096}` then one unfiltered `SubscribeToToolCalls` (its response
  *   headers awaited, so tool calls never race it); V1 `session/open{outputTruncation: "server"}` after
  *   a hello offering Codex's five capabilities. {@link SessionOptions} changes that per scenario.
+ * - Like Codex, the driver sends what needs a capability only to a host that has it: V1
+ *   `outputTruncation` and a wait's `maxOutputTokens` with `bounded-output-v1`, a catalog revision
+ *   with `tool-catalog-revision-v1` (V1) or `supports_catalog_revision` (gRPC); without it, each cell
+ *   carries its revision's whole tool list.
  * - Notifications are acknowledged as Codex does (V1: `notification/delivered`; gRPC: nothing).
  * - Tool calls queue until the scenario takes them ({@link Session.toolCall}) and answers.
  * - {@link Session.close} closes the session (gRPC `CloseSession`, V1 `session/shutdown`) and waits
@@ -290,6 +294,23 @@ export class Notifications extends Array<{ text: string; cell: string; callId: s
   }
 }
 
+/**
+ * The tools to send for a cell, as Codex 0.171 does: with a catalog revision the host supports, the
+ * tools as given (empty after the revision's first cell); without that support, no revision and the
+ * revision's whole tool list again.
+ */
+class Catalogs {
+  #byRevision = new Map<number, ToolSpec[]>();
+  resolve(options: ExecOptions, supported: boolean): { tools: ToolSpec[]; revision?: number } {
+    const tools = options.tools ?? [];
+    const revision = options.catalogRevision;
+    if (revision === undefined) return { tools };
+    if (tools.length) this.#byRevision.set(revision, tools);
+    if (supported) return { tools, revision };
+    return { tools: tools.length ? tools : this.#byRevision.get(revision) ?? [] };
+  }
+}
+
 /** A queue of tool calls with waiters. */
 class CallQueue {
   #items: ToolCall[] = [];
@@ -326,6 +347,7 @@ class GrpcSession implements Session {
   readonly #lease: WireStream;
   readonly #subscription?: WireStream;
   readonly #calls = new CallQueue();
+  readonly #catalogs = new Catalogs();
   #closeAnswer?: Json;
   #nextCall = 1;
   #leaseStatus?: Json;
@@ -433,19 +455,20 @@ class GrpcSession implements Session {
 
   exec(source: string, options: ExecOptions = {}): Exec {
     const executionId = crypto.randomUUID();
+    const catalog = this.#catalogs.resolve(options, this.opened?.opened?.supports_catalog_revision === true);
     const request: Json = {
       session_id: this.id,
       execution_id: executionId,
       tool_call_id: options.toolCallId ?? `call-${this.#nextCall++}`,
       source,
-      enabled_tools: grpcTools(options.tools),
+      enabled_tools: grpcTools(catalog.tools),
     };
     const yieldTime = options.yieldTimeMs === undefined ? 20_000 : options.yieldTimeMs;
     if (yieldTime !== null) request.yield_time_ms = yieldTime;
     if (options.maxOutputTokens !== undefined && options.maxOutputTokens !== null) {
       request.max_output_tokens = options.maxOutputTokens;
     }
-    if (options.catalogRevision !== undefined) request.catalog_revision = options.catalogRevision;
+    if (catalog.revision !== undefined) request.catalog_revision = catalog.revision;
     const stream = this.#client.stream("Execute", request);
     const wire = async () => {
       const status = await stream.status;
@@ -602,6 +625,8 @@ export class V1Host {
     this.conn = conn;
   }
 
+  #granted = new Set<string>();
+
   /** Sends Codex's hello once; resolves with the answer. */
   hello(): Promise<Json> {
     this.#hello ??= (async () => {
@@ -612,9 +637,16 @@ export class V1Host {
         requiredCapabilities: [],
         optionalCapabilities: CODEX_CAPABILITIES,
       });
-      return await answer;
+      const ready = await answer;
+      for (const c of ready?.capabilities ?? []) this.#granted.add(c);
+      return ready;
     })();
     return this.#hello;
+  }
+
+  /** Whether the host granted a capability in its answer to the hello. */
+  granted(capability: string): boolean {
+    return this.#granted.has(capability);
   }
 
   /**
@@ -635,6 +667,7 @@ class V1Session implements Session {
   readonly #host: V1Host;
   readonly #frames: Json[] = [];
   readonly #calls = new CallQueue();
+  readonly #catalogs = new Catalogs();
   #nextCall = 1;
   #closeAnswer?: Json;
 
@@ -655,8 +688,9 @@ class V1Session implements Session {
         ...(options.maxHeapSizeBytes === undefined ? {} : { maxHeapSizeBytes: options.maxHeapSizeBytes }),
       };
     }
+    // Codex asks for an output mode only when the host granted bounded output.
     const truncation = options.truncation ?? "server";
-    if (truncation !== "none") request.outputTruncation = truncation;
+    if (truncation !== "none" && host.granted("bounded-output-v1")) request.outputTruncation = truncation;
     const requestId = host.conn.nextId();
     const session = new V1Session(host, id, undefined);
     host.requestSession.set(requestId, id);
@@ -729,10 +763,11 @@ class V1Session implements Session {
     const id = conn.nextId();
     this.#host.requestSession.set(id, this.id);
     const yieldTime = options.yieldTimeMs === undefined ? 20_000 : options.yieldTimeMs;
+    const catalog = this.#catalogs.resolve(options, this.#host.granted("tool-catalog-revision-v1"));
     const inner: Json = {
-      ...(options.catalogRevision === undefined ? {} : { catalog_revision: options.catalogRevision }),
+      ...(catalog.revision === undefined ? {} : { catalog_revision: catalog.revision }),
       tool_call_id: options.toolCallId ?? `call-${this.#nextCall++}`,
-      enabled_tools: v1Tools(options.tools),
+      enabled_tools: v1Tools(catalog.tools),
       source,
       yield_time_ms: yieldTime,
       max_output_tokens: options.maxOutputTokens ?? null,
@@ -770,7 +805,10 @@ class V1Session implements Session {
       sessionId: this.id,
       request: { cell_id: cellId, yield_time_ms: options.yieldTimeMs ?? 20_000 },
     };
-    if (options.maxTokens !== undefined) request.maxOutputTokens = options.maxTokens;
+    // Codex sends the wait's token budget only to a host that granted bounded output.
+    if (options.maxTokens !== undefined && this.#host.granted("bounded-output-v1")) {
+      request.maxOutputTokens = options.maxTokens;
+    }
     const result = this.#request(request, id).then((r) => v1Result(r?.result, r));
     return {
       result,
