@@ -465,7 +465,8 @@ export const GRPC_SCENARIOS: Scenario[] = [
       const id = opened?.opened?.session_id ?? "";
       lease.cancel();
       let last: Json;
-      // The host notices the cancellation asynchronously: poll (each answer is an event) up to 5 s.
+      // The host notices the cancellation asynchronously, and a session being closed may answer
+      // CANCELLED for a moment (SPEC §2.7): poll (each answer is an event) up to 5 s for the final answer.
       for (let i = 0; i < 50; i++) {
         last = await rpc(grpc(ctx), "Wait", {
           session_id: id,
@@ -473,7 +474,7 @@ export const GRPC_SCENARIOS: Scenario[] = [
           wait_id: `w${i}`,
           yield_time_ms: 1,
         });
-        if (last.status.code !== "OK") break;
+        if (last.status.code !== "OK" && last.status.code !== "CANCELLED") break;
         await pause(100);
       }
       ctx.rec("wait after lease cancel", last.status);

@@ -127,6 +127,7 @@ export const NEUTRAL_SCENARIOS: Scenario[] = [
       );
       ctx.rec("limited terminate", await limited.terminate("1"));
       ctx.rec("limited next", await limited.exec(FOREVER, { yieldTimeMs: null }).outcome);
+      ctx.rec("limited terminate next", await limited.terminate("2"));
     },
   },
   {

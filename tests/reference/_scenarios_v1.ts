@@ -2,7 +2,7 @@
  * JSON V1-only scenarios (SPEC §9.10): the handshake, capability negotiation, error frames, fatal
  * protocol errors and the end of the connection. Each runs on a host process of its own, since a
  * hello happens once per connection and a fatal error ends the host. The observation is every frame
- * the host wrote, how its stdout ended and its exit code. Folder-private.
+ * the host wrote and its exit code. Folder-private.
  *
  * @module
  */
@@ -29,11 +29,16 @@ interface V1Steps {
   request(request: Json, id?: number): Promise<Json>;
   /** Sends a message and waits until the host wrote a frame matching `until` or ended. */
   sendUntil(message: Json, until: (m: Json) => boolean): Promise<void>;
+  /**
+   * Sends `session/execute` and waits for its response and, when the cell started, for its initial
+   * response (or the end of stdout).
+   */
+  execute(sessionId: string, inner: Json): Promise<void>;
 }
 
 /**
  * A scenario on a dedicated V1 host: the hello (Codex's unless given; `false` sends none), then the
- * steps, then stdin is closed; the observation is every frame, how stdout ended and the exit code.
+ * steps, then stdin is closed; the observation is every frame and the exit code.
  */
 function v1Case(
   name: string,
@@ -61,18 +66,39 @@ function v1Case(
       }
       // Codex's own hello is observed by the first scenario only; the others start after its answer.
       const from = options.hello === undefined && !options.recordHello ? 1 : 0;
-      await steps({ conn, request, sendUntil });
+      const execute = async (sessionId: string, inner: Json) => {
+        const id = conn.nextId();
+        const initial = conn.next((m) => m.type === "execute/initialResponse" && m.id === id);
+        const started = await request({ method: "session/execute", sessionId, request: inner }, id);
+        if (started?.result?.status === "ok") await initial;
+      };
+      await steps({ conn, request, sendUntil, execute });
       await conn.end();
-      const ended = await ctx.within(conn.ended, 10_000);
+      // How stdout ended is not compared: the reference can exit between a frame's length and its body.
+      await ctx.within(conn.ended, 10_000);
       const status = await ctx.within(host.status, 10_000);
       ctx.rec("frames", conn.received.slice(from));
-      ctx.rec("stdout", ended);
       ctx.rec("exit", typeof status === "string" ? status : { code: status.code, signal: status.signal });
     },
   };
 }
 
 const ended = () => true;
+
+const NO_CAPABILITIES = {
+  type: "connection/hello",
+  supportedVersions: [1],
+  requiredCapabilities: [],
+  optionalCapabilities: [],
+};
+
+const EXECUTE_BASE: Json = {
+  tool_call_id: "c",
+  enabled_tools: [],
+  source: "text(1)",
+  yield_time_ms: null,
+  max_output_tokens: null,
+};
 
 export const V1_SCENARIOS: Scenario[] = [
   v1Case(
@@ -82,46 +108,49 @@ export const V1_SCENARIOS: Scenario[] = [
     { recordHello: true },
   ),
   v1Case(
-    "a hello with no capabilities, then what needs them",
+    "no capabilities: a session asking for an output mode",
     "SPEC §9.10 handshake",
-    async ({ request, conn }) => {
+    async ({ request }) => {
       await request({ method: "session/open", sessionId: "s1", outputTruncation: "server" });
+      await request({ method: "session/open", sessionId: "s2" });
+    },
+    { hello: NO_CAPABILITIES },
+  ),
+  v1Case("no capabilities: a session with cell limits", "SPEC §9.10 handshake", async ({ request }) => {
+    await request({ method: "session/open", sessionId: "s1", cellExecutionLimits: { maxYieldTimeMs: 10 } });
+    await request({ method: "session/open", sessionId: "s2" });
+  }, { hello: NO_CAPABILITIES }),
+  v1Case("no capabilities: yielding an execute", "SPEC §9.10 handshake", async ({ request, conn }) => {
+    await request({ method: "session/open", sessionId: "s1" });
+    const id = conn.nextId();
+    const started = conn.next((m) => m.type === "operation/response" && m.id === id);
+    const initial = conn.next((m) => m.type === "execute/initialResponse" && m.id === id);
+    await conn.send({
+      type: "operation/request",
+      id,
+      request: {
+        method: "session/execute",
+        sessionId: "s1",
+        request: { ...EXECUTE_BASE, source: FOREVER, yield_time_ms: 60_000 },
+      },
+    });
+    await started;
+    await conn.send({ type: "operation/yield", id });
+    // A yield that is honoured answers at once; one that is not leaves the Execute pending.
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([initial, new Promise((resolve) => timer = setTimeout(resolve, 3000))]);
+    clearTimeout(timer);
+  }, { hello: NO_CAPABILITIES }),
+  v1Case(
+    "cell limits in snake_case",
+    "SPEC §9.10 requests (the reference reads camelCase)",
+    async ({ request }) => {
       await request({
         method: "session/open",
-        sessionId: "s2",
+        sessionId: "s1",
         cellExecutionLimits: { max_yield_time_ms: 10 },
       });
-      await request({ method: "session/open", sessionId: "s3" });
-      const id = conn.nextId();
-      const started = conn.next((m) => m.type === "operation/response" && m.id === id);
-      const initial = conn.next((m) => m.type === "execute/initialResponse" && m.id === id);
-      await conn.send({
-        type: "operation/request",
-        id,
-        request: {
-          method: "session/execute",
-          sessionId: "s3",
-          request: {
-            tool_call_id: "c",
-            enabled_tools: [],
-            source: FOREVER,
-            yield_time_ms: 60_000,
-            max_output_tokens: null,
-          },
-        },
-      });
-      await started;
-      await conn.send({ type: "operation/yield", id });
-      await conn.send({ type: "operation/cancel", id });
-      await initial;
-    },
-    {
-      hello: {
-        type: "connection/hello",
-        supportedVersions: [1],
-        requiredCapabilities: [],
-        optionalCapabilities: [],
-      },
+      await request({ method: "session/open", sessionId: "s2" });
     },
   ),
   v1Case(
@@ -207,6 +236,14 @@ export const V1_SCENARIOS: Scenario[] = [
     });
     await conn.ended;
   }),
+  v1Case("an empty session ID", "SPEC §9.10 sessions", async ({ request }) => {
+    await request({ method: "session/open", sessionId: "" });
+    await request({ method: "session/open", sessionId: "s1" });
+  }),
+  v1Case("a 257-byte session ID", "SPEC §9.10 sessions", async ({ request }) => {
+    await request({ method: "session/open", sessionId: "s".repeat(257) });
+    await request({ method: "session/open", sessionId: "s1" });
+  }),
   v1Case("session ID rules", "SPEC §9.10 sessions", async ({ request }) => {
     await request({ method: "session/open", sessionId: "s1" });
     await request({ method: "session/open", sessionId: "s1" });
@@ -215,25 +252,14 @@ export const V1_SCENARIOS: Scenario[] = [
     await request({ method: "session/shutdown", sessionId: "nope" });
     await request({ method: "session/terminate", sessionId: "nope", cellId: "1" });
     await request({ method: "session/wait", sessionId: "nope", request: { cell_id: "1", yield_time_ms: 1 } });
-    await request({ method: "session/open", sessionId: "" });
-    await request({ method: "session/open", sessionId: "s".repeat(257) });
   }),
-  v1Case("invalid execute requests fail that request", "SPEC §9.10 requests", async ({ request }) => {
-    await request({ method: "session/open", sessionId: "s1" });
-    const execute = (inner: Json) => request({ method: "session/execute", sessionId: "s1", request: inner });
-    const base = {
-      tool_call_id: "c",
-      enabled_tools: [],
-      source: "text(1)",
-      yield_time_ms: null,
-      max_output_tokens: null,
-    };
-    await execute({ ...base, unknown_field: 1 });
-    await execute({ ...base, max_output_tokens: -1 });
-    await execute({ ...base, max_output_tokens: 2 ** 31 });
-    await execute({ ...base, yield_time_ms: -1 });
-    await execute({
-      ...base,
+  // Each bad execute request on a host of its own: the reference ends the connection on some of them.
+  ...([
+    ["an unknown field", { unknown_field: 1 }],
+    ["max_output_tokens -1", { max_output_tokens: -1 }],
+    ["max_output_tokens 2^31", { max_output_tokens: 2 ** 31 }],
+    ["yield_time_ms -1", { yield_time_ms: -1 }],
+    ["a tool of an unknown kind", {
       enabled_tools: [{
         name: "t",
         tool_name: { name: "t", namespace: null },
@@ -242,10 +268,20 @@ export const V1_SCENARIOS: Scenario[] = [
         input_schema: null,
         output_schema: null,
       }],
-    });
-    await execute({ tool_call_id: "c", enabled_tools: [], source: "text(1)" });
-    await execute({ ...base, source: 'text("valid after")' });
-  }),
+    }],
+    ["yield_time_ms and max_output_tokens left out", {
+      yield_time_ms: undefined,
+      max_output_tokens: undefined,
+    }],
+  ] as [string, Json][]).map(([label, change]) =>
+    v1Case(`an execute request with ${label}`, "SPEC §9.10 requests", async ({ request, execute }) => {
+      await request({ method: "session/open", sessionId: "s1" });
+      const inner = { ...EXECUTE_BASE, ...change };
+      for (const key of Object.keys(inner)) if (inner[key] === undefined) delete inner[key];
+      await execute("s1", inner);
+      await execute("s1", { ...EXECUTE_BASE, source: 'text("after")' });
+    })
+  ),
   v1Case("a wait and a terminate of a missing cell", "SPEC §9.10 requests", async ({ request }) => {
     await request({ method: "session/open", sessionId: "s1" });
     await request({ method: "session/wait", sessionId: "s1", request: { cell_id: "9", yield_time_ms: 1 } });
