@@ -69,6 +69,15 @@ export class HostProcess implements AsyncDisposable {
 
   /** Whether the process has exited (set as soon as its status is known). */
   exited = false;
+  #relayClosed = false;
+
+  /**
+   * Whether a client can no longer use this host: it exited, its V1 stdout ended or stopped being
+   * frames, or its grpc+stdio connection ended.
+   */
+  get broken(): boolean {
+    return this.exited || (this.v1?.isEnded ?? false) || this.#relayClosed;
+  }
 
   private constructor(kind: Kind, transport: Transport, child: Deno.ChildProcess) {
     this.kind = kind;
@@ -150,8 +159,9 @@ export class HostProcess implements AsyncDisposable {
       first = false;
       this.#relay!.conn = conn;
       this.#pumps.push(
-        conn.readable.pipeTo(child.stdin).catch(() => child.stdin.close().catch(() => {})),
-        child.stdout.pipeTo(conn.writable).catch(() => {}),
+        conn.readable.pipeTo(child.stdin).catch(() => child.stdin.close().catch(() => {}))
+          .finally(() => this.#relayClosed = true),
+        child.stdout.pipeTo(conn.writable).catch(() => {}).finally(() => this.#relayClosed = true),
       );
     }
   }

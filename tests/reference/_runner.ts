@@ -31,8 +31,10 @@ export const SCENARIO_TIMEOUT_MS = 45_000;
 export interface Ctx {
   readonly kind: Kind;
   readonly transport: Transport;
-  /** The shared host of this kind and transport. */
+  /** The shared host of this kind and transport (a new one after {@link replaceHost}). */
   readonly host: HostProcess;
+  /** Replaces a shared host that a scenario broke (batteries go on with the next entry). */
+  replaceHost(): Promise<HostProcess>;
   /** Opens a session on {@link host} (or on `on`), closed at the scenario's end. */
   open(options?: SessionOptions, on?: HostProcess): Promise<Session>;
   /** Records one step of the observation; an {@link Outcome} is recorded in its wire form. */
@@ -57,6 +59,18 @@ export function wireOf(value: unknown): Json {
   return value;
 }
 
+/** How {@link observe} runs a scenario. */
+export interface ObserveOptions {
+  /** Observe the raw wire (see `_observe.ts`). */
+  raw?: boolean;
+  /** Normalise each top-level step on its own (UUIDs numbered per step): battery entries. */
+  perStep?: boolean;
+  /** Close sessions at the end without recording their logs (default: record them). */
+  noLogs?: boolean;
+  /** The time this side may take (default {@link SCENARIO_TIMEOUT_MS}). */
+  timeoutMs?: number;
+}
+
 /** Shared host processes. */
 export class HostPool {
   #hosts = new Map<string, HostProcess>();
@@ -66,7 +80,7 @@ export class HostPool {
   async get(kind: Kind, transport: Transport): Promise<HostProcess> {
     const key = `${kind}/${transport}`;
     const current = this.#hosts.get(key);
-    if (current && !(await isExited(current))) return current;
+    if (current && !current.broken) return current;
     if (current) await current.close(1000).catch(() => {});
     let starting = this.#starting.get(key);
     if (!starting) {
@@ -104,10 +118,6 @@ export class HostPool {
   }
 }
 
-function isExited(host: HostProcess): Promise<boolean> {
-  return Promise.resolve(host.exited);
-}
-
 /**
  * Runs a scenario body on one side and returns the normalised observation.
  *
@@ -122,16 +132,25 @@ export async function observe(
   kind: Kind,
   transport: Transport,
   body: ScenarioBody,
-  options: { raw?: boolean } = {},
+  options: ObserveOptions = {},
 ): Promise<{ observation: Json; stderr: string }> {
-  const host = await pool.get(kind, transport);
+  let host = await pool.get(kind, transport);
+  const shared: HostProcess[] = [host];
   const steps: Json[] = [];
   const sessions: { session: Session; host: HostProcess }[] = [];
   const dedicated: HostProcess[] = [];
   const ctx: Ctx = {
     kind,
     transport,
-    host,
+    get host() {
+      return host;
+    },
+    async replaceHost() {
+      await pool.discard(host);
+      host = await pool.get(kind, transport);
+      shared.push(host);
+      return host;
+    },
     async open(options, on) {
       const target = on ?? host;
       const session = await openSession(
@@ -165,7 +184,7 @@ export async function observe(
     timer = setTimeout(() => {
       timedOut = true;
       resolve();
-    }, SCENARIO_TIMEOUT_MS);
+    }, options.timeoutMs ?? SCENARIO_TIMEOUT_MS);
   });
   const run = (async () => {
     try {
@@ -176,23 +195,27 @@ export async function observe(
     }
     // Close what the scenario left open, then read the complete logs.
     for (const [index, { session, host: on }] of sessions.entries()) {
-      if (await isExited(on)) {
+      if (on.broken) {
         // Nothing to close: what a client library says about the dead connection is not the host's.
-        steps.push({ [`session ${index + 1} close`]: "<host exited>" });
+        if (options.noLogs) continue;
+        steps.push({ [`session ${index + 1} close`]: on.exited ? "<host exited>" : "<connection lost>" });
         if (session.transport === "v1") steps.push({ [`session ${index + 1} log`]: session.log() });
         continue;
       }
       const closed = await session.close().catch((e) => `close threw: ${(e as Error).message}`);
-      steps.push({ [`session ${index + 1} close`]: closed });
       if (session.transport !== "v1") await grpcParts(session).ended();
+      if (options.noLogs) continue;
+      steps.push({ [`session ${index + 1} close`]: closed });
       steps.push({ [`session ${index + 1} log`]: session.log() });
     }
   })();
   await Promise.race([run, deadline]);
   clearTimeout(timer);
-  let stderr = host.stderr;
+  let stderr = shared.map((h) => h.stderr).join("\n--- replaced host ---\n");
   if (timedOut) {
-    steps.push({ timeout: `the scenario did not finish within ${SCENARIO_TIMEOUT_MS} ms` });
+    steps.push({
+      timeout: `the scenario did not finish within ${options.timeoutMs ?? SCENARIO_TIMEOUT_MS} ms`,
+    });
     for (const { session } of sessions) steps.push({ "log at timeout": session.log() });
     stderr = host.stderr;
     await pool.discard(host);
@@ -201,5 +224,8 @@ export async function observe(
     stderr += `\n--- dedicated host ---\n${h.stderr}`;
     await h.close(2000).catch(() => {});
   }
-  return { observation: normalise(steps, options), stderr: stderr.slice(-4000) };
+  const observation = options.perStep
+    ? steps.map((step) => normalise(step, options))
+    : normalise(steps, options);
+  return { observation, stderr: stderr.slice(-4000) };
 }

@@ -708,6 +708,48 @@ export const FIRST_CELL: Scenario = {
   },
 };
 
+const TOSTRING_THROWS = "throw { toString() { throw new Error('nope') } }";
+
+/**
+ * A thrown value whose `toString` throws: the reference's V8 prints `exec_main.mjs:N: Uncaught …` on
+ * the host's stdout, which is the transport on stdio; over TCP the outcomes compare as usual.
+ */
+export const TOSTRING_THROWS_STDIO: Scenario = {
+  name: "a thrown value whose toString throws, over stdio",
+  source: "battery cells/errors: throw-object-tostring-throws",
+  transports: ["grpc-stdio", "v1"],
+  deliberate: {
+    id: "stdout-clean",
+    check(kind, observation) {
+      const broken = step(observation, "connection lost");
+      if (kind === "reference") {
+        assert.equal(broken, true, "the reference's stdout stopped being the protocol");
+      } else {
+        assert.equal(broken, false, "this host's stdout carries only the protocol");
+        assert.match(JSON.stringify(step(observation, "next cell")), /"text":\s*"1"/);
+      }
+    },
+  },
+  run: async (ctx) => {
+    const host = await ctx.startHost();
+    const s = await ctx.open({}, host);
+    ctx.rec("cell", await ctx.within(s.exec(TOSTRING_THROWS).outcome, 5000));
+    ctx.rec("next cell", await ctx.within(s.exec("text(1)").outcome, 5000));
+    ctx.rec("connection lost", host.broken);
+  },
+};
+
+export const TOSTRING_THROWS_TCP: Scenario = {
+  name: "a thrown value whose toString throws",
+  source: "battery cells/errors: throw-object-tostring-throws",
+  transports: ["grpc-tcp"],
+  run: async (ctx) => {
+    const s = await ctx.open();
+    ctx.rec("cell", await s.exec(TOSTRING_THROWS).outcome);
+    ctx.rec("next cell", await s.exec("text(1)").outcome);
+  },
+};
+
 /** A cell over its heap limit: the reference host dies, ours fails only that cell. */
 export const HEAP_LIMIT: Scenario = {
   name: "a cell over its heap limit",

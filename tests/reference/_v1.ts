@@ -9,6 +9,9 @@
 // deno-lint-ignore no-explicit-any
 export type Json = any;
 
+/** The largest frame payload either host writes (64 MiB) plus headroom; a larger length is not a frame. */
+const MAX_FRAME_BYTES = 64 * 1024 * 1024 + 1024 * 1024;
+
 /** Encodes one frame. */
 export function v1Frame(message: unknown): Uint8Array {
   const json = new TextEncoder().encode(JSON.stringify(message));
@@ -49,6 +52,15 @@ export class V1Connection {
         buffer = joined;
         while (buffer.length >= 4) {
           const n = new DataView(buffer.buffer, buffer.byteOffset, 4).getUint32(0, true);
+          if (n > MAX_FRAME_BYTES) {
+            // Not a frame: something else wrote to the host's stdout. Nothing after it can be read.
+            this.#dispatch({
+              type: "<corrupt stdout>",
+              text: new TextDecoder().decode(buffer.subarray(0, 200)),
+            });
+            await reader.cancel().catch(() => {});
+            throw new Error("the host's stdout is not V1 frames");
+          }
           if (buffer.length < 4 + n) break;
           const text = new TextDecoder().decode(buffer.subarray(4, 4 + n));
           buffer = buffer.slice(4 + n);
@@ -68,6 +80,11 @@ export class V1Connection {
     this.#done = true;
     for (const w of this.#watchers.splice(0)) w.resolve(undefined);
     return how;
+  }
+
+  /** Whether stdout has ended (or stopped being frames). */
+  get isEnded(): boolean {
+    return this.#done;
   }
 
   #dispatch(message: Json): void {

@@ -20,23 +20,36 @@ import { TRANSPORTS } from "./_hosts.ts";
 import { differences, show } from "./_observe.ts";
 import { HostPool, observe } from "./_runner.ts";
 import type { Scenario } from "./_scenario.ts";
-import { FIRST_CELL, HEAP_LIMIT, NEUTRAL_SCENARIOS } from "./_scenarios_neutral.ts";
+import {
+  FIRST_CELL,
+  HEAP_LIMIT,
+  NEUTRAL_SCENARIOS,
+  TOSTRING_THROWS_STDIO,
+  TOSTRING_THROWS_TCP,
+} from "./_scenarios_neutral.ts";
 import { GRPC_SCENARIOS } from "./_scenarios_grpc.ts";
 import { V1_SCENARIOS } from "./_scenarios_v1.ts";
 import { PROCESS_SCENARIOS } from "./_scenarios_process.ts";
-import { batteryScenarios } from "./_battery.ts";
+import { batteries, BATTERY_CHECKS, batteryBody, relabelCells } from "./_battery.ts";
 
 const pool = new HostPool();
+
+/** One line of JSON, at most 3,000 characters: batteries have hundreds of entries. */
+function compact(value: unknown): string {
+  const text = JSON.stringify(value) ?? "undefined";
+  return text.length > 3000 ? `${text.slice(0, 3000)}…` : text;
+}
 const filter = Deno.env.get("REFERENCE_FILTER");
 
 const SCENARIOS: Scenario[] = [
   ...NEUTRAL_SCENARIOS,
   FIRST_CELL,
   HEAP_LIMIT,
+  TOSTRING_THROWS_STDIO,
+  TOSTRING_THROWS_TCP,
   ...GRPC_SCENARIOS,
   ...V1_SCENARIOS,
   ...PROCESS_SCENARIOS,
-  ...batteryScenarios(),
 ];
 
 const names = new Set<string>();
@@ -89,6 +102,83 @@ for (const scenario of SCENARIOS) {
         const diff = differences(reference.observation, ours.observation);
         if (diff.length) {
           throw new Error(`ours differs from the reference:\n  ${diff.join("\n  ")}\n${context()}`);
+        }
+      },
+    });
+  }
+}
+
+// Batteries: one test per file and transport, one step per entry (see _battery.ts).
+for (const battery of batteries()) {
+  for (const entry of battery.entries) if (entry.deliberate) deliberateDifference(entry.deliberate);
+  for (const transport of TRANSPORTS) {
+    const name = `${transport}: cells ${battery.label}`;
+    if (filter && !name.includes(filter)) continue;
+    Deno.test({
+      name,
+      ...options,
+      fn: async (t) => {
+        if (battery.problems.length) {
+          throw new Error(`${battery.label}: fields the suite does not know: ${battery.problems.join(", ")}`);
+        }
+        const body = batteryBody(battery.entries);
+        const timeoutMs = Math.max(45_000, battery.entries.length * 3_000);
+        const reference = await observe(pool, "reference", transport, body, {
+          perStep: true,
+          noLogs: true,
+          timeoutMs,
+        });
+        const ours = await observe(pool, "ours", transport, body, { perStep: true, noLogs: true, timeoutMs });
+        const byName = (observation: Record<string, unknown>[]) =>
+          new Map(observation.map((step) => [Object.keys(step)[0], Object.values(step)[0]]));
+        const [refSteps, ourSteps] = [byName(reference.observation), byName(ours.observation)];
+        for (const broken of ["timeout", "scenario threw", "open failed"]) {
+          if (refSteps.has(broken)) {
+            throw new Error(
+              `the battery itself failed on the reference: ${JSON.stringify(refSteps.get(broken))}`,
+            );
+          }
+        }
+        for (const entry of battery.entries) {
+          await t.step({
+            name: entry.name,
+            ...options,
+            fn: () => {
+              const [a, b] = [refSteps.get(entry.name), ourSteps.get(entry.name)].map((x) =>
+                x && relabelCells(x)
+              );
+              const context = () =>
+                `entry: ${entry.name} of ${battery.label}, transport ${transport}\n--- reference ---\n${
+                  compact(a)
+                }\n--- ours ---\n${compact(b)}` +
+                (ourSteps.has("timeout") || ourSteps.has("scenario threw")
+                  ? `\n--- ours ended early ---\n${show([...ourSteps].slice(-2))}\n${ours.stderr}`
+                  : "");
+              if (entry.deliberate) {
+                const check = BATTERY_CHECKS[entry.deliberate];
+                if (!check) {
+                  throw new Error(`no battery check for deliberate difference '${entry.deliberate}'`);
+                }
+                let applies = false;
+                for (const [kind, side] of [["reference", a], ["ours", b]] as const) {
+                  try {
+                    applies = check(kind, (side ?? []) as Record<string, unknown>[], transport);
+                  } catch (error) {
+                    throw new Error(
+                      `deliberate difference '${entry.deliberate}': ${kind} does not show what the table says: ${
+                        (error as Error).message
+                      }\n${context()}`,
+                    );
+                  }
+                }
+                if (applies) return;
+              }
+              const diff = differences(a, b);
+              if (diff.length) {
+                throw new Error(`ours differs from the reference:\n  ${diff.join("\n  ")}\n${context()}`);
+              }
+            },
+          });
         }
       },
     });

@@ -42,6 +42,15 @@ export const DELIBERATE_DIFFERENCES: readonly DeliberateDifference[] = [
     reason: "One runaway cell must not take down other sessions' work (SPEC §5.6)",
   },
   {
+    id: "stdout-clean",
+    what: "A thrown value whose `toString` throws (`throw { toString() { throw new Error('x') } }`)",
+    reference:
+      "V8 prints `exec_main.mjs:N: Uncaught Error: x` on the host's stdout: over JSON V1 and grpc+stdio that corrupts the stream and the client loses the host (over TCP the cell completes with an empty error text)",
+    ours:
+      "Nothing but protocol frames reaches stdout; the cell completes with an error and the session goes on",
+    reason: "On stdio, stdout is the transport; one cell must not cut every session off",
+  },
+  {
     id: "unix-listener",
     what: "`--listen unix:PATH`",
     reference: "Refused: `` unsupported --listen URL `unix:…` ``, exit 1",

@@ -5,6 +5,7 @@
 import assert from "node:assert/strict";
 import { differences, normalise } from "./_observe.ts";
 import { decodeMessage, encodeMessage, isImplicitDefault } from "./_wire.ts";
+import { relabelCells } from "./_battery.ts";
 
 function bytes(...parts: number[][]): Uint8Array {
   return new Uint8Array(parts.flat());
@@ -102,5 +103,26 @@ Deno.test("V1 frame ids are numbered per kind by first appearance; other ids sta
     { type: "operation/response", id: "<request-2>" },
     { type: "delegate/cancel", id: "<delegate-1>" },
     { other: { id: 7 } },
+  ]);
+});
+
+Deno.test("a battery entry's cell IDs are renamed in order of appearance, texts included", () => {
+  const records = [
+    { cell: { events: [{ started: { cell_id: "7" } }, { outcome: { cell_id: "7" } }] } },
+    {
+      wait: {
+        response: { missing_cell: { cell_id: "9", completed: { error_text: "exec cell 9 not found" } } },
+      },
+    },
+    { frames: [{ type: "cell/closed", cellId: "7" }] },
+  ];
+  assert.deepEqual(relabelCells(records), [
+    { cell: { events: [{ started: { cell_id: "c1" } }, { outcome: { cell_id: "c1" } }] } },
+    {
+      wait: {
+        response: { missing_cell: { cell_id: "c2", completed: { error_text: "exec cell c2 not found" } } },
+      },
+    },
+    { frames: [{ type: "cell/closed", cellId: "c1" }] },
   ]);
 });
