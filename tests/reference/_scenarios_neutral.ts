@@ -198,10 +198,13 @@ export const NEUTRAL_SCENARIOS: Scenario[] = [
     source: "SPEC §12.3 32",
     run: async (ctx) => {
       const s = await ctx.open();
-      const e = s.exec('await tools.echo({}); store("k", 1); text("done"); notify("finished")', {
-        yieldTimeMs: 1,
-        ...echoTools,
-      });
+      const e = s.exec(
+        'yield_control(); await tools.echo({}); store("k", 1); text("done"); notify("finished")',
+        {
+          yieldTimeMs: 60_000,
+          ...echoTools,
+        },
+      );
       ctx.rec("execute", await e.outcome);
       const call = await s.toolCall();
       await call.succeed({});
