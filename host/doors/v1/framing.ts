@@ -1,8 +1,8 @@
 /**
- * Frames of the JSON "host V1" protocol (SPEC §9.10): a 4-byte little-endian payload length, then
- * that many bytes of UTF-8 JSON. A frame longer than {@link MAX_FRAME_BYTES} is never buffered:
- * its payload is discarded as it arrives, and only its first {@link OVERSIZED_HEAD_BYTES} bytes
- * are kept so that the caller can answer the request by its id.
+ * Frames of the JSON "host V1" protocol: a 4-byte little-endian payload length, then that many
+ * bytes of UTF-8 JSON. As in Codex's own host, a length over {@link MAX_FRAME_BYTES} is refused as
+ * soon as the 4 length bytes are read (nothing of its payload is buffered) and EOF inside a frame
+ * is `early eof`; both end the connection.
  *
  * The writer side is a bounded queue of encoded frames ({@link FrameWriter}): a producer waits for
  * room, so a client that stops reading holds producers back instead of growing memory.
@@ -12,19 +12,17 @@
 
 /** Largest payload of one frame (64 MiB). */
 export const MAX_FRAME_BYTES = 67_108_864;
-/** How much of an oversized frame is kept to find its `id`. */
-export const OVERSIZED_HEAD_BYTES = 4_096;
 /** Frames the outgoing queue holds at most. */
 export const OUTGOING_QUEUE_FRAMES = 128;
 
-/** What the reader yields. */
-export type IncomingFrame =
-  | { type: "frame"; payload: Uint8Array }
-  | { type: "oversized"; length: number; head: Uint8Array };
-
-/** The stream ended inside a frame. */
+/** The stream ended inside a frame, or announced a frame over the limit. */
 export class FramingError extends Error {
   override name = "FramingError";
+}
+
+/** The message of a frame over the limit, both ways (Codex's host's text). */
+export function frameTooLarge(length: number, maxBytes: number = MAX_FRAME_BYTES): string {
+  return `code-mode IPC frame length ${length} exceeds ${maxBytes} bytes`;
 }
 
 /**
@@ -32,8 +30,9 @@ export class FramingError extends Error {
  *
  * @param readable the byte stream (the host's stdin)
  * @param maxBytes the payload limit (default {@link MAX_FRAME_BYTES})
- * @returns the frames in order
- * @throws {FramingError} on EOF inside a frame
+ * @returns the frames' payloads in order
+ * @throws {FramingError} `early eof` inside a frame, or {@link frameTooLarge} for a length over
+ *   `maxBytes`
  * @example
  * ```ts
  * import assert from "node:assert/strict";
@@ -47,7 +46,7 @@ export class FramingError extends Error {
 export async function* readFrames(
   readable: ReadableStream<Uint8Array>,
   maxBytes: number = MAX_FRAME_BYTES,
-): AsyncGenerator<IncomingFrame> {
+): AsyncGenerator<Uint8Array> {
   const reader = readable.getReader();
   let chunk: Uint8Array = new Uint8Array(0);
   let at = 0;
@@ -70,7 +69,7 @@ export async function* readFrames(
       while (have < 4) {
         if (at === chunk.length && !(await more())) {
           if (have === 0) return;
-          throw new FramingError("code-mode IPC stream ended inside a frame length");
+          throw new FramingError("early eof");
         }
         const n = Math.min(4 - have, chunk.length - at);
         prefix.set(chunk.subarray(at, at + n), have);
@@ -78,20 +77,17 @@ export async function* readFrames(
         at += n;
       }
       const length = new DataView(prefix.buffer).getUint32(0, true);
-      const oversized = length > maxBytes;
-      const keep = oversized ? Math.min(length, OVERSIZED_HEAD_BYTES) : length;
-      const payload = new Uint8Array(keep);
+      if (length > maxBytes) throw new FramingError(frameTooLarge(length, maxBytes));
+      const payload = new Uint8Array(length);
       let got = 0;
       while (got < length) {
-        if (at === chunk.length && !(await more())) {
-          throw new FramingError(`code-mode IPC stream ended inside a ${length}-byte frame`);
-        }
+        if (at === chunk.length && !(await more())) throw new FramingError("early eof");
         const n = Math.min(length - got, chunk.length - at);
-        if (got < keep) payload.set(chunk.subarray(at, at + Math.min(n, keep - got)), got);
+        payload.set(chunk.subarray(at, at + n), got);
         got += n;
         at += n;
       }
-      yield oversized ? { type: "oversized", length, head: payload } : { type: "frame", payload };
+      yield payload;
     }
   } finally {
     reader.releaseLock();
@@ -172,6 +168,17 @@ export class FrameWriter {
   async close(): Promise<void> {
     await this.flushed();
     await this.#writer.close().catch(() => {});
+  }
+
+  /**
+   * Stops writing: frames queued and not yet written are dropped, later ones too, and producers
+   * waiting for room go on (the connection ended: Codex's host writes nothing after its client's
+   * EOF or a fatal error).
+   */
+  stop(): void {
+    this.#broken = true;
+    this.#queue.length = 0;
+    for (const room of this.#room.splice(0)) room.resolve();
   }
 
   async #pump(): Promise<void> {
