@@ -56,7 +56,7 @@ import {
   MAX_FRAME_BYTES,
   readFrames,
 } from "./framing.ts";
-import { DecodeError, parseJson } from "./serde.ts";
+import { DecodeError, parseJson, utf8 } from "./serde.ts";
 
 /** Requests in flight at most. */
 export const MAX_IN_FLIGHT = 256;
@@ -228,7 +228,8 @@ export class V1Connection {
       for await (const payload of readFrames(this.#readable, this.#maxFrame)) {
         let message: ClientMessage;
         try {
-          message = decodeClientMessage(parseJson(payload));
+          const text = utf8(payload);
+          message = decodeClientMessage(parseJson(text), text);
         } catch (err) {
           if (!(err instanceof DecodeError)) throw err;
           return {

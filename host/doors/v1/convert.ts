@@ -25,11 +25,13 @@ import {
   int,
   optInt,
   optStr,
+  parseJson,
   rawJson,
   seq,
   str,
   struct,
   tagOf,
+  tagPosition,
   variant,
   withoutTag,
 } from "./serde.ts";
@@ -160,11 +162,21 @@ function hello(fields: Json): Hello {
  * Decodes one client message (its JSON already parsed by `parseJson`).
  *
  * @param value the frame's JSON
+ * @param text the frame's JSON text, for the position serde names in a top-level tag error
  * @returns the message
  * @throws {DecodeError} serde's text; fatal to the connection
  */
-export function decodeClientMessage(value: unknown): ClientMessage {
-  const type = tagOf(value, "type", MESSAGE_TYPES, "internally tagged enum ClientMessage");
+export function decodeClientMessage(value: unknown, text?: string): ClientMessage {
+  let type: (typeof MESSAGE_TYPES)[number];
+  try {
+    type = tagOf(value, "type", MESSAGE_TYPES, "internally tagged enum ClientMessage");
+  } catch (error) {
+    // The top-level tag is read by serde_json's streaming decoder, which names a position.
+    if (error instanceof DecodeError && text !== undefined) {
+      throw new DecodeError(error.message + tagPosition(text, "type"));
+    }
+    throw error;
+  }
   const fields = withoutTag(value, "type");
   switch (type) {
     case "connection/hello":
@@ -510,7 +522,8 @@ export function waitOutcome(result: ObservationResult): Json {
  * @returns the wire request
  */
 export function toolInvoke(call: ToolCall): Json {
-  const input = call.inputJson === undefined ? null : JSON.parse(new TextDecoder().decode(call.inputJson));
+  // Parsed keeping every number's exact text, so the input reaches the client as the cell wrote it.
+  const input = call.inputJson === undefined ? null : parseJson(call.inputJson);
   return {
     type: "tool/invoke",
     invocation: {

@@ -38,19 +38,29 @@ export function rawJson(text: string): unknown {
 const INEXACT = /\d{16}|\d[.eE]/;
 
 /**
- * Parses UTF-8 JSON, keeping the exact text of every number JavaScript would not round-trip.
+ * Decodes a frame's UTF-8.
  *
- * @param payload a frame's payload
- * @returns the value
- * @throws {DecodeError} invalid UTF-8 or JSON
+ * @param payload the bytes
+ * @returns the text
+ * @throws {DecodeError} invalid UTF-8
  */
-export function parseJson(payload: Uint8Array): unknown {
-  let text: string;
+export function utf8(payload: Uint8Array): string {
   try {
-    text = new TextDecoder("utf-8", { fatal: true }).decode(payload);
+    return new TextDecoder("utf-8", { fatal: true }).decode(payload);
   } catch {
     throw new DecodeError("invalid UTF-8 in a code-mode IPC frame");
   }
+}
+
+/**
+ * Parses UTF-8 JSON, keeping the exact text of every number JavaScript would not round-trip.
+ *
+ * @param payload a frame's payload, or its text
+ * @returns the value
+ * @throws {DecodeError} invalid UTF-8 or JSON
+ */
+export function parseJson(payload: Uint8Array | string): unknown {
+  const text = typeof payload === "string" ? payload : utf8(payload);
   try {
     if (!INEXACT.test(text)) return JSON.parse(text);
     return JSON.parse(text, function (_key, value, context?: { source?: string }) {
@@ -158,6 +168,86 @@ export function tagOf<T extends string>(
 export function withoutTag(value: unknown, tag: string): Json {
   const { [tag]: _, ...rest } = value as Json;
   return rest;
+}
+
+/**
+ * Where serde_json's streaming decoder stands when it fails on a message's top-level tag:
+ * ` at line L column C`, the line and byte column just after the tag's value, or after the
+ * object's closing brace when the tag is missing, or after an array's first element. Only the
+ * top level has a position (what is inside is decoded from a buffer, as serde reports it).
+ *
+ * @param text the frame's JSON text
+ * @param tag the tag's field name
+ * @returns the suffix, or "" when the text cannot be scanned
+ */
+export function tagPosition(text: string, tag: string): string {
+  const bytes = new TextEncoder().encode(text);
+  let at = 0;
+  const ws = () => {
+    while (
+      at < bytes.length &&
+      (bytes[at] === 0x20 || bytes[at] === 0x0a || bytes[at] === 0x0d || bytes[at] === 0x09)
+    ) at++;
+  };
+  const string = (): string => {
+    const start = at;
+    at++;
+    while (at < bytes.length && bytes[at] !== 0x22) at += bytes[at] === 0x5c ? 2 : 1;
+    at++;
+    return JSON.parse(new TextDecoder().decode(bytes.subarray(start, at)));
+  };
+  const value = () => {
+    ws();
+    if (bytes[at] === 0x22) return void string();
+    if (bytes[at] === 0x7b || bytes[at] === 0x5b) {
+      let depth = 0;
+      do {
+        if (bytes[at] === 0x22) {
+          string();
+          continue;
+        }
+        if (bytes[at] === 0x7b || bytes[at] === 0x5b) depth++;
+        if (bytes[at] === 0x7d || bytes[at] === 0x5d) depth--;
+        at++;
+      } while (depth > 0 && at < bytes.length);
+      return;
+    }
+    while (at < bytes.length && !/[,\]}\s]/.test(String.fromCharCode(bytes[at]))) at++;
+  };
+  const position = () => {
+    let line = 1;
+    let lineStart = 0;
+    for (let i = 0; i < at; i++) if (bytes[i] === 0x0a) line++, lineStart = i + 1;
+    return ` at line ${line} column ${at - lineStart}`;
+  };
+  try {
+    ws();
+    if (bytes[at] === 0x5b) {
+      at++;
+      value();
+      return position();
+    }
+    if (bytes[at] !== 0x7b) return "";
+    at++;
+    for (;;) {
+      ws();
+      if (bytes[at] === 0x7d) {
+        at++;
+        return position();
+      }
+      if (bytes[at] === 0x2c) {
+        at++;
+        ws();
+      }
+      const key = string();
+      ws();
+      at++; // ':'
+      value();
+      if (key === tag) return position();
+    }
+  } catch {
+    return "";
+  }
 }
 
 /** A string. */
