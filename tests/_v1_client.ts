@@ -311,6 +311,8 @@ export class V1Client {
    */
   request(request: Json, id: number = this.nextId()): Promise<Json> {
     const response = Promise.withResolvers<Json>();
+    // Left unawaited, a request the host never answers (it ended) is no unhandled rejection.
+    response.promise.catch(() => {});
     this.#responses.set(id, response);
     void this.send({ type: "operation/request", id, request }).catch(response.reject);
     return response.promise;
@@ -342,6 +344,7 @@ export class V1Client {
   execute(sessionId: string, source: string, options: Json = {}): Execution {
     const id = this.nextId();
     const initial = Promise.withResolvers<Json>();
+    initial.promise.catch(() => {});
     this.#initials.set(id, initial);
     // Codex's key order; `catalog_revision` only when given.
     const request: Json = options.catalog_revision === undefined
