@@ -91,6 +91,11 @@ export interface Lease {
   /** The session's output mode. */
   readonly outputMode: SessionOutputMode;
   /**
+   * Events the session has produced that {@link Lease.events} has not yielded yet (a door that
+   * must write them before something else, as JSON host V1 does before an outcome, counts on it).
+   */
+  readonly backlog: number;
+  /**
    * The lease's events: `opened` first, then the session's events, until the session ends. It
    * ends by throwing a {@link HostError} when the session crashed (`session_crashed`), the host
    * shut down (`shutting_down`) or the event queue overflowed (`lease_overflow`). Iterate it once.
@@ -500,6 +505,9 @@ export class CodeModeCore {
     return {
       sessionId: session.id,
       outputMode,
+      get backlog() {
+        return session.leaseBacklog;
+      },
       events: async function* (signal?: AbortSignal): AsyncGenerator<LeaseEvent> {
         try {
           for await (const event of session.lease(signal)) yield toLeaseEvent(event);

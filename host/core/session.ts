@@ -244,6 +244,11 @@ export class Session {
     return this.#lease.drain(signal);
   }
 
+  /** Lease events queued and not yet taken by the lease's reader. */
+  get leaseBacklog(): number {
+    return this.#lease.size;
+  }
+
   /** @throws {HostError} `session_closed` `code-mode session is closed` once closing began */
   ensureOpen(): void {
     if (this.#state !== "open") throw new HostError("session_closed", CLOSED_MESSAGE);

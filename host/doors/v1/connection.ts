@@ -127,10 +127,13 @@ interface SessionState {
   cancelledEarly: Set<string>;
   /** invocation ID → delegate id. */
   delegates: Map<string, bigint>;
-  /** The lease pump waits for the core's next event (it has written everything it was given). */
-  leaseIdle: boolean;
-  /** Resolved (and replaced) each time the lease pump goes back to waiting for an event. */
-  leaseIdleChanged: PromiseWithResolvers<void>;
+  /** Lease events the pump has taken from the core, and written (or dropped). */
+  leasePulled: number;
+  leaseWritten: number;
+  /** The lease ended: nothing more will be written for it. */
+  leaseEnded: boolean;
+  /** Resolved (and replaced) each time the pump has written an event or ended. */
+  leaseProgress: PromiseWithResolvers<void>;
 }
 
 type Delegate =
@@ -500,8 +503,10 @@ export class V1Connection {
       closing: new Set(),
       cancelledEarly: new Set(),
       delegates: new Map(),
-      leaseIdle: false,
-      leaseIdleChanged: Promise.withResolvers(),
+      leasePulled: 0,
+      leaseWritten: 0,
+      leaseEnded: false,
+      leaseProgress: Promise.withResolvers(),
     };
     this.#sessions.set(sessionId, state);
     // The lease's own iteration must not be stopped by the door (an aborted lease closes the
@@ -535,15 +540,14 @@ export class V1Connection {
 
   /**
    * Resolves once the lease pump has written every event the core had produced when this was
-   * called: it waits a macrotask (every event already queued in the core reaches the pump in
-   * microtasks) and then until the pump waits for the core again.
+   * called (not the ones after, so a flood of notifications cannot hold an outcome back): after a
+   * macrotask every event the core had handed over has reached the pump (the hand-over is
+   * microtasks), and the core's backlog counts the rest.
    */
   async #leaseSettled(state: SessionState): Promise<void> {
-    for (;;) {
-      await macrotask();
-      if (state.leaseIdle) return;
-      await state.leaseIdleChanged.promise;
-    }
+    await macrotask();
+    const target = state.leasePulled + state.lease.backlog;
+    while (state.leaseWritten < target && !state.leaseEnded) await state.leaseProgress.promise;
   }
 
   /**
@@ -568,23 +572,26 @@ export class V1Connection {
   }
 
   async #pumpLease(sessionId: string, state: SessionState): Promise<void> {
-    const events = state.lease.events()[Symbol.asyncIterator]();
+    const progress = () => {
+      state.leaseProgress.resolve();
+      state.leaseProgress = Promise.withResolvers();
+    };
     try {
-      for (;;) {
-        state.leaseIdle = true;
-        state.leaseIdleChanged.resolve();
-        state.leaseIdleChanged = Promise.withResolvers();
-        const next = await events.next();
-        state.leaseIdle = false;
-        if (next.done) break;
-        await this.#leaseEvent(sessionId, state, next.value);
+      for await (const event of state.lease.events()) {
+        state.leasePulled++;
+        try {
+          await this.#leaseEvent(sessionId, state, event);
+        } finally {
+          state.leaseWritten++;
+          progress();
+        }
       }
     } catch (err) {
       this.#log.debug("code-mode V1 lease ended", { error: messageOf(err) });
     } finally {
       this.#ending(state);
-      state.leaseIdle = true;
-      state.leaseIdleChanged.resolve();
+      state.leaseEnded = true;
+      progress();
     }
   }
 

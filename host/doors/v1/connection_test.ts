@@ -60,6 +60,9 @@ class FakeCore {
     return Promise.resolve({
       sessionId: request.sessionId,
       outputMode: "client",
+      get backlog() {
+        return session.lease.size;
+      },
       events: () => session.lease.iterate(),
     });
   }
@@ -103,6 +106,9 @@ class Channel<T> {
   #items: T[] = [];
   #wake: (() => void) | undefined;
   #ended = false;
+  get size() {
+    return this.#items.length;
+  }
   push(item: T) {
     this.#items.push(item);
     this.#wake?.();
@@ -121,7 +127,11 @@ class Channel<T> {
 }
 
 /** A connection over in-memory pipes, with a client side that records every message and log line. */
-function connect(core = new FakeCore(), options: { queueFrames?: number; maxFrameBytes?: number } = {}) {
+function connect(
+  core = new FakeCore(),
+  options: { queueFrames?: number; maxFrameBytes?: number; slowReader?: boolean } = {},
+) {
+  const { slowReader, ...connectionOptions } = options;
   const toHost = new TransformStream<Uint8Array, Uint8Array>();
   const fromHost = new TransformStream<Uint8Array, Uint8Array>();
   const logs: Json[] = [];
@@ -131,7 +141,7 @@ function connect(core = new FakeCore(), options: { queueFrames?: number; maxFram
     log,
     readable: toHost.readable,
     writable: fromHost.writable,
-    ...options,
+    ...connectionOptions,
   });
   const ended: Promise<ConnectionEnd> = connection.run();
   const writer = toHost.writable.getWriter();
@@ -143,6 +153,8 @@ function connect(core = new FakeCore(), options: { queueFrames?: number; maxFram
   const read = (async () => {
     for await (const f of readFrames(fromHost.readable)) {
       while (!reading) await new Promise<void>((r) => resume = r);
+      // A slow reader takes one frame per event-loop turn.
+      if (slowReader) await new Promise((r) => setTimeout(r, 0));
       const text = new TextDecoder().decode(f);
       raw.push(text);
       const m = JSON.parse(text);
@@ -677,6 +689,40 @@ Deno.test("V1Connection: a notification and a tool cancel the core produced come
     "execute/initialResponse",
   ]);
   assert.ok(answer.result.value.Result);
+  await c.end();
+  await c.ended;
+});
+
+Deno.test("V1Connection: notifications produced after an outcome do not hold it back", async () => {
+  const core = new FakeCore();
+  const cell = scripted(core);
+  const c = connect(core, { queueFrames: 4, slowReader: true });
+  await ready(c);
+  await opened(c);
+  await execute(c, 2);
+  await c.next(response(2));
+  const session = core.sessions.get("s1")!;
+  let n = 0;
+  for (; n < 100; n++) session.lease.push(notification(`n-${n}`));
+  // A cell that notifies without end, two per turn, faster than its client reads (one frame a
+  // turn): the lease pump is never idle, and the outcome must still come once the notifications
+  // produced before it are written.
+  let answered = false;
+  const feeding = (async () => {
+    while (!answered) {
+      await new Promise((r) => setTimeout(r, 0));
+      session.lease.push(notification(`n-${n++}`));
+      session.lease.push(notification(`n-${n++}`));
+    }
+  })();
+  cell.finish(outcome("yielded", "still yields"));
+  const answer = await c.next(initial(2));
+  answered = true;
+  await feeding;
+  assert.equal(answer.result.value.Yielded.content_items[0].text, "still yields");
+  const before = c.received.filter((m, i) => m.type === "delegate/request" && i < c.received.indexOf(answer));
+  assert.ok(before.length >= 100, `${before.length} notifications before the outcome`);
+  assert.ok(before.length < n, `the outcome waited for all ${n} notifications`);
   await c.end();
   await c.ended;
 });

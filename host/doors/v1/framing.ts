@@ -112,12 +112,16 @@ export function encodeFrame(message: unknown): Uint8Array {
  * The outgoing side: a FIFO of encoded frames, at most `capacity`, written one at a time and
  * each flushed as it is written. After a write fails (the client closed its end) frames are
  * dropped.
+ *
+ * - Fair: producers waiting for room get it in the order they came; a later producer never takes
+ *   a freed place ahead of them (else a busy producer could starve another one for ever).
  */
 export class FrameWriter {
   #writer: WritableStreamDefaultWriter<Uint8Array>;
   #queue: Uint8Array[] = [];
   #capacity: number;
-  #room: PromiseWithResolvers<void>[] = [];
+  /** Frames waiting for room, in order; each is moved into the queue when a place frees. */
+  #waiting: { frame: Uint8Array; queued: PromiseWithResolvers<void> }[] = [];
   #idle: PromiseWithResolvers<void> | undefined;
   #writing = false;
   #broken = false;
@@ -147,14 +151,28 @@ export class FrameWriter {
    * @param frame an encoded frame
    */
   async send(frame: Uint8Array): Promise<void> {
-    while (!this.#broken && this.#queue.length >= this.#capacity) {
-      const room = Promise.withResolvers<void>();
-      this.#room.push(room);
-      await room.promise;
-    }
     if (this.#broken) return;
+    if (this.#waiting.length > 0 || this.#queue.length >= this.#capacity) {
+      const queued = Promise.withResolvers<void>();
+      this.#waiting.push({ frame, queued });
+      return await queued.promise;
+    }
     this.#queue.push(frame);
     if (!this.#writing) void this.#pump();
+  }
+
+  /** Moves waiting frames into the queue while it has room. */
+  #admit(): void {
+    while (this.#waiting.length > 0 && this.#queue.length < this.#capacity) {
+      const next = this.#waiting.shift()!;
+      this.#queue.push(next.frame);
+      next.queued.resolve();
+    }
+  }
+
+  /** Releases every waiting producer (its frame is dropped). */
+  #releaseAll(): void {
+    for (const waiting of this.#waiting.splice(0)) waiting.queued.resolve();
   }
 
   /** Resolves once every queued frame has been written (or dropped). */
@@ -178,20 +196,21 @@ export class FrameWriter {
   stop(): void {
     this.#broken = true;
     this.#queue.length = 0;
-    for (const room of this.#room.splice(0)) room.resolve();
+    this.#releaseAll();
   }
 
   async #pump(): Promise<void> {
     this.#writing = true;
     while (this.#queue.length > 0) {
       const frame = this.#queue.shift()!;
-      this.#room.shift()?.resolve();
+      this.#admit();
       if (this.#broken) continue;
       try {
         await this.#writer.write(frame);
       } catch {
         this.#broken = true;
-        for (const room of this.#room.splice(0)) room.resolve();
+        this.#queue.length = 0;
+        this.#releaseAll();
       }
     }
     this.#writing = false;
