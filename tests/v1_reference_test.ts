@@ -350,6 +350,7 @@ Deno.test("V1 vs Codex's host: tool calls, their results, errors and wrong answe
       if (tool_name.name === "fail") return failure("tool said no");
       if (tool_name.name === "wrong") return delivered;
       if (tool_name.name === "nothing") return toolResult(null);
+      if (tool_name.name === "slow") return undefined; // never answered
       return toolResult({ echoed: input, big: 12345678901234567890n.toString() });
     };
     const tools = [
@@ -374,11 +375,22 @@ Deno.test("V1 vs Codex's host: tool calls, their results, errors and wrong answe
       ),
     );
     await step(c, execute("session-1", `await tools.fail({})`, { enabled_tools: tools }));
+    // Unanswered calls are cancelled when their cell completes, newest first, before its result.
+    await step(
+      c,
+      execute(
+        "session-1",
+        `void tools.slow({ n: 1 }); void tools.slow({ n: 2 }); await tools.echo({}); text("x")`,
+        {
+          enabled_tools: [...tools, tool("slow")],
+        },
+      ),
+    );
     // Answers to unknown or finished delegate requests are ignored.
     await c.send({ type: "delegate/response", id: 1, result: toolResult(1) });
     await c.send({ type: "delegate/response", id: 999, result: failure("x") });
     await step(c, execute("session-1", `text("after")`));
-    await cellClosed(c, "session-1", "3");
+    await cellClosed(c, "session-1", "4");
   }));
 
 Deno.test("V1 vs Codex's host: notifications come before their cell's outcome", () =>
