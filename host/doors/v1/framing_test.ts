@@ -105,18 +105,18 @@ Deno.test("FrameWriter drops frames after the sink broke and never blocks again"
 Deno.test("FrameWriter is fair: a producer waiting for room is never overtaken by a later one", async () => {
   const written: unknown[] = [];
   const releases: (() => void)[] = [];
-  let writer: FrameWriter | undefined;
+  const holder: { writer?: FrameWriter } = {};
   const late: Promise<void>[] = [];
   const sink = new WritableStream<Uint8Array>({
     write(chunk) {
       const value = json(chunk.subarray(4));
       written.push(value);
       // A producer that sends again the moment a place frees (as a busy pump does).
-      if (value === "b") late.push(writer!.send(encodeFrame("d")));
+      if (value === "b") late.push(holder.writer!.send(encodeFrame("d")));
       return new Promise<void>((resolve) => releases.push(resolve));
     },
   });
-  writer = new FrameWriter(sink, 1);
+  const writer = holder.writer = new FrameWriter(sink, 1);
   const sends = [writer.send(encodeFrame("a")), writer.send(encodeFrame("b")), writer.send(encodeFrame("c"))];
   while (written.length < 4) {
     await new Promise((r) => setTimeout(r, 0));
