@@ -430,7 +430,7 @@ class CellActor {
       this.#events.setConsumer(undefined);
       this.#events.close();
       this.#state.onTerminationClaimed(undefined);
-      for (const c of this.#pendingCalls.values()) c.abort();
+      this.#abortPendingCalls();
       this.#lifetime.abort();
       for (const cmd of this.#commands.splice(0)) this.#routeAfterEnd(cmd);
       await Promise.allSettled([...this.#callbacks, ...this.#notifications]);
@@ -570,7 +570,7 @@ class CellActor {
     fromResult: boolean,
   ): Promise<"completed" | "end" | "terminate"> {
     await Promise.allSettled([...this.#notifications]);
-    for (const c of this.#pendingCalls.values()) c.abort();
+    this.#abortPendingCalls();
     this.#pendingCalls.clear();
     const build = (): CompletedEvent => {
       const content = this.#output.take();
@@ -589,11 +589,16 @@ class CellActor {
     return fromResult ? "completed" : "end";
   }
 
+  /** Cancels the cell's unanswered tool calls, newest first (as Codex's own host does). */
+  #abortPendingCalls(): void {
+    for (const c of [...this.#pendingCalls.values()].reverse()) c.abort();
+  }
+
   /** A8. `finished`: a Result or end-of-stream has already been seen. */
   async #terminate(finished: boolean): Promise<void> {
     const observer = this.#observer;
     observer?.cleanup(); // stop observing the deadline; stays attached for the outcome
-    for (const c of this.#pendingCalls.values()) c.abort();
+    this.#abortPendingCalls();
     this.#pendingCalls.clear();
     for (const cmd of this.#commands.splice(0)) {
       if (!cmd.responder.signal.aborted) cmd.reject(new CellActorError("busy", this.#cellId));

@@ -591,6 +591,25 @@ Deno.test("A5 on Result notifications are drained and tool calls cancelled befor
   await h.cell.done;
 });
 
+Deno.test("A5 the unanswered tool calls are cancelled newest first, at a Result and at a termination", async () => {
+  for (const end of ["result", "terminate"] as const) {
+    const h = spawn(() => ObserveMode.yieldAfter(60_000));
+    for (const id of ["tool-1", "tool-2", "tool-3"]) {
+      h.events.trySend({ type: "toolCall", id, name: { name: "t" }, kind: "function" });
+    }
+    h.events.trySend({ type: "notify", callId: "c", text: "barrier" });
+    await h.host.notified.promise;
+    const order: number[] = [];
+    h.host.toolSignals.forEach((signal, i) => signal.addEventListener("abort", () => order.push(i + 1)));
+    const t = end === "terminate" ? h.cell.terminate() : undefined;
+    h.events.trySend({ type: "result", storedValueWrites: new Map() });
+    await (t ?? h.cell.initial);
+    h.events.end();
+    await h.cell.done;
+    assert.deepEqual(order, [3, 2, 1], end);
+  }
+});
+
 Deno.test("A5 Server mode: a committed completion with an error ends with the Script error item", async () => {
   const h = spawn(() => ObserveMode.yieldAfter(60_000), { mode: "server" });
   h.events.trySend(content("before"));

@@ -19,10 +19,11 @@ import { MAX_TIMER_MS } from "./clock.ts";
 import { HostError } from "./errors.ts";
 import { normalizeCodeModeIdentifier } from "../../proto/identifiers.ts";
 import type { Limits } from "./limits.ts";
-import type { Permit } from "./permits.ts";
+import type { Permit, Permits } from "./permits.ts";
 import { OUTPUT_CLIENT, OUTPUT_SERVER, type Session, type SessionEvent } from "./session.ts";
 import type { SessionManager } from "./session_manager.ts";
 import type { ToolDefinitionInfo, ToolNameInfo } from "./tool_bridge.ts";
+import { ToolCatalog } from "./tool_catalog.ts";
 import { validateIdentifier } from "./validate.ts";
 import { type HostSpan, NO_METRICS, NO_SPAN, type Telemetry, type TimedMethod } from "../ops/telemetry.ts";
 
@@ -54,6 +55,19 @@ export interface OpenSessionRequest {
   maxHeapSizeBytes?: bigint;
   /** W3C trace parent of the request: its span continues that trace. */
   traceparent?: string;
+  /**
+   * Pending delegate calls (tool calls and notifications being delivered) the session may hold
+   * at once (default `limits.maxPendingDelegateCallsPerSession`); past it a tool call fails
+   * `code-mode session has too many pending delegate calls`.
+   */
+  maxPendingDelegateCalls?: number;
+  /**
+   * The pool of delegate permits the session draws from besides its own (default the host-wide
+   * `maxPendingDelegateCalls` pool): a door whose connection has its own delegate capacity (JSON
+   * host V1's `delegate-capacity-4096`) passes one pool for all of that connection's sessions.
+   * Past it a tool call fails `code-mode host has too many pending delegate calls`.
+   */
+  delegatePermits?: Permits;
 }
 
 /** An event of a session's lease (SPEC §3.2). */
@@ -76,6 +90,11 @@ export interface Lease {
   readonly sessionId: string;
   /** The session's output mode. */
   readonly outputMode: SessionOutputMode;
+  /**
+   * Events the session has produced that {@link Lease.events} has not yielded yet (a door that
+   * must write them before something else, as JSON host V1 does before an outcome, counts on it).
+   */
+  readonly backlog: number;
   /**
    * The lease's events: `opened` first, then the session's events, until the session ends. It
    * ends by throwing a {@link HostError} when the session crashed (`session_crashed`), the host
@@ -113,6 +132,11 @@ export interface ExecuteRequest {
   maxOutputTokens?: bigint;
   /** W3C trace parent, passed to tool calls. */
   traceparent?: string;
+  /**
+   * The session's tool-catalog revision (`tool-catalog-revision-v1`, `tool_catalog.ts`): with
+   * empty `enabledTools` the tools stored under it are used; absent, the catalog is not involved.
+   */
+  catalogRevision?: bigint;
 }
 
 /** How an observation ended (SPEC §4.2). */
@@ -209,6 +233,13 @@ export interface CodeModeCoreOptions {
    * (SPEC §9.8): an open that asks is refused `unsupported` (SPEC §2.7).
    */
   resourceLimits?: boolean;
+  /**
+   * Identifiers as JSON host V1 takes them (default false): cell IDs, tool call IDs, tool names and
+   * session IDs are not checked for length or emptiness (an empty or long cell ID is a missing
+   * cell, as in Codex's own host; an empty session ID is refused by the V1 decoder itself), and a
+   * heap size under `minHeapSizeBytes` or over this platform's range is clamped instead of refused.
+   */
+  lenientIds?: boolean;
 }
 
 /** The refusal of `max_heap_size_bytes` in in-process isolation (SPEC §2.7). */
@@ -232,6 +263,14 @@ const START_GRACE_MS = 10_000;
 function tokenBudget(tokens: bigint): number {
   return Number(tokens > 2n ** 50n ? 2n ** 50n : tokens);
 }
+/** The identifiers {@link CodeModeCoreOptions.lenientIds} does not check. */
+const LENIENT_FIELDS = new Set<string>([
+  "session ID",
+  "cell ID",
+  "tool call ID",
+  "tool definition name",
+  "tool name",
+]);
 const NEVER = new AbortController().signal;
 
 function nanosSince(start: number): number {
@@ -288,6 +327,9 @@ export class CodeModeCore {
   #limits: Limits;
   #clientSessionIds: boolean;
   #resourceLimits: boolean;
+  #lenientIds: boolean;
+  /** Each session's tool catalog (gone with its session). */
+  #catalogs = new WeakMap<Session, ToolCatalog<ToolDefinition>>();
   #telemetry: Telemetry;
   /** Whether metrics or tracing is on (else requests run with no telemetry wrapper). */
   #telemetryOn: boolean;
@@ -298,6 +340,7 @@ export class CodeModeCore {
     this.#limits = options.manager.limits;
     this.#clientSessionIds = options.clientSessionIds ?? false;
     this.#resourceLimits = options.resourceLimits ?? true;
+    this.#lenientIds = options.lenientIds ?? false;
     this.#telemetry = options.manager.telemetry;
     this.#telemetryOn = this.#telemetry.metrics !== NO_METRICS || this.#telemetry.tracer.enabled;
   }
@@ -345,11 +388,12 @@ export class CodeModeCore {
   }
 
   #id(value: string | undefined, field: Parameters<typeof validateIdentifier>[1]): string {
+    if (this.#lenientIds && LENIENT_FIELDS.has(field)) return value ?? "";
     return validateIdentifier(value, field, this.#limits.maxIdentifierBytes);
   }
 
   #lookup(sessionId: string): Session {
-    return this.#manager.lookup(sessionId, { uuid: !this.#clientSessionIds });
+    return this.#manager.lookup(sessionId, { uuid: !this.#clientSessionIds, unchecked: this.#lenientIds });
   }
 
   /** Effective yield time: requested, capped by the session, clamped to a timer (SPEC §4.1). */
@@ -444,8 +488,13 @@ export class CodeModeCore {
     using _permit = this.#manager.permit("request");
     const slot = this.#manager.acquireSlot();
     let sessionId: string | undefined;
+    let heapBytes = request.maxHeapSizeBytes;
     try {
-      const heapBytes = request.maxHeapSizeBytes;
+      if (heapBytes !== undefined && this.#lenientIds) {
+        // Codex's own host takes any u64 here and runs cells anyway: clamp into what works.
+        const min = BigInt(limits.minHeapSizeBytes);
+        heapBytes = heapBytes < min ? min : heapBytes > MAX_SAFE ? MAX_SAFE : heapBytes;
+      }
       if (heapBytes !== undefined && !this.#resourceLimits) {
         throw new HostError("unsupported", NO_RESOURCE_LIMITS);
       }
@@ -468,17 +517,22 @@ export class CodeModeCore {
       slot.release();
       throw error;
     }
-    const heap = Number(request.maxHeapSizeBytes ?? BigInt(limits.defaultMaxHeapSizeBytes));
+    const heap = Number(heapBytes ?? BigInt(limits.defaultMaxHeapSizeBytes));
     const outputMode = request.outputMode === "server" ? "server" : "client";
     const session = await this.#manager.open({
       sessionId,
       outputMode: outputMode === "server" ? OUTPUT_SERVER : OUTPUT_CLIENT,
       maxYieldTimeMs: request.maxYieldTimeMs,
       cellHeapMb: Math.ceil(heap / MIB),
+      maxPendingDelegateCalls: request.maxPendingDelegateCalls,
+      delegatePermits: request.delegatePermits,
     }, slot);
     return {
       sessionId: session.id,
       outputMode,
+      get backlog() {
+        return session.leaseBacklog;
+      },
       events: async function* (signal?: AbortSignal): AsyncGenerator<LeaseEvent> {
         try {
           for await (const event of session.lease(signal)) yield toLeaseEvent(event);
@@ -557,7 +611,14 @@ export class CodeModeCore {
     const executionId = this.#id(request.executionId, "execution ID");
     using _permit = manager.permit("request");
     const toolCallId = this.#id(request.toolCallId, "tool call ID");
-    const tools = this.#validateTools(request.enabledTools);
+    let tools = this.#validateTools(request.enabledTools);
+    if (request.catalogRevision !== undefined) {
+      let catalog = this.#catalogs.get(session);
+      if (!catalog) this.#catalogs.set(session, catalog = new ToolCatalog());
+      const given = request.enabledTools ?? [];
+      const resolved = catalog.resolve(request.catalogRevision, given);
+      if (resolved !== given) tools = this.#validateTools(resolved);
+    }
     const maxTokens = request.maxOutputTokens;
     // Active-cell permits travel with the cell until its CellClosed; released here on refusal.
     const permits: Permit[] = [];

@@ -75,8 +75,10 @@ export interface SessionOptions {
   onRemoved(session: Session): void;
   /** Obtains a replacement runtime for a runtime restart (SPEC §4.5). */
   replaceRuntime(): Promise<RuntimeTransport>;
-  /** Host-wide delegate permits (`maxPendingDelegateCalls`). */
+  /** Host-wide delegate permits (`maxPendingDelegateCalls`), or the session's connection's pool. */
   hostDelegatePermits: Permits;
+  /** The session's own delegate capacity (default `maxPendingDelegateCallsPerSession`). */
+  sessionDelegateCapacity?: number;
   /** Metrics and tracing (default off). */
   telemetry?: Telemetry;
 }
@@ -188,7 +190,9 @@ export class Session {
     this.#preYielded = new RecentIds(recent);
     this.#preCancelled = new RecentIds(recent);
     this.#lease = new LeaseQueue(options.limits.leaseEventQueueCapacity);
-    this.#sessionDelegatePermits = new Permits(options.limits.maxPendingDelegateCallsPerSession);
+    this.#sessionDelegatePermits = new Permits(
+      options.sessionDelegateCapacity ?? options.limits.maxPendingDelegateCallsPerSession,
+    );
     this.#bridge = new ToolBridge({
       sessionId: options.id,
       maxMessageBytes: options.limits.maxMessageBytes,
@@ -238,6 +242,11 @@ export class Session {
   /** The lease stream: `opened` first, then session events, until the session ends. */
   lease(signal?: AbortSignal): AsyncGenerator<SessionEvent> {
     return this.#lease.drain(signal);
+  }
+
+  /** Lease events queued and not yet taken by the lease's reader. */
+  get leaseBacklog(): number {
+    return this.#lease.size;
   }
 
   /** @throws {HostError} `session_closed` `code-mode session is closed` once closing began */
