@@ -212,6 +212,8 @@ let combinatorsScript: vm.Script | undefined;
  */
 interface CellModule {
   readonly moduleRequests: readonly { readonly specifier: string }[];
+  readonly status: string;
+  readonly error: unknown;
   linkRequests(modules: readonly unknown[]): void;
   instantiate(): void;
   evaluate(): Promise<void>;
@@ -445,7 +447,19 @@ class CellRun {
       this.#enter((c) => c.fail(e));
       return;
     }
-    this.#enter((c) => c.watch(evaluation));
+    // Deno settles the evaluation promise through the context's `then` (inside `evaluate()`,
+    // after the module's synchronous part): a cell that replaced it, or the promise species, has
+    // a promise that may never settle. Its module's own status then decides: errored, or
+    // completed once its microtasks are done (a pending top-level await of such a cell is not
+    // waited for).
+    if (module.status === "errored") {
+      const error = module.error;
+      this.#enter((c) => c.fail(error));
+    } else if (!this.#controller!.promiseIntact()) {
+      this.#enter((c) => c.complete());
+    } else {
+      this.#enter((c) => c.watch(evaluation));
+    }
   }
 
   /** Handles a control message other than `start`. */
@@ -620,9 +634,10 @@ class CellRun {
       this.#finish(1, "code-mode internal error");
     }
     // The cell's end, reported during the drain, counts once the queue is empty (a chain of
-    // microtasks queued before it still ran and wrote its output, as in the reference).
+    // microtasks queued before it still ran and wrote its output, as in the reference), and once
+    // a refused `import()` has settled in the context (see below).
     const pending = this.#pendingFinish;
-    if (pending !== undefined) {
+    if (pending !== undefined && !importRefused) {
       this.#pendingFinish = undefined;
       this.#finish(pending[0], pending[1]);
     }

@@ -65,6 +65,13 @@ export interface CellController {
   watch: (evaluation: unknown) => void;
   /** Ends the cell with a value thrown while the cell was being started. */
   fail: (thrown: unknown) => void;
+  /** Reports the cell completed (its evaluation promise cannot be watched). */
+  complete: () => void;
+  /**
+   * Whether `Promise.prototype.then`, `Promise.prototype.constructor` and `Promise[Symbol.species]`
+   * are still the originals: Deno settles the module's evaluation promise through them.
+   */
+  promiseIntact: () => boolean;
   /** Queues timer `id`'s callback (a context microtask) unless it was cleared. */
   fireTimer: (id: number) => void;
   /** Settles tool call `id`: parse `payload` as JSON, or reject with it when `isError`. */
@@ -125,6 +132,11 @@ export function createCellHelpers(
   const ErrorCtor = Error;
   const errorToString = Error.prototype.toString;
   const objectCreate = Object.create;
+  const getOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
+  const PromiseProto = Promise.prototype;
+  const speciesKey = Symbol.species;
+  const speciesGetter = getOwnPropertyDescriptor(Promise, speciesKey)?.get;
+  const ObjectProto = Object.prototype;
   const parseInteger = parseInt;
   const fromCodePoint = String.fromCodePoint;
   const Bytes = Uint8Array;
@@ -526,11 +538,25 @@ export function createCellHelpers(
   // content()'s emitter for one block (the reference's native one): the block's JSON is read as
   // an MCP ContentBlock (text, image, audio, resource, resource_link); a text becomes a text item,
   // an image or audio an inline data URL, a resource or resource link the block's JSON text.
+  // An integer the reference's block reader cannot hold (beyond 64 bits) fails any block.
+  function hasHugeInteger(value: unknown): boolean {
+    if (typeof value === "number") {
+      return numberIsFinite(value) && mathTrunc(value) === value && value < 1e21 && value > -1e21 &&
+        (value >= 18446744073709551616 || value < -9223372036854775808);
+    }
+    if (!isObjectLike(value)) return false;
+    const keys = getOwnPropertyNames(value);
+    for (let i = 0; i < keys.length; i++) {
+      if (hasHugeInteger((value as Record<string, unknown>)[keys[i]])) return true;
+    }
+    return false;
+  }
+
   function emitBlock(value: unknown): undefined {
     live();
     if (value === undefined) throw CONTENT_GENERIC;
     const block = readBlock(value);
-    if (block === undefined) throw CONTENT_GENERIC;
+    if (block === undefined || hasHugeInteger(block)) throw CONTENT_GENERIC;
     const type = block.type;
     if (type === "text") {
       if (!isString(block.text)) throw CONTENT_GENERIC;
@@ -569,10 +595,12 @@ export function createCellHelpers(
         !optionalString(block, "title") || !optionalString(block, "description") ||
         !optionalString(block, "mimeType")
       ) throw CONTENT_GENERIC;
+      // `size` is a 64-bit signed integer written as one (JSON writes 1e21 and up as a float).
       const size = block.size;
       if (
         size !== undefined && size !== null &&
-        (typeof size !== "number" || !numberIsFinite(size) || size < 0 || mathTrunc(size) !== size)
+        (typeof size !== "number" || mathTrunc(size) !== size || size >= 9223372036854775808 ||
+          size < -9223372036854775808)
       ) throw CONTENT_GENERIC;
       emit(0, stringify(block) as string, "");
       return undefined;
@@ -1057,10 +1085,8 @@ export function createCellHelpers(
     try {
       ReflectApply(promiseThen, evaluation, [
         () => settle(false, undefined),
-        (reason: unknown) => {
-          // The sentinel of exit() (the cell is over already) or a failure.
-          if (reason !== EXIT_SENTINEL) settle(true, reason);
-        },
+        // After exit() the cell is over already, and its sentinel is ignored (settle checks).
+        (reason: unknown) => settle(true, reason),
       ]);
     } catch (e) {
       settle(true, e);
@@ -1069,6 +1095,22 @@ export function createCellHelpers(
 
   function fail(thrown: unknown): void {
     settle(true, thrown);
+  }
+
+  function complete(): void {
+    settle(false, undefined);
+  }
+
+  function promiseIntact(): boolean {
+    try {
+      const then = getOwnPropertyDescriptor(PromiseProto, "then");
+      const ctor = getOwnPropertyDescriptor(PromiseProto, "constructor");
+      const species = getOwnPropertyDescriptor(PromiseCtor, speciesKey);
+      return then?.value === promiseThen && ctor?.value === PromiseCtor && species?.get === speciesGetter &&
+        getPrototypeOf(PromiseProto) === ObjectProto;
+    } catch {
+      return false;
+    }
   }
 
   function fireTimer(id: number): void {
@@ -1080,7 +1122,7 @@ export function createCellHelpers(
       try {
         ReflectApply(callback as () => unknown, undefined, []);
       } catch (e) {
-        if (e !== EXIT_SENTINEL) settle(true, e);
+        settle(true, e);
       }
     });
   }
@@ -1107,5 +1149,5 @@ export function createCellHelpers(
     });
   }
 
-  return { watch, fail, fireTimer, deliver, configure, describe };
+  return { watch, fail, complete, promiseIntact, fireTimer, deliver, configure, describe };
 }

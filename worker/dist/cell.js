@@ -753,6 +753,11 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
   const ErrorCtor = Error;
   const errorToString = Error.prototype.toString;
   const objectCreate = Object.create;
+  const getOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
+  const PromiseProto = Promise.prototype;
+  const speciesKey = Symbol.species;
+  const speciesGetter = getOwnPropertyDescriptor(Promise, speciesKey)?.get;
+  const ObjectProto = Object.prototype;
   const parseInteger = parseInt;
   const fromCodePoint = String.fromCodePoint;
   const Bytes = Uint8Array;
@@ -1112,11 +1117,22 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
     const value = block[key];
     return value === void 0 || value === null || typeof value === "string";
   }
+  function hasHugeInteger(value) {
+    if (typeof value === "number") {
+      return numberIsFinite(value) && mathTrunc(value) === value && value < 1e21 && value > -1e21 && (value >= 18446744073709552e3 || value < -9223372036854776e3);
+    }
+    if (!isObjectLike(value)) return false;
+    const keys = getOwnPropertyNames(value);
+    for (let i = 0; i < keys.length; i++) {
+      if (hasHugeInteger(value[keys[i]])) return true;
+    }
+    return false;
+  }
   function emitBlock(value) {
     live();
     if (value === void 0) throw CONTENT_GENERIC;
     const block = readBlock(value);
-    if (block === void 0) throw CONTENT_GENERIC;
+    if (block === void 0 || hasHugeInteger(block)) throw CONTENT_GENERIC;
     const type = block.type;
     if (type === "text") {
       if (!isString(block.text)) throw CONTENT_GENERIC;
@@ -1149,7 +1165,7 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
       if (!isString(block.uri) || !isString(block.name)) throw CONTENT_GENERIC;
       if (!optionalString(block, "title") || !optionalString(block, "description") || !optionalString(block, "mimeType")) throw CONTENT_GENERIC;
       const size = block.size;
-      if (size !== void 0 && size !== null && (typeof size !== "number" || !numberIsFinite(size) || size < 0 || mathTrunc(size) !== size)) throw CONTENT_GENERIC;
+      if (size !== void 0 && size !== null && (typeof size !== "number" || mathTrunc(size) !== size || size >= 9223372036854776e3 || size < -9223372036854776e3)) throw CONTENT_GENERIC;
       emit(0, stringify(block), "");
       return void 0;
     }
@@ -1628,9 +1644,8 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
     try {
       ReflectApply(promiseThen, evaluation, [
         () => settle(false, void 0),
-        (reason) => {
-          if (reason !== EXIT_SENTINEL) settle(true, reason);
-        }
+        // After exit() the cell is over already, and its sentinel is ignored (settle checks).
+        (reason) => settle(true, reason)
       ]);
     } catch (e) {
       settle(true, e);
@@ -1638,6 +1653,19 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
   }
   function fail(thrown) {
     settle(true, thrown);
+  }
+  function complete() {
+    settle(false, void 0);
+  }
+  function promiseIntact() {
+    try {
+      const then = getOwnPropertyDescriptor(PromiseProto, "then");
+      const ctor = getOwnPropertyDescriptor(PromiseProto, "constructor");
+      const species = getOwnPropertyDescriptor(PromiseCtor, speciesKey);
+      return then?.value === promiseThen && ctor?.value === PromiseCtor && species?.get === speciesGetter && getPrototypeOf(PromiseProto) === ObjectProto;
+    } catch {
+      return false;
+    }
   }
   function fireTimer(id) {
     const callback = timers[id];
@@ -1648,7 +1676,7 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
       try {
         ReflectApply(callback, void 0, []);
       } catch (e) {
-        if (e !== EXIT_SENTINEL) settle(true, e);
+        settle(true, e);
       }
     });
   }
@@ -1676,6 +1704,8 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
   return {
     watch,
     fail,
+    complete,
+    promiseIntact,
     fireTimer,
     deliver,
     configure,
@@ -1946,7 +1976,14 @@ var CellRun = class {
       this.#enter((c) => c.fail(e));
       return;
     }
-    this.#enter((c) => c.watch(evaluation));
+    if (module.status === "errored") {
+      const error = module.error;
+      this.#enter((c) => c.fail(error));
+    } else if (!this.#controller.promiseIntact()) {
+      this.#enter((c) => c.complete());
+    } else {
+      this.#enter((c) => c.watch(evaluation));
+    }
   }
   /** Handles a control message other than `start`. */
   control(message) {
@@ -2138,7 +2175,7 @@ var CellRun = class {
       this.#finish(1, "code-mode internal error");
     }
     const pending = this.#pendingFinish;
-    if (pending !== void 0) {
+    if (pending !== void 0 && !importRefused) {
       this.#pendingFinish = void 0;
       this.#finish(pending[0], pending[1]);
     }
