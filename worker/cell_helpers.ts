@@ -884,11 +884,7 @@ export function createCellHelpers(
     const visible = visibleSites(sites);
     // The default limit is the host's (see below): show the reference's 10 frames of the cell.
     let count = visible.length;
-    if (
-      (ErrorCtor as { stackTraceLimit?: unknown }).stackTraceLimit === INTERNAL_LIMIT && count > VISIBLE_LIMIT
-    ) {
-      count = VISIBLE_LIMIT;
-    }
+    if (count > VISIBLE_LIMIT && limitProperty()?.value === INTERNAL_LIMIT) count = VISIBLE_LIMIT;
     for (let i = 0; i < count; i++) out += siteText(visible[i]);
     return out;
   }
@@ -909,8 +905,16 @@ export function createCellHelpers(
   let probing = false;
   const PROBE = objectCreate(null);
   const probe = () => PROBE;
+  // Error.stackTraceLimit when it is a writable data property (never runs a getter of the cell).
+  function limitProperty(): { value: unknown } | undefined {
+    const own = getOwnPropertyDescriptor(ErrorCtor, "stackTraceLimit");
+    return own !== undefined && "value" in own && own.writable === true ? { value: own.value } : undefined;
+  }
   function formattingNow(): boolean {
     probing = true;
+    // The probe needs no frames: with a limit of 0 V8 still formats (or asks the platform).
+    const limit = limitProperty();
+    if (limit !== undefined) (ErrorCtor as { stackTraceLimit?: unknown }).stackTraceLimit = 0;
     let stack: unknown;
     try {
       stack = new ErrorCtor().stack;
@@ -918,6 +922,7 @@ export function createCellHelpers(
       stack = undefined;
     } finally {
       probing = false;
+      if (limit !== undefined) (ErrorCtor as { stackTraceLimit?: unknown }).stackTraceLimit = limit.value;
     }
     return typeof stack === "string";
   }

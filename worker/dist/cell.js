@@ -1411,9 +1411,7 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
     let out = header;
     const visible = visibleSites(sites);
     let count = visible.length;
-    if (ErrorCtor.stackTraceLimit === INTERNAL_LIMIT && count > VISIBLE_LIMIT) {
-      count = VISIBLE_LIMIT;
-    }
+    if (count > VISIBLE_LIMIT && limitProperty()?.value === INTERNAL_LIMIT) count = VISIBLE_LIMIT;
     for (let i = 0; i < count; i++) out += siteText(visible[i]);
     return out;
   }
@@ -1434,8 +1432,16 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
   let probing = false;
   const PROBE = objectCreate(null);
   const probe = () => PROBE;
+  function limitProperty() {
+    const own = getOwnPropertyDescriptor(ErrorCtor, "stackTraceLimit");
+    return own !== void 0 && "value" in own && own.writable === true ? {
+      value: own.value
+    } : void 0;
+  }
   function formattingNow() {
     probing = true;
+    const limit = limitProperty();
+    if (limit !== void 0) ErrorCtor.stackTraceLimit = 0;
     let stack;
     try {
       stack = new ErrorCtor().stack;
@@ -1443,6 +1449,7 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
       stack = void 0;
     } finally {
       probing = false;
+      if (limit !== void 0) ErrorCtor.stackTraceLimit = limit.value;
     }
     return typeof stack === "string";
   }
