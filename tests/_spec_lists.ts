@@ -74,3 +74,26 @@ export const SCENARIO_55_GLOBALS: readonly string[] = [
   "self",
   "navigator",
 ];
+
+/** The helpers of Codex's own host (0.171) that SPEC §5.3 does not list. */
+export const REFERENCE_EXTRA_HELPERS: readonly string[] = [
+  "audio",
+  "content",
+  "as_settled",
+  "stream_settled",
+];
+
+/**
+ * Every own property name of a cell's `globalThis` in Codex's own host (0.171), sorted: measured
+ * with `Object.getOwnPropertyNames(globalThis).sort()` (tests/reference/cells/globals.json).
+ */
+export const REFERENCE_GLOBAL_NAMES: readonly string[] = (
+  "ALL_TOOLS,AggregateError,Array,ArrayBuffer,AsyncDisposableStack,BigInt,BigInt64Array,BigUint64Array," +
+  "Boolean,DataView,Date,DisposableStack,Error,EvalError,FinalizationRegistry,Float16Array,Float32Array," +
+  "Float64Array,Function,Infinity,Int16Array,Int32Array,Int8Array,Intl,Iterator,JSON,Map,Math,NaN,Number," +
+  "Object,Promise,Proxy,RangeError,ReferenceError,Reflect,RegExp,Set,String,SuppressedError,Symbol," +
+  "SyntaxError,TypeError,URIError,Uint16Array,Uint32Array,Uint8Array,Uint8ClampedArray,WeakMap,WeakRef," +
+  "WeakSet,as_settled,audio,clearTimeout,content,decodeURI,decodeURIComponent,encodeURI,encodeURIComponent," +
+  "escape,eval,exit,generatedImage,globalThis,image,isFinite,isNaN,load,notify,parseFloat,parseInt," +
+  "setTimeout,store,stream_settled,text,tools,undefined,unescape,yield_control"
+).split(",");

@@ -132,27 +132,29 @@ Deno.test("Imports are refused statically and dynamically (scenarios 72, 80c, 80
       (await run(h.client, id, 'import fs from "node:fs";')).error,
       "Unsupported import in exec: node:fs",
     );
+    // A dynamic import() rejects with the reference's string, which names no specifier.
     assert.deepEqual(
       (await run(h.client, id, 'try { await import("./x.js") } catch (e) { text(e) }')).texts,
-      ["Unsupported import in exec: ./x.js"],
+      ["unsupported import in exec"],
     );
     assert.deepEqual(
       (await run(h.client, id, `try { await eval('import("node:fs")') } catch (e) { text(e) }`)).texts,
-      ["Unsupported import in exec: node:fs"],
+      ["unsupported import in exec"],
     );
     assert.deepEqual(
       (await run(h.client, id, `try { await Function('return import("node:fs")')() } catch (e) { text(e) }`))
         .texts,
-      ["Unsupported import in exec: node:fs"],
+      ["unsupported import in exec"],
     );
     assert.equal(
       (await run(h.client, id, 'import a from "x"; import b from "y";')).error,
       "Unsupported import in exec: x",
     );
     assert.equal((await run(h.client, id, 'export { c } from "z";')).error, "Unsupported import in exec: z");
+    // A TypeScript cell's type-only import is gone once its types are stripped.
     assert.equal(
       (await run(h.client, id, 'import type { T } from "npm:t"; const v: T = 1;')).error,
-      "Unsupported import in exec: npm:t",
+      undefined,
     );
   });
 });
@@ -166,8 +168,11 @@ Deno.test("TypeScript is stripped and run once; syntax errors are reported (scen
     );
     assert.deepEqual(ts.texts, ["2x"]);
     assert.ok((await run(h.client, id, "text(1")).error?.startsWith("SyntaxError: "));
-    assert.ok((await run(h.client, id, "export const x = 1;")).error?.startsWith("SyntaxError: "));
-    assert.ok((await run(h.client, id, "text(typeof import.meta)")).error?.startsWith("SyntaxError: "));
+    // A cell is an ES module, as in the reference host.
+    assert.equal((await run(h.client, id, "return 5")).error, "SyntaxError: Illegal return statement");
+    assert.deepEqual((await run(h.client, id, "export const x = 1; text(typeof import.meta)")).texts, [
+      "object",
+    ]);
     assert.deepEqual((await run(h.client, id, 'text("once"); const n: number = 1; text(String(n))')).texts, [
       "once",
       "1",

@@ -50,7 +50,8 @@ import {
   parentPort,
   receiveMessageOnPort,
 } from "node:worker_threads";
-import { CELL_FILE_NAME, CELL_LINE_OFFSET, wrapCellSource } from "../proto/cell_source.ts";
+import { CELL_FILE_NAME } from "../proto/cell_source.ts";
+import { CELL_COMBINATORS_SOURCE } from "./cell_combinators.ts";
 import { collectGarbage } from "./collect_garbage.ts";
 import { MAX_INT32, MIB, utf8ByteLength, utf8Prefix, utf8Suffix } from "../proto/bytes.ts";
 import {
@@ -80,13 +81,17 @@ import { FrameError } from "../proto/frame_codec.ts";
 import { DEFAULT_MAX_FRAME_BYTES, encodeCellFrames, FrameScratch, writeLocked } from "./cell_events.ts";
 import {
   type CellBridges,
+  type CellCombinators,
   type CellController,
   createCellHelpers,
+  EMIT_AUDIO,
   EMIT_CONSUMED,
   EMIT_IMAGE,
   EMIT_NOTIFY,
   EMIT_TEXT,
   EMIT_YIELD,
+  FINISH_EXIT,
+  FINISH_FAILED,
   PHASE_FINISHED,
   PHASE_RUNNING,
   PHASE_STOPPED,
@@ -178,7 +183,6 @@ export const CELL_GLOBAL_ALLOWLIST: readonly string[] = Object.freeze([
   "AsyncDisposableStack",
   "DisposableStack",
   "SuppressedError",
-  "Temporal",
 ]);
 
 /** The largest delay a host timer accepts; longer delays are armed in steps. */
@@ -196,20 +200,48 @@ const DRAIN_CONTEXT = new vm.Script("0", { filename: CELL_HELPERS_FILE_NAME });
  */
 let helpersScript: vm.Script | undefined;
 
+/**
+ * The combinators (`as_settled`, `stream_settled`, `content`), compiled once per isolate under an
+ * empty file name: their frames read `<anonymous>:LINE:COL`, as the reference host's do.
+ */
+let combinatorsScript: vm.Script | undefined;
+
+/**
+ * Deno 2.9.6's `vm.SourceTextModule`, with the synchronous linking API of recent Node
+ * (`moduleRequests`, `linkRequests`, `instantiate`) that the bundled Node types lack.
+ */
+interface CellModule {
+  readonly moduleRequests: readonly { readonly specifier: string }[];
+  readonly status: string;
+  readonly error: unknown;
+  linkRequests(modules: readonly unknown[]): void;
+  instantiate(): void;
+  evaluate(): Promise<void>;
+}
+const SourceTextModule = vm.SourceTextModule as unknown as new (
+  source: string,
+  options: { context: vm.Context; identifier: string; importModuleDynamically?: () => Promise<never> },
+) => CellModule;
+
 /** An `import()` was refused since the last drain (see `CellRun.#enter`); one cell runs at a time. */
 let importRefused = false;
 
+/** What a dynamic `import()` in a cell rejects with (a string, as in the reference host). */
+export const DYNAMIC_IMPORT_ERROR = "unsupported import in exec";
+
 /**
- * The `importModuleDynamically` of every context and cell script of this isolate. Deno settles the
- * context's `import()` promise from the Worker's main microtask queue, after the entry that called
- * `import()` has drained the context: `#enter` then schedules one more entry to run the
- * continuation. One function for the isolate, closing over nothing of a cell: Deno 2.9.6 keeps a
- * `vm.Script`'s callback, and all it closes over, for the life of the isolate, so a callback per
- * cell kept every earlier cell's realm alive in a reused Worker (~200 KiB of heap per cell).
+ * The `importModuleDynamically` of every cell module of this isolate. Deno settles the context's
+ * `import()` promise from the Worker's main microtask queue, after the entry that called `import()`
+ * has drained the context: `#enter` then schedules one more entry to run the continuation. One
+ * function for the isolate, closing over nothing of a cell. Deno 2.9.6 registers, for each module,
+ * a callback that closes over the `SourceTextModule` object and keeps it for the life of the
+ * isolate, and that object holds the module (and through it the cell's whole realm): a finished
+ * cell's module object is emptied (see `CellRun.dispose`), so a reused Worker keeps only the small
+ * husk (~200 KiB of heap per cell otherwise).
  */
-function refuseImport(specifier: unknown): Promise<never> {
+function refuseImport(): Promise<never> {
   importRefused = true;
-  return Promise.reject(`Unsupported import in exec: ${String(specifier)}`);
+  return Promise.reject(DYNAMIC_IMPORT_ERROR);
 }
 
 /** The outer-realm state of the one cell this isolate runs. */
@@ -235,6 +267,10 @@ class CellRun {
   #writes = new Map<string, string>();
   #context: vm.Context | undefined;
   #controller: CellController | undefined;
+  /** The cell's module, until it is disposed. */
+  #module: CellModule | undefined;
+  /** A completion or failure reported during a drain: taken when the drain is over. */
+  #pendingFinish: [failed: number, errorText: string] | undefined;
   #credit: CellCredit | undefined;
   #startedPending = false;
   /** A posted output's credit wait was cut short by a stack overflow: the next output waits first. */
@@ -270,15 +306,14 @@ class CellRun {
     // object of this realm behind it, and global lookups ~20x faster than a contextified object.
     // `afterEvaluate` gives it a microtask queue of its own, drained at the end of each
     // `runInContext` (see `#enter`).
-    const context = vm.createContext(vm.constants.DONT_CONTEXTIFY, {
-      microtaskMode: "afterEvaluate",
-      importModuleDynamically: refuseImport as never,
-    });
+    const context = vm.createContext(vm.constants.DONT_CONTEXTIFY, { microtaskMode: "afterEvaluate" });
     this.#context = context;
     helpersScript ??= new vm.Script(`"use strict";(${createCellHelpers.toString()})`, {
       filename: CELL_HELPERS_FILE_NAME,
     });
+    combinatorsScript ??= new vm.Script(CELL_COMBINATORS_SOURCE, { filename: "" });
     const factory = helpersScript.runInContext(context) as typeof createCellHelpers;
+    const combinators = combinatorsScript.runInContext(context) as CellCombinators;
     const b = this.#bridges();
     this.#controller = factory(
       b.phase,
@@ -289,6 +324,7 @@ class CellRun {
       b.store,
       b.timer,
       b.finish,
+      combinators,
       JSON.stringify(CELL_GLOBAL_ALLOWLIST),
       CELL_FILE_NAME,
       CELL_HELPERS_FILE_NAME,
@@ -297,19 +333,29 @@ class CellRun {
 
   /**
    * Runs, once, the platform code every cell needs, so that its lazy set-up (Deno's `node:timers`,
-   * compiling and running a `vm.Script` in the context, ~0.7 ms in all) is not paid by the first
-   * cell. It evaluates only `0` in the context and arms and clears one host timer: nothing a cell
-   * can observe.
+   * compiling, linking and evaluating a module in the context, ~0.7 ms in all) is not paid by the
+   * first cell. It evaluates an empty module in the context and arms and clears one host timer:
+   * nothing a cell can observe.
    */
   warmUp(): void {
     const context = this.#context;
     if (context === undefined) return;
     clearHostTimer(setHostTimer(() => {}, 1_000));
-    new vm.Script("0", {
-      filename: CELL_FILE_NAME,
-      lineOffset: CELL_LINE_OFFSET,
-      importModuleDynamically: refuseImport as never,
-    }).runInContext(context);
+    const module = new SourceTextModule("", { context, identifier: CELL_FILE_NAME });
+    module.linkRequests([]);
+    module.instantiate();
+    void module.evaluate();
+  }
+
+  /**
+   * Lets go of what Deno keeps of the cell's module after the cell: the object its dynamic-import
+   * callback closes over is emptied, so it no longer holds the module and, through it, the realm.
+   */
+  dispose(): void {
+    const module = this.#module;
+    this.#module = undefined;
+    if (module === undefined) return;
+    for (const key of Reflect.ownKeys(module)) Reflect.deleteProperty(module, key);
   }
 
   /**
@@ -365,31 +411,55 @@ class CellRun {
     else setHostImmediate(run);
   }
 
-  /** Compiles the source and evaluates it once; runs inside a macrotask. */
+  /**
+   * Compiles the source as the ES module `exec_main.mjs` and evaluates it once; runs inside a
+   * macrotask. The module's synchronous part, and every microtask it queues, run inside
+   * `evaluate()` (the context drains its queue at the end of each evaluation); the module's
+   * promise, settled or not, is then watched from the context.
+   */
   #evaluate(): void {
     const context = this.#context;
     if (context === undefined || this.#phase !== PHASE_RUNNING) return;
-    let script: vm.Script;
+    let module: CellModule;
     try {
-      script = new vm.Script(wrapCellSource(this.#start.source), {
-        filename: CELL_FILE_NAME,
-        lineOffset: CELL_LINE_OFFSET,
-        importModuleDynamically: refuseImport as never,
+      module = new SourceTextModule(this.#start.source, {
+        context,
+        identifier: CELL_FILE_NAME,
+        importModuleDynamically: refuseImport,
       });
     } catch (e) {
       this.#finish(1, describeCompileError(e));
       return;
     }
-    let fn: unknown;
+    this.#module = module;
+    const requests = module.moduleRequests;
+    if (requests.length > 0) {
+      // The host refuses these before the cell starts; this is the runtime's own guard.
+      this.#finish(1, `Unsupported import in exec: ${requests[0].specifier}`);
+      return;
+    }
+    let evaluation: unknown;
     try {
-      // Drains the context's queue at its end, like every entry.
-      fn = script.runInContext(context);
+      module.linkRequests([]);
+      module.instantiate();
+      evaluation = module.evaluate();
     } catch (e) {
-      // Only a source that closes the wrapper early runs code here.
       this.#enter((c) => c.fail(e));
       return;
     }
-    this.#enter((c) => c.run(fn));
+    // Deno settles the evaluation promise through the context's `then` (inside `evaluate()`,
+    // after the module's synchronous part): a cell that replaced it, or the promise species, has
+    // a promise that may never settle. Its module's own status then decides: errored, or
+    // completed once its microtasks are done (a pending top-level await of such a cell is not
+    // waited for).
+    if (module.status === "errored") {
+      const error = module.error;
+      this.#enter((c) => c.fail(error));
+    } else if (!this.#controller!.promiseIntact()) {
+      this.#enter((c) => c.complete());
+    } else {
+      this.#enter((c) => c.watch(evaluation));
+    }
   }
 
   /** Handles a control message other than `start`. */
@@ -434,6 +504,15 @@ class CellRun {
               n > this.#credit!.dropMediaOver
                 ? { t: "droppedImage", bytes: n, n: 0 }
                 : { t: "image", image: { url: first, detail }, n },
+            );
+            break;
+          }
+          case EMIT_AUDIO: {
+            const n = utf8ByteLength(first);
+            this.#postCounted(
+              n > this.#credit!.dropMediaOver
+                ? { t: "droppedAudio", bytes: n, n: 0 }
+                : { t: "audio", url: first, n },
             );
             break;
           }
@@ -503,8 +582,15 @@ class CellRun {
           this.#hostTimers.delete(id);
         }
       },
-      finish: (failed, errorText) => {
-        this.#finish(failed === 1 ? 1 : 0, typeof errorText === "string" ? errorText : "");
+      finish: (kind, errorText) => {
+        if (kind === FINISH_EXIT) {
+          this.#finish(0, "");
+        } else if (this.#pendingFinish === undefined && this.#phase === PHASE_RUNNING) {
+          this.#pendingFinish = [
+            kind === FINISH_FAILED ? 1 : 0,
+            typeof errorText === "string" ? errorText : "",
+          ];
+        }
       },
     };
   }
@@ -546,6 +632,14 @@ class CellRun {
     } catch {
       // Only a fault of the bootstrap itself lands here (the controller catches user errors).
       this.#finish(1, "code-mode internal error");
+    }
+    // The cell's end, reported during the drain, counts once the queue is empty (a chain of
+    // microtasks queued before it still ran and wrote its output, as in the reference), and once
+    // a refused `import()` has settled in the context (see below).
+    const pending = this.#pendingFinish;
+    if (pending !== undefined && !importRefused) {
+      this.#pendingFinish = undefined;
+      this.#finish(pending[0], pending[1]);
     }
     // A result whose post ran out of stack (the cell's settle ran deep): sent from here.
     if (this.#unsentResult !== undefined || this.#noticeOwed) {
@@ -918,6 +1012,7 @@ function boot(port: NonNullable<typeof parentPort>): void {
     if (finished === undefined || !finished.reusable || warmed === undefined) return;
     if (Atomics.load(warmed.words, CELL_DOORBELL) === 2) return;
     cell = undefined;
+    finished.dispose();
     // The old realm is garbage now: collected once the Worker waits (see `park`), or by V8 when the
     // next cell needs the room (a cell gets its whole heap limit: tests/fresh_realm_test.ts). A heap
     // over COLLECT_OVER_BYTES or the runtime's retire bound is collected first, so that memory stays

@@ -13,8 +13,14 @@ import {
   CREDIT_GENERATION,
   CREDIT_STOP,
 } from "./cell_protocol.ts";
-import { CELL_EXIT_SENTINEL, CELL_GLOBAL_ALLOWLIST, CELL_HELPERS_FILE_NAME } from "./cell_bootstrap.ts";
-import { HELPER_FUNCTIONS, REMOVED_GLOBALS, SCENARIO_55_GLOBALS } from "../tests/_spec_lists.ts";
+import { CELL_EXIT_SENTINEL, CELL_GLOBAL_ALLOWLIST } from "./cell_bootstrap.ts";
+import {
+  HELPER_FUNCTIONS,
+  REFERENCE_EXTRA_HELPERS,
+  REFERENCE_GLOBAL_NAMES,
+  REMOVED_GLOBALS,
+  SCENARIO_55_GLOBALS,
+} from "../tests/_spec_lists.ts";
 import { MAX_MEDIA_BYTES, MAX_MESSAGE_BYTES, MAX_TEXT_BYTES, MIB } from "../proto/bytes.ts";
 
 const BOOTSTRAP = new URL("./cell_bootstrap.ts", import.meta.url);
@@ -244,9 +250,9 @@ async function runCell(source: string, options: CellOptions = {}): Promise<CellR
 }
 
 /** The content items (text and image) of a run, in order. */
-function items(run: CellRun): (string | CellImage)[] {
-  return run.outputs.flatMap((m): (string | CellImage)[] =>
-    m.t === "text" ? [m.text] : m.t === "image" ? [m.image] : []
+function items(run: CellRun): (string | CellImage | { audio: string })[] {
+  return run.outputs.flatMap((m): (string | CellImage | { audio: string })[] =>
+    m.t === "text" ? [m.text] : m.t === "image" ? [m.image] : m.t === "audio" ? [{ audio: m.url }] : []
   );
 }
 
@@ -298,8 +304,23 @@ Deno.test("a cell's source runs exactly once", async () => {
   assert.deepEqual(await texts('text("once")'), ["once"]);
 });
 
-Deno.test("a top-level return ends the cell successfully", async () => {
-  assert.deepEqual(await texts('text("a"); return 5; text("b")'), ["a"]);
+Deno.test("a cell is an ES module: return is a SyntaxError, export and import.meta work, strict mode", async () => {
+  const run = await runCell('text("a"); return 5; text("b")');
+  assert.equal(run.result.error, "SyntaxError: Illegal return statement");
+  assert.deepEqual(run.outputs, []);
+  assert.deepEqual(
+    await texts(
+      "export const a = 1; export default 2; text(a); text(typeof import.meta); " +
+        "text(String(import.meta.url)); text(typeof this); var v = 1; text(typeof globalThis.v)",
+    ),
+    ["1", "object", "undefined", "undefined", "undefined"],
+  );
+  assert.match(await failure("x = 5"), /^ReferenceError: x is not defined\n {4}at exec_main\.mjs:1:3$/);
+  assert.equal(
+    await failure("with ({}) {}"),
+    "SyntaxError: Strict mode code may not include a with statement",
+  );
+  assert.equal(await failure("text(010)"), "SyntaxError: Octal literals are not allowed in strict mode.");
 });
 
 Deno.test("stop while the cell awaits forever answers stopped and never posts a result", async () => {
@@ -485,7 +506,7 @@ Deno.test("scenario 57: text converts values", async () => {
   );
   assert.deepEqual(
     await texts('text(true); text(10n); text(Symbol("s")); text(() => 1); text("s", "ignored")'),
-    ["true", "10", "Symbol(s)", "() => 1", "s"],
+    ["true", "10", "undefined", "undefined", "s"],
   );
   assert.deepEqual(await texts("text({toJSON() { return [1]; }})"), ["[1]"]);
 });
@@ -639,10 +660,10 @@ Deno.test("scenario 67: exit ends the cell successfully", async () => {
   const run = await runCell('text("before"); exit(); text("after");');
   assert.equal(run.result.error, undefined);
   assert.deepEqual(items(run), ["before"]);
-  assert.deepEqual(await texts(`try { exit() } catch (e) { text(e) } text("continued")`), [
-    CELL_EXIT_SENTINEL,
-    "continued",
-  ]);
+  // exit() ends the cell at once, as the reference's termination does: catching it, a finally
+  // block or code after it produce nothing.
+  assert.deepEqual(await texts(`text("a"); try { exit() } catch (e) { text(e) } text("continued")`), ["a"]);
+  assert.deepEqual(await texts(`try { exit() } finally { text("finally") }`), []);
   assert.deepEqual(await texts('await null; text("x"); exit()'), ["x"]);
 });
 
@@ -697,14 +718,20 @@ Deno.test("scenario 71: an exception escaping a timer fails the cell", async () 
 });
 
 Deno.test("scenario 72 (dynamic half): import() rejects with a string", async () => {
-  assert.deepEqual(await texts('try { await import("./x.js") } catch (e) { text(e) }'), [
-    "Unsupported import in exec: ./x.js",
+  assert.deepEqual(await texts('try { await import("./x.js") } catch (e) { text(typeof e); text(e) }'), [
+    "string",
+    "unsupported import in exec",
   ]);
-  assert.equal(await failure('await import("node:fs")'), "Unsupported import in exec: node:fs");
+  assert.equal(await failure('await import("node:fs")'), "unsupported import in exec");
+  // The rejection settles before the cell completes, as in the reference.
+  assert.deepEqual(await texts('import("x").catch((e) => text("rejected: " + e)); text("sync")'), [
+    "sync",
+    "rejected: unsupported import in exec",
+  ]);
 });
 
 Deno.test("scenario 74 and 80d: syntax errors fail the cell with SyntaxError text", async (t) => {
-  for (const source of ["text(1", "export const x = 1;", "text(typeof import.meta)"]) {
+  for (const source of ["text(1", "export const x = 1; export const x = 2;", "<!-- html comment"]) {
     await t.step(source, async () => {
       const run = await runCell(source);
       assert.match(run.result.error ?? "", /^SyntaxError: /);
@@ -721,11 +748,11 @@ Deno.test("scenario 75: thrown values become error text", async (t) => {
     ["throw 42", (e) => assert.equal(e, "42")],
     ["throw {stack: 'custom stack'}", (e) => assert.equal(e, "custom stack")],
     ["throw {toString() { return 'custom' }}", (e) => assert.equal(e, "custom")],
-    [
-      "throw {toString() { throw 1 }}",
-      (e) => assert.equal(e, "unknown code mode exception"),
-    ],
-    ["throw Object.create(null)", (e) => assert.equal(e, "unknown code mode exception")],
+    // A value whose conversion to a string throws (a symbol too) describes as "".
+    ["throw {toString() { throw 1 }}", (e) => assert.equal(e, "")],
+    ["throw Object.create(null)", (e) => assert.equal(e, "")],
+    ['throw Symbol("s")', (e) => assert.equal(e, "")],
+    ["throw {stack: 5}", (e) => assert.equal(e, "[object Object]")],
     ['throw "__codex_code_mode_exit__"', (e) => assert.equal(e, CELL_EXIT_SENTINEL)],
   ];
   for (const [source, check] of cases) {
@@ -874,7 +901,7 @@ Deno.test("stacks after await keep their async frames and hold no outer frame", 
   );
   assert.match(
     stack,
-    /^Error: a\n\s+at inner \(exec_main\.mjs:1:\d+\)\n\s+at async outer \(exec_main\.mjs:2:\d+\)$/,
+    /^Error: a\n\s+at inner \(exec_main\.mjs:1:\d+\)\n\s+at async outer \(exec_main\.mjs:2:\d+\)\n\s+at async exec_main\.mjs:3:6$/,
   );
 });
 
@@ -885,41 +912,286 @@ Deno.test("scenario 80c: imports built by eval or Function are refused", async (
         "try { await Function('return import(\"node:fs\")')() } catch (e) { text(e) } " +
         "try { await (0, eval)('import(\"node:fs\")') } catch (e) { text(e) }",
     ),
-    [
-      "Unsupported import in exec: node:fs",
-      "Unsupported import in exec: node:fs",
-      "Unsupported import in exec: node:fs",
-    ],
+    ["unsupported import in exec", "unsupported import in exec", "unsupported import in exec"],
   );
 });
 
-Deno.test("scenario 80g: image reads each property once, in order", async () => {
+Deno.test("scenario 80g: image reads image_url, then a raw MCP block as its JSON (enumerable properties, in order)", async () => {
   const getters = (data: string) =>
-    "const log = []; const get = (k, v) => () => { log.push(k); return v; }; " +
-    "const meta = {}; Object.defineProperty(meta, 'codex/imageDetail', { get: get('detail', 'low') }); " +
-    "const o = Object.defineProperties({}, { image_url: { get: get('image_url', undefined) }, " +
-    "type: { get: get('type', 'image') }, " +
-    `data: { get: ${data} }, ` +
-    "mimeType: { get: get('mimeType', 'image/png') }, mime_type: { get: get('mime_type', 1) }, " +
-    "_meta: { get: get('_meta', meta) } });";
-  const ok = await runCell(getters("get('data', 'AAA')") + "image(o); text(JSON.stringify(log))");
+    "const log = []; " +
+    "const meta = { get 'codex/imageDetail'() { log.push('detail'); return 'low' } }; " +
+    "const o = { get image_url() { log.push('image_url') }, get type() { log.push('type'); return 'image' }, " +
+    `get data() { ${data} }, get mimeType() { log.push('mimeType'); return 'image/png' }, ` +
+    "get mime_type() { log.push('mime_type'); return 1 }, get _meta() { log.push('_meta'); return meta } };";
+  const ok = await runCell(getters("log.push('data'); return 'AAA'") + "image(o); text(JSON.stringify(log))");
   assert.equal(ok.result.error, undefined);
   assert.deepEqual(items(ok), [
     image(PNG, "low"),
-    '["image_url","type","data","mimeType","mime_type","_meta","detail"]',
+    // image_url once by itself, then again with every enumerable property, as the reference does.
+    '["image_url","image_url","type","data","mimeType","mime_type","_meta","detail"]',
   ]);
-  const thrown = await runCell(
-    getters("() => { throw new Error('nope') }") +
-      "try { image(o) } catch (e) { text(e instanceof Error); text(e.message) }",
+  // What a getter throws comes back as its description, a string (its stack: the cell's frames).
+  const [kind, thrown] = await texts(
+    getters("throw new Error('nope')") + "try { image(o) } catch (e) { text(typeof e); text(e) }",
   );
-  assert.equal(thrown.result.error, undefined);
-  assert.deepEqual(items(thrown), ["true", "nope"]);
+  assert.equal(kind, "string");
+  assert.match(
+    thrown,
+    /^Error: nope\n {4}at get data \(exec_main\.mjs:1:\d+\)\n {4}at exec_main\.mjs:1:\d+$/,
+  );
+  // Non-enumerable properties are not part of the block.
+  assert.equal(
+    await failure("image(Object.defineProperty({}, 'type', { get() { return 'image' } }))"),
+    "image expects a non-empty image URL string, an object with image_url and optional detail, " +
+      "or a raw MCP image block",
+  );
   const form2 = await runCell(
     "const log = []; image({ get image_url() { log.push('image_url'); return " +
       "'data:image/png;base64,AAA' }, get detail() { log.push('detail'); return 'auto' }, " +
       "get type() { log.push('type') } }); text(log.join())",
   );
   assert.deepEqual(items(form2), [image(PNG, "auto"), "image_url,detail"]);
+  // A detail getter that throws: the item is out first, then its exception (the reference reads
+  // the detail as absent and leaves the exception pending).
+  const pending = await runCell(
+    "try { image({ image_url: 'data:image/png;base64,AAA', get detail() { throw new Error('gd') } }) }" +
+      " catch (e) { text(typeof e); text(e.message) }",
+  );
+  assert.deepEqual(items(pending), [image(PNG, "high"), "object", "gd"]);
+});
+
+// --- the reference host's helpers and texts (tests/reference/cells/) ----------------------------
+
+const WAV = "data:audio/wav;base64,AAA";
+const IMAGE_GENERIC = "image expects a non-empty image URL string, an object with image_url and optional " +
+  "detail, or a raw MCP image block";
+const AUDIO_GENERIC =
+  "audio expects a non-empty audio URL string, an object with audio_url, or a raw MCP audio block";
+
+Deno.test("audio() emits an audio item from a URL, {audio_url} or a raw MCP audio block", async () => {
+  const run = await runCell(
+    `audio("${WAV}"); audio({ audio_url: "${WAV}" }, "ignored"); ` +
+      'audio({ type: "audio", data: "AAA", mimeType: "audio/wav" }); audio({ type: "audio", data: "AAA" })',
+  );
+  assert.equal(run.result.error, undefined);
+  assert.deepEqual(items(run), [
+    { audio: WAV },
+    { audio: WAV },
+    { audio: WAV },
+    { audio: "data:application/octet-stream;base64,AAA" },
+  ]);
+  for (
+    const [source, error] of [
+      ["audio(42)", AUDIO_GENERIC],
+      ['audio("")', AUDIO_GENERIC],
+      ["audio({ audio_url: 5 })", AUDIO_GENERIC],
+      ['audio("https://x/y.wav")', "Tool call failed: invalid audio output. Pass a base64 data URI instead"],
+      ['audio({ type: "image", data: "AAA" })', 'audio only accepts MCP audio blocks, got "image"'],
+      ['audio({ type: "audio" })', "audio expected MCP audio data"],
+    ]
+  ) assert.equal(await failure(source), error, source);
+});
+
+Deno.test("generatedImage() takes an object: its output_hint, then image()'s rules", async () => {
+  const run = await runCell(
+    `generatedImage({ image_url: "${PNG}", output_hint: "hint" }); generatedImage({ image_url: "${PNG}", ` +
+      `output_hint: "" }); generatedImage({ type: "image", data: "AAA", mimeType: "image/png" })`,
+  );
+  assert.deepEqual(items(run), [image(PNG, "high"), "hint", image(PNG, "high"), image(PNG, "high")]);
+  for (
+    const [source, error] of [
+      ["generatedImage(42)", "generatedImage expects an image generation result object"],
+      [`generatedImage("${PNG}")`, "generatedImage expects an image generation result object"],
+      ['generatedImage({ result: "AAA" })', IMAGE_GENERIC],
+      [
+        `generatedImage({ image_url: "${PNG}", output_hint: null })`,
+        "generatedImage output_hint must be a string when provided",
+      ],
+      [
+        "generatedImage({ get output_hint() { throw new Error('x') } })",
+        "failed to read generatedImage output_hint",
+      ],
+    ]
+  ) assert.equal(await failure(source), error, source);
+});
+
+Deno.test("content() emits MCP content blocks, one or an iterable of them", async () => {
+  const run = await runCell(
+    'content({ type: "text", text: "t" }); ' +
+      'content([{ type: "image", data: "AAA", mimeType: "image/png", _meta: { "codex/imageDetail": "low" } }, ' +
+      '{ type: "audio", data: "AAA", mimeType: "audio/wav" }]); ' +
+      'content(new Set([{ type: "resource", resource: { uri: "u", text: "r" } }])); ' +
+      'content((function* () { yield { type: "resource_link", uri: "u", name: "n", size: 5 } })()); ' +
+      "text(String(content({ type: 'text', text: 'r' })))",
+  );
+  assert.equal(run.result.error, undefined);
+  assert.deepEqual(items(run), [
+    "t",
+    image(PNG, "low"),
+    { audio: WAV },
+    '{"type":"resource","resource":{"uri":"u","text":"r"}}',
+    '{"type":"resource_link","uri":"u","name":"n","size":5}',
+    "r",
+    "undefined",
+  ]);
+  const generic = "content expects one MCP ContentBlock";
+  for (
+    const [source, error] of [
+      ['content("text")', generic],
+      ["content()", generic],
+      ["content(42)", generic],
+      ['content({ type: "video" })', generic],
+      ['content({ type: "image", data: "AAA", mimeType: "a", mime_type: "b" })', generic],
+      ['content({ type: "text", text: "x", n: 2 ** 64 })', generic],
+      [
+        'content({ type: "text", text: "x", _meta: { "codex/encryptedContent": true } })',
+        "content cannot emit encrypted MCP text",
+      ],
+      ["content(function () {})", "failed to serialize JavaScript value: expected value at line 1 column 1"],
+    ]
+  ) assert.equal(await failure(source), error, source);
+  // An iterable stops at the first bad block, after the good ones before it.
+  const partial = await runCell('content([{ type: "text", text: "a" }, 5, { type: "text", text: "c" }])');
+  assert.deepEqual(items(partial), ["a"]);
+  assert.equal(partial.result.error, generic);
+  // Frames inside content() read as the reference's unnamed script.
+  assert.deepEqual(
+    await texts(
+      "try { content({ get type() { throw new Error('gt') } }) } catch (e) { text(typeof e); text(e) }",
+    ),
+    [
+      "string",
+      "Error: gt\n    at get type (exec_main.mjs:1:36)\n    at content (<anonymous>:78:14)\n    at exec_main.mjs:1:7",
+    ],
+  );
+});
+
+Deno.test("as_settled and stream_settled hand out settlements in settlement order", async () => {
+  assert.deepEqual(
+    await texts(
+      "const d = (v, ms) => new Promise((r) => setTimeout(() => r(v), ms)); " +
+        "for await (const r of as_settled([d('slow', 30), d('fast', 1), Promise.reject('no'), 3])) " +
+        "text(JSON.stringify(r)); " +
+        "for await (const r of as_settled(new Map([['k', 1]]))) text(JSON.stringify(r)); " +
+        "await stream_settled([1, 2], async (r) => { await 0; text(r.index + ':' + r.status) }); " +
+        "for await (const r of as_settled([1, 2, 3])) { text('first ' + r.index); break } " +
+        "text([as_settled.name, as_settled.length, stream_settled.name, stream_settled.length].join())",
+    ),
+    [
+      '{"index":2,"status":"rejected","reason":"no"}',
+      '{"index":3,"status":"fulfilled","value":3}',
+      '{"index":1,"status":"fulfilled","value":"fast"}',
+      '{"index":0,"status":"fulfilled","value":"slow"}',
+      '{"index":"k","status":"fulfilled","value":1}',
+      "0:fulfilled",
+      "1:fulfilled",
+      "first 0",
+      "as_settled,1,stream_settled,2",
+    ],
+  );
+  assert.equal(
+    await failure("as_settled(5)"),
+    "TypeError: promises is not iterable\n    at as_settled (<anonymous>:25:27)\n    at exec_main.mjs:1:1",
+  );
+  assert.equal(
+    await failure("await stream_settled([1])"),
+    "TypeError: stream_settled requires a callback\n    at stream_settled (<anonymous>:59:13)\n    at exec_main.mjs:1:7",
+  );
+});
+
+Deno.test("helpers look like the reference's native functions, as enumerable globals", async () => {
+  assert.deepEqual(
+    await texts(
+      "text(String(text)); text(JSON.stringify([text.name, text.length, image.name, setTimeout.length])); " +
+        "text(Object.getOwnPropertyNames(store).join()); text(store.prototype.constructor === store); " +
+        "text(Object.keys(globalThis).sort().join()); new text('constructed'); text(text.bind(null).name)",
+    ),
+    [
+      "function () { [native code] }",
+      '["",0,"",0]',
+      "length,name,prototype",
+      "true",
+      "ALL_TOOLS,as_settled,audio,clearTimeout,content,exit,generatedImage,image,load,notify,setTimeout,store," +
+      "stream_settled,text,tools,yield_control",
+      "constructed",
+      "bound ",
+    ],
+  );
+});
+
+Deno.test("text, store, load and the timers follow the reference's conversions and texts", async () => {
+  assert.deepEqual(
+    await texts(
+      "text(NaN); text(-0); text(new Map([[1, 2]])); text({ toJSON() { return undefined } }); " +
+        "store('k', { a: undefined, b: [undefined, 1], c: NaN }); text(JSON.stringify(load('k'))); " +
+        "store(1, 2); text(load('1')); text(typeof load('missing'))",
+    ),
+    ["NaN", "0", "{}", "undefined", '{"b":[null,1],"c":null}', "2", "undefined"],
+  );
+  for (
+    const [source, error] of [
+      ['store("u", undefined)', 'Unable to store "u". Only plain serializable objects can be stored.'],
+      [
+        'store("a\\u0001\\n", undefined)',
+        'Unable to store "a\\u{1}\\n". Only plain serializable objects can be stored.',
+      ],
+      [
+        'store("f", function () {})',
+        "failed to serialize JavaScript value: expected value at line 1 column 1",
+      ],
+      [
+        'store("s", "\\ud800")',
+        "failed to serialize JavaScript value: unexpected end of hex escape at line 1 column 8",
+      ],
+      [
+        'store("s", "\\udc00")',
+        "failed to serialize JavaScript value: lone leading surrogate in hex escape at line 1 column 7",
+      ],
+      [
+        'let o = 1; for (let i = 0; i < 200; i++) o = [o]; store("d", o)',
+        "failed to serialize JavaScript value: recursion limit exceeded at line 1 column 128",
+      ],
+      [
+        'store("r", { "$serde_json::private::RawValue": 1 })',
+        "failed to serialize JavaScript value: reserved JSON object key",
+      ],
+      ["store(Symbol(), 1)", "store key must be a string"],
+      ["load(Symbol())", "load key must be a string"],
+      ["clearTimeout(1n)", "clearTimeout expects a numeric timeout id"],
+      ["clearTimeout({ valueOf() { throw 1 } })", "clearTimeout expects a numeric timeout id"],
+    ]
+  ) assert.equal(await failure(source), error, source);
+  // store() still takes 127 levels of nesting.
+  assert.deepEqual(
+    await texts('let o = 1; for (let i = 0; i < 127; i++) o = [o]; store("d", o); text("ok")'),
+    ["ok"],
+  );
+  // setTimeout's delay is converted with ToNumber: its TypeError is thrown as is.
+  assert.equal(
+    await failure("setTimeout(() => {}, 1n)"),
+    "TypeError: Cannot convert a BigInt value to a number\n    at exec_main.mjs:1:1",
+  );
+});
+
+Deno.test("a cell completes once its queued microtasks have run", async () => {
+  assert.deepEqual(
+    await texts(
+      "Promise.resolve().then(() => text('m1')).then(() => text('m2')).then(() => text('m3')); text('sync')",
+    ),
+    ["sync", "m1", "m2", "m3"],
+  );
+  // A cell that replaced the promise machinery still completes (Deno settles the module's promise
+  // through it).
+  assert.deepEqual(await texts("Promise.prototype.then = function () {}; text('ok')"), ["ok"]);
+  assert.deepEqual(
+    await texts(
+      "Object.defineProperty(Promise, Symbol.species, { get() { throw 'species' } }); " +
+        "Promise.prototype.constructor = 5; text('ok')",
+    ),
+    ["ok"],
+  );
+  // A thrown string that happens to equal exit()'s sentinel is a failure like any other.
+  assert.equal(await failure('throw "__codex_code_mode_exit__"'), "__codex_code_mode_exit__");
 });
 
 Deno.test("scenario 80h: every removed name is absent, and a later rejection is harmless", async () => {
@@ -932,9 +1204,10 @@ Deno.test("scenario 80h: every removed name is absent, and a later rejection is 
   assert.equal(report, "[]");
 });
 
-Deno.test("the global holds exactly the allowlist plus the helpers", async () => {
+Deno.test("the global holds exactly the allowlist plus the helpers, the reference host's names", async () => {
   const [names] = await texts("text(JSON.stringify(Object.getOwnPropertyNames(globalThis)))");
-  const helpers = [...HELPER_FUNCTIONS, "tools", "ALL_TOOLS"];
+  const helpers = [...HELPER_FUNCTIONS, ...REFERENCE_EXTRA_HELPERS, "tools", "ALL_TOOLS"];
+  assert.deepEqual([...JSON.parse(names)].sort(), [...REFERENCE_GLOBAL_NAMES]);
   const allowed = new Set([...CELL_GLOBAL_ALLOWLIST, ...helpers]);
   const present: string[] = JSON.parse(names);
   assert.deepEqual(present.filter((n) => !allowed.has(n)), []);
@@ -1028,7 +1301,7 @@ Deno.test("tool calls get per-cell ids, post their input, and settle from toolRe
   await using cell = await CellHarness.open();
   cell.start(
     "const a = tools.echo({value: 1}); const b = tools.echo(); const c = tools.other(undefined);" +
-      " const d = tools.echo(() => 1); text(JSON.stringify(await b)); text((await a).v);" +
+      " const d = tools.echo(null); text(JSON.stringify(await b)); text((await a).v);" +
       " try { await c } catch (e) { text(typeof e + ':' + e) } text(String(await d))",
     { tools: [{ name: "echo", description: "" }, { name: "other", description: "" }] },
   );
@@ -1037,7 +1310,7 @@ Deno.test("tool calls get per-cell ids, post their input, and settle from toolRe
     { t: "toolCall", id: "tool-1", name: "echo", input: '{"value":1}' },
     { t: "toolCall", id: "tool-2", name: "echo" },
     { t: "toolCall", id: "tool-3", name: "other" },
-    { t: "toolCall", id: "tool-4", name: "echo" },
+    { t: "toolCall", id: "tool-4", name: "echo", input: "null" },
   ]);
   // Results arrive in any order.
   cell.send({ t: "toolResult", id: "tool-2", json: '[1,"x"]' });
@@ -1071,11 +1344,13 @@ Deno.test("an awaited tool rejection fails the cell with that string", async () 
   );
 });
 
-Deno.test("tool input conversion follows SPEC §5.7 and throws stringify errors synchronously", async () => {
+Deno.test("tool input conversion is the reference's and throws its errors synchronously", async () => {
   const calls: ToolCallOutput[] = [];
   const run = await runCell(
     "await tools.echo({n: NaN, d: new Date(0), m: new Map([[1, 2]]), s: new Set([1]), " +
-      "j: {toJSON() { return 'J' }}, u: undefined}); await tools.echo(Symbol()); " +
+      "j: {toJSON() { return 'J' }}, u: undefined}); await tools.echo(); " +
+      "try { tools.echo(Symbol()) } catch (e) { text(e) } " +
+      "try { tools.echo({ s: '\\ud800' }) } catch (e) { text(e) } " +
       "const o = {}; o.o = o; try { tools.echo(o) } catch (e) { text(typeof e) } " +
       "try { tools.echo(1n) } catch (e) { text(e) }",
     {
@@ -1091,7 +1366,12 @@ Deno.test("tool input conversion follows SPEC §5.7 and throws stringify errors 
     '{"n":null,"d":"1970-01-01T00:00:00.000Z","m":{},"s":{},"j":"J"}',
     undefined,
   ]);
-  const [kind, bigint] = items(run) as string[];
+  const [symbol, surrogate, kind, bigint] = items(run) as string[];
+  assert.equal(symbol, "failed to serialize JavaScript value: expected value at line 1 column 1");
+  assert.equal(
+    surrogate,
+    "failed to serialize JavaScript value: unexpected end of hex escape at line 1 column 13",
+  );
   assert.equal(kind, "string");
   assert.match(bigint, /^TypeError: Do not know how to serialize a BigInt/);
 });
@@ -1176,7 +1456,7 @@ Deno.test("sandbox: import() of any specifier is refused with a string", async (
           `const p = import(${JSON.stringify(specifier)}); text(p instanceof Promise); ` +
             "try { await p; text('loaded') } catch (e) { text(typeof e); text(e) }",
         ),
-        ["true", "string", `Unsupported import in exec: ${specifier}`],
+        ["true", "string", "unsupported import in exec"],
       );
     });
   }
@@ -1259,13 +1539,13 @@ Deno.test("sandbox: every helper and every value a helper hands out belongs to t
       "for (const f of [() => text(o), () => image(1), () => image('x', 1), " +
       "() => generatedImage(1), () => store(Symbol(), 1), () => store('k'), () => load(Symbol()), " +
       "() => notify(' '), () => notify('x'.repeat(2000)), () => setTimeout(1), " +
-      "() => clearTimeout(Symbol()), () => tools.echo(o), () => exit()]) " +
+      "() => clearTimeout(Symbol()), () => tools.echo(o), () => audio(1), () => content(1)]) " +
       "{ try { f(); thrown.push('no throw') } catch (e) { thrown.push(typeof e) } } " +
       "text(thrown.join())",
     ],
   ];
   const expected: Record<string, string> = {
-    "errors thrown by helpers": Array(13).fill("string").join(),
+    "errors thrown by helpers": Array(14).fill("string").join(),
   };
   for (const [name, body] of probes) {
     await t.step(name, async () => {
@@ -1326,11 +1606,58 @@ Deno.test("sandbox: a global set in one cell is not visible in the next", async 
   ]);
 });
 
-Deno.test("helper frames use their own file name, never the bootstrap's path", async () => {
-  const [stack] = await texts("const o = {}; o.o = o; try { text(o) } catch (e) { text(e) }");
-  assert.ok(stack.includes(CELL_HELPERS_FILE_NAME), stack);
-  assert.ok(stack.includes("exec_main.mjs:1:"), stack);
-  assert.ok(!stack.includes("file:"), stack);
+Deno.test("stack traces hold only the cell's frames, as the reference host's do", async () => {
+  // An error raised inside a helper: neither the helper's frames nor the built-in it called.
+  assert.deepEqual(await texts("const o = {}; o.o = o; try { text(o) } catch (e) { text(e) }"), [
+    "TypeError: Converting circular structure to JSON\n    --> starting at object with constructor 'Object'\n" +
+    "    --- property 'o' closes the circle\n    at exec_main.mjs:1:30",
+  ]);
+  // A built-in the cell called stays; the host's frames below the cell never show.
+  assert.deepEqual(
+    await texts("try { [1].map(() => { throw new Error('m') }) } catch (e) { text(e.stack) }"),
+    [
+      "Error: m\n    at exec_main.mjs:1:29\n    at Array.map (<anonymous>)\n    at exec_main.mjs:1:11",
+    ],
+  );
+  // A user callback a helper calls (toJSON): its frame, then the cell's call of the helper.
+  assert.equal(
+    await failure("text({ toJSON() { throw new Error('tj') } })"),
+    "Error: tj\n    at Object.toJSON (exec_main.mjs:1:25)\n    at exec_main.mjs:1:1",
+  );
+  // A timer callback: only its own frame.
+  assert.equal(
+    await failure("setTimeout(() => { throw new Error('t') }, 0); await new Promise(() => {})"),
+    "Error: t\n    at exec_main.mjs:1:26",
+  );
+  // The combinators are an unnamed script: their frames read <anonymous>:LINE:COL.
+  assert.equal(
+    await failure("await stream_settled([1], () => { throw new Error('e') })"),
+    "Error: e\n    at exec_main.mjs:1:41\n    at stream_settled (<anonymous>:62:13)\n    at async exec_main.mjs:1:1",
+  );
+  // The header is V8's: the error's original message, even behind a getter.
+  assert.deepEqual(
+    await texts(
+      "const e = new Error('m'); Object.defineProperty(e, 'message', { get() { return 'G' } }); text(e.stack)",
+    ),
+    ["Error: m\n    at exec_main.mjs:1:11"],
+  );
+  // Error.prepareStackTrace reads as the cell set it; a cell's own gets the visible call sites.
+  assert.deepEqual(
+    await texts(
+      "text(typeof Error.prepareStackTrace); text(Object.getOwnPropertyNames(Error).includes('prepareStackTrace')); " +
+        "const f = (e, s) => s.map(String).join('|'); Error.prepareStackTrace = f; " +
+        "text(Error.prepareStackTrace === f); text(new Error('x').stack); Error.prepareStackTrace = undefined; " +
+        "text(new Error('y').stack)",
+    ),
+    ["undefined", "false", "true", "exec_main.mjs:1:226", "Error: y\n    at exec_main.mjs:1:291"],
+  );
+  // At most the reference's 10 frames, async frames included; a limit the cell sets applies.
+  const [deep] = await texts("function f(n) { return n ? f(n - 1) : new Error('d').stack } text(f(30))");
+  assert.equal(deep.split("\n").length, 11);
+  const [two] = await texts(
+    "Error.stackTraceLimit = 2; function f(n) { return n ? f(n - 1) : new Error('d').stack } text(f(30))",
+  );
+  assert.equal(two.split("\n").length, 3);
 });
 
 // --- bundling ---------------------------------------------------------------------------------
@@ -1372,7 +1699,7 @@ Deno.test("the bundled bootstrap runs a cell under --no-npm --no-remote --allow-
           { t: "toolCall", id: "tool-1", name: "echo", input: "2" },
           { t: "toolResultConsumed", id: "tool-1" },
           { t: "text", text: "true" },
-          { t: "text", text: "undefined|undefined|Unsupported import in exec: node:fs" },
+          { t: "text", text: "undefined|undefined|unsupported import in exec" },
           { t: "result", writes: [["k", "[1]"]] },
         ]);
       });

@@ -68,6 +68,10 @@ export function wireCellEvents(cellId: string, output: CellOutput): WireCellEven
       }];
     case "droppedImage":
       return [{ cellId, contentItem: { droppedMedia: { kind: "image", bytes: output.bytes } } }];
+    case "audio":
+      return [{ cellId, contentItem: { audioUrl: output.url } }];
+    case "droppedAudio":
+      return [{ cellId, contentItem: { droppedMedia: { kind: "audio", bytes: output.bytes } } }];
     case "yield":
       return [{ cellId, yieldRequested: {} }];
     case "toolCall":
@@ -185,7 +189,7 @@ const utf8 = new TextEncoder();
 /** `WorkerToHost.line_end`: every frame ends with a newline byte (see `worker.proto`). */
 const LINE_END_FIELD: Field = [15, LINE_END];
 
-/** The fields of the events a cell writes (never `pending`, audio, or an `exited` detail). */
+/** The fields of the events a cell writes (never `pending` or an `exited` detail). */
 function eventFields(event: WireCellEvent): Field[] {
   const fields: Field[] = [[1, event.cellId]];
   if (event.started) fields.push([2, []]);
@@ -221,7 +225,7 @@ function itemFields(item: NonNullable<WireCellEvent["contentItem"]>): Field[] {
     return [[4, [[1, head], [2, tail], [3, totalBytes]]]];
   }
   if ("droppedMedia" in item) return [[5, [[1, item.droppedMedia.kind], [2, item.droppedMedia.bytes]]]];
-  return []; // audio: never from a cell
+  return [[3, item.audioUrl]];
 }
 
 /**

@@ -48,6 +48,14 @@ const CASES: [CellOutput, object[]][] = [
     { t: "droppedImage", bytes: 70_000_000, n: 0 },
     [{ cellId: "7", contentItem: { droppedMedia: { kind: "image", bytes: 70_000_000 } } }],
   ],
+  [
+    { t: "audio", url: "data:audio/wav;base64,AA==", n: 26 },
+    [{ cellId: "7", contentItem: { audioUrl: "data:audio/wav;base64,AA==" } }],
+  ],
+  [
+    { t: "droppedAudio", bytes: 70_000_000, n: 0 },
+    [{ cellId: "7", contentItem: { droppedMedia: { kind: "audio", bytes: 70_000_000 } } }],
+  ],
   [{ t: "yield", n: 0 }, [{ cellId: "7", yieldRequested: {} }]],
   [
     { t: "toolCall", id: "tool-1", name: "look_up", input: '{"q":1}', n: 7 },

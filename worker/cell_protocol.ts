@@ -171,7 +171,7 @@ export type CellControl =
     sinkId?: number;
   };
 
-/** An image item as produced by `image()`/`generatedImage()`. */
+/** An image item as produced by `image()`, `generatedImage()` or `content()`. */
 export interface CellImage {
   url: string;
   /** Always set by the helpers: `auto`, `low`, `high` or `original`. */
@@ -192,6 +192,10 @@ export type CountedOutput =
   | { t: "image"; image: CellImage; n: number }
   /** An image whose URL was too large to send: its size only. */
   | { t: "droppedImage"; bytes: number; n: number }
+  /** An audio item as produced by `audio()` or `content()`: its data URL. */
+  | { t: "audio"; url: string; n: number }
+  /** An audio item whose URL was too large to send: its size only. */
+  | { t: "droppedAudio"; bytes: number; n: number }
   /** `yield_control()` was called. */
   | { t: "yield"; n: number }
   /** `tools.<name>(arg)` was called; `input` is the JSON text, absent when the value stringified to `undefined`. */

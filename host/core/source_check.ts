@@ -6,14 +6,7 @@
  */
 
 import vm from "node:vm";
-import { init as lexerReady, parse as lexModule } from "es-module-lexer";
-import {
-  CELL_FILE_NAME,
-  CELL_LINE_OFFSET,
-  CELL_SOURCE_PREFIX,
-  CELL_SOURCE_SUFFIX,
-  wrapCellSource,
-} from "../../proto/cell_source.ts";
+import { CELL_FILE_NAME } from "../../proto/cell_source.ts";
 
 /** The host's decision about a cell's source, made before the cell starts. */
 export type SourceCheck =
@@ -23,15 +16,16 @@ export type SourceCheck =
   | { ok: false; errorText: string };
 
 /**
- * Decides how a cell's source runs, without running it.
+ * Decides how a cell's source runs, without running it. A cell is an ES module (`exec_main.mjs`),
+ * as in Codex's own host.
  *
- * - The source is compiled (never run) wrapped exactly as the cell runtime wraps it. If it
- *   compiles, it runs unchanged as JavaScript.
- * - Otherwise, a static `import` or `export … from` (TypeScript `import type` too) refuses the cell
- *   with `Unsupported import in exec: <first specifier in source order>`. Dynamic `import()` and
- *   `import.meta` are not refused here.
+ * - The source is compiled (never run) as a module. If it compiles, it runs unchanged as
+ *   JavaScript, unless it has a static `import` or `export … from`: the cell is then refused with
+ *   `Unsupported import in exec: <the first specifier>` (a dynamic `import()` is refused when it
+ *   runs).
  * - Otherwise its types are stripped (positions kept; `enum` and `namespace` are transformed
- *   instead, which moves lines) and, if the result compiles, it runs as TypeScript.
+ *   instead, which moves lines) and, if the result compiles, it runs as TypeScript (static imports
+ *   refused the same way; type-only imports are gone by then).
  * - Otherwise the cell fails with the JavaScript compile error: `SyntaxError: <V8 message>`.
  *
  * @param source the cell's source as the client sent it
@@ -51,103 +45,42 @@ export type SourceCheck =
  * ```
  */
 export async function checkCellSource(source: string): Promise<SourceCheck> {
-  // A static import is a syntax error in a function body, so a source that compiles has none.
-  // Compiling first spares valid JavaScript the scan and the lexer's false positives (it reads
-  // HTML-like comments, which scripts allow, as code).
-  const javascriptError = compileError(source);
-  if (javascriptError === undefined) return { ok: true, source, typescript: false };
-
-  const specifier = await findStaticImport(source);
-  if (specifier !== undefined) {
-    return { ok: false, errorText: `Unsupported import in exec: ${specifier}` };
-  }
-
+  const javascript = compileModule(source);
+  if (javascript.ok) return decide(source, javascript.imports, false);
   const text = await stripTypes(source);
-  if (text !== undefined && compileError(text) === undefined) {
-    return { ok: true, source: text, typescript: true };
+  if (text !== undefined) {
+    const typescript = compileModule(text);
+    if (typescript.ok) return decide(text, typescript.imports, true);
   }
-  return { ok: false, errorText: javascriptError };
+  return { ok: false, errorText: javascript.errorText };
 }
 
-/** Compiles, never runs, the wrapped source; returns the error text, or undefined if it compiles. */
-function compileError(source: string): string | undefined {
+function decide(source: string, imports: readonly string[], typescript: boolean): SourceCheck {
+  if (imports.length > 0) return { ok: false, errorText: `Unsupported import in exec: ${imports[0]}` };
+  return { ok: true, source, typescript };
+}
+
+/**
+ * Deno 2.9.6's `vm.SourceTextModule`, with `moduleRequests` (which the bundled Node types lack).
+ * Compiled without a context or a dynamic-import callback: nothing of it is kept.
+ */
+const SourceTextModule = vm.SourceTextModule as unknown as new (
+  source: string,
+  options: { identifier: string },
+) => { readonly moduleRequests: readonly { readonly specifier: string }[] };
+
+type Compiled = { ok: true; imports: readonly string[] } | { ok: false; errorText: string };
+
+/** Compiles, never runs, the source as a module: its static imports, or its compile error. */
+function compileModule(source: string): Compiled {
   try {
-    new vm.Script(wrapCellSource(source), {
-      filename: CELL_FILE_NAME,
-      lineOffset: CELL_LINE_OFFSET,
-    });
-    return undefined;
+    const module = new SourceTextModule(source, { identifier: CELL_FILE_NAME });
+    return { ok: true, imports: module.moduleRequests.map((request) => request.specifier) };
   } catch (error) {
     // V8 reports a parser stack overflow (deep nesting) as a RangeError; keep its own name.
-    if (error instanceof Error) return `${error.name}: ${error.message}`;
-    return `SyntaxError: ${String(error)}`;
+    if (error instanceof Error) return { ok: false, errorText: `${error.name}: ${error.message}` };
+    return { ok: false, errorText: `SyntaxError: ${String(error)}` };
   }
-}
-
-/** Import types of es-module-lexer that are static declarations: plain, `source` and `defer`. */
-const STATIC_IMPORT_TYPES: ReadonlySet<number> = new Set([1, 4, 6]);
-
-/**
- * The `type` of TypeScript's `export type { … } from` and `export type * from`, which the lexer does
- * not report; blanking it (same length, so offsets hold) turns them into re-exports it does report.
- * A match inside a string or comment stays inside it, where the lexer ignores it anyway.
- */
-const TYPE_REEXPORT = /\b(export\s+)type(?=\s*[{*])/g;
-
-/** A static import the lexer found: where its statement starts, and its specifier. */
-type FoundImport = { at: number; specifier: string };
-
-/**
- * Returns the specifier of the first static import in `source`, or undefined if there is none or
- * the source cannot be scanned (its compile error is then reported instead).
- */
-async function findStaticImport(source: string): Promise<string | undefined> {
-  await lexerReady;
-  const scan = lexFirstStaticImport(source);
-  if (scan !== null) return scan?.specifier;
-  return (await findStaticImportAfterStripping(source))?.specifier;
-}
-
-/**
- * The lexer cannot parse some TypeScript (it reads `a! / 2` as the start of a regular expression).
- * Types stripped in place keep every offset, so lex the stripped text for value imports, and each
- * removed run of text on its own for the type-only ones (`import type`, `export type … from`).
- */
-async function findStaticImportAfterStripping(source: string): Promise<FoundImport | undefined> {
-  const transformSync = await loadStripper();
-  let stripped: string;
-  try {
-    stripped = transformSync(source, { mode: "strip-only" }).code;
-  } catch {
-    return undefined;
-  }
-  if (stripped.length !== source.length) return undefined;
-  let first = lexFirstStaticImport(stripped);
-  if (first === null) return undefined;
-  for (const blank of stripped.matchAll(/\s+/g)) {
-    if (first !== undefined && blank.index >= first.at) break;
-    const removed = source.slice(blank.index, blank.index + blank[0].length);
-    if (removed === blank[0] || !/\bimport\b|\bexport\b/.test(removed)) continue;
-    const found = lexFirstStaticImport(removed);
-    if (found) first = { at: blank.index + found.at, specifier: found.specifier };
-  }
-  return first;
-}
-
-/**
- * Lexes `text` as a module; returns its first static import (undefined if none), or null when the
- * lexer cannot parse the text.
- */
-function lexFirstStaticImport(text: string): FoundImport | undefined | null {
-  let imports;
-  try {
-    [imports] = lexModule(text.replace(TYPE_REEXPORT, "$1    "));
-  } catch {
-    return null;
-  }
-  // The lexer lists imports in source order; `n` is undefined only for unparsable escapes.
-  const first = imports.find((entry) => STATIC_IMPORT_TYPES.has(entry.t));
-  return first && { at: first.ss, specifier: first.n ?? text.slice(first.s, first.e) };
 }
 
 type TransformSync = (typeof import("amaro"))["transformSync"];
@@ -158,37 +91,23 @@ function loadStripper(): Promise<TransformSync> {
   return amaro ??= import("amaro").then((module) => module.transformSync);
 }
 
-/** The start of amaro's `transform` output for a wrapped source, up to the user's first statement. */
-const TRANSFORM_PREFIX = "(async function() {\n";
-/** The end of amaro's `transform` output for a wrapped source. */
-const TRANSFORM_SUFFIX = "\n});\n";
-
 /**
- * Strips TypeScript types from a cell's source; returns undefined if the stripper refuses it.
- *
- * The source is stripped wrapped as the runtime wraps it, because the stripper parses a module,
- * where a top-level `return` is an error, and then unwrapped again.
+ * Strips TypeScript types from a cell's source (parsed as a module, as the cell runs); returns
+ * undefined if the stripper refuses it.
  */
 async function stripTypes(source: string): Promise<string | undefined> {
   const transformSync = await loadStripper();
-  const wrapped = wrapCellSource(source);
   try {
     // strip-only blanks types with spaces, so every line and column stays where it was.
-    const code = transformSync(wrapped, { mode: "strip-only" }).code;
-    if (
-      code.length === wrapped.length && code.startsWith(CELL_SOURCE_PREFIX) &&
-      code.endsWith(CELL_SOURCE_SUFFIX)
-    ) return code.slice(CELL_SOURCE_PREFIX.length, code.length - CELL_SOURCE_SUFFIX.length);
+    const code = transformSync(source, { mode: "strip-only" }).code;
+    if (code.length === source.length) return code;
   } catch (error) {
     // enum, namespace and `import x = require()` need the transform mode, which reprints the code;
     // a syntax error would only fail again there, after a much slower pass.
     if (isInvalidSyntax(error)) return undefined;
   }
   try {
-    const code = transformSync(wrapped, { mode: "transform" }).code;
-    return code.startsWith(TRANSFORM_PREFIX) && code.endsWith(TRANSFORM_SUFFIX)
-      ? code.slice(TRANSFORM_PREFIX.length, code.length - TRANSFORM_SUFFIX.length)
-      : undefined;
+    return transformSync(source, { mode: "transform" }).code;
   } catch {
     return undefined;
   }

@@ -7,12 +7,98 @@ import { MessageChannel, parentPort, receiveMessageOnPort } from "node:worker_th
 
 // proto/cell_source.ts
 var CELL_FILE_NAME = "exec_main.mjs";
-var CELL_SOURCE_PREFIX = '(async function () {"use strict";\n';
-var CELL_SOURCE_SUFFIX = "\n})";
-var CELL_LINE_OFFSET = -1;
-function wrapCellSource(source) {
-  return CELL_SOURCE_PREFIX + source + CELL_SOURCE_SUFFIX;
+
+// worker/cell_combinators.ts
+var CELL_COMBINATORS_SOURCE = `// Cell helpers implemented in JavaScript: the promise combinators and content().
+// Every call site that can appear in a stack frame keeps the line and column it has
+// in Codex's host, so that the frames of errors passing through them read the same.
+(emitBlock) => {
+  function as_settled(promises) {
+    let queue = [];
+    let outstanding = 0;
+    let waiting;
+    let finished = false;
+    const record = (result) => {
+      outstanding--;
+      if (finished) {
+        return;
+      }
+      queue.push(result);
+      if (waiting !== undefined) {
+        const wake = waiting;
+        waiting = undefined;
+        wake();
+      }
+    };
+    const keyed = promises instanceof Map;
+    let position = 0;
+    try {
+      for (const entry of promises) {
+        const [index, promise] = keyed ? entry : [position++, entry];
+        outstanding++;
+        Promise.resolve(promise).then(
+          (value) => record({ index, status: "fulfilled", value }),
+          (reason) => record({ index, status: "rejected", reason }),
+        );
+      }
+    } catch (error) {
+      finished = true;
+      throw error;
+    }
+    const drain = async function* () {
+      try {
+        while (outstanding > 0 || queue.length > 0) {
+          if (queue.length === 0) {
+            await new Promise((resolve) => {
+              waiting = resolve;
+            });
+          }
+          const taken = queue;
+          queue = [];
+          yield* taken;
+        }
+      } finally {
+        finished = true;
+        queue = [];
+      }
+    };
+    return drain();
+  }
+
+  async function stream_settled(promises, emit) {
+    if (typeof emit !== "function") {
+      throw new TypeError("stream_settled requires a callback");
+    }
+    for await (const result of as_settled(promises)) {
+      await emit(result);
+    }
+  }
+
+  // content(): one block, or each element of an iterable of blocks. A string is
+  // one block (never its characters). The iterator method is read once, through a
+  // getter if it is one, and called on its own receiver, so a stateful getter or a
+  // generator sees exactly one read and one call. Each block goes to emitBlock,
+  // which validates it and throws a plain string when it is not a content block.
+  const iteratorKey = Symbol.iterator;
+  const apply = Reflect.apply;
+
+  const content = function content(value) {
+    const iterate =
+      typeof value === "string" ? undefined : value?.[iteratorKey];
+    if (typeof iterate !== "function") {
+      return emitBlock(value);
+    }
+
+    // A fresh iterable around the method already read: the for-of below then closes
+    // the iterator when the emitter throws.
+    const blocks = { [iteratorKey]: () => apply(iterate, value, []) };
+    for (const block of blocks) {
+      emitBlock(block);
+    }
+  };
+  return { as_settled, stream_settled, content };
 }
+`;
 
 // worker/collect_garbage.ts
 import v8 from "node:v8";
@@ -224,6 +310,27 @@ function wireCellEvents(cellId, output) {
           contentItem: {
             droppedMedia: {
               kind: "image",
+              bytes: output.bytes
+            }
+          }
+        }
+      ];
+    case "audio":
+      return [
+        {
+          cellId,
+          contentItem: {
+            audioUrl: output.url
+          }
+        }
+      ];
+    case "droppedAudio":
+      return [
+        {
+          cellId,
+          contentItem: {
+            droppedMedia: {
+              kind: "audio",
               bytes: output.bytes
             }
           }
@@ -514,7 +621,12 @@ function itemFields(item) {
       ]
     ]
   ];
-  return [];
+  return [
+    [
+      3,
+      item.audioUrl
+    ]
+  ];
 }
 function plan(fields) {
   const lengths = [];
@@ -605,11 +717,14 @@ var EMIT_IMAGE = 1;
 var EMIT_YIELD = 2;
 var EMIT_NOTIFY = 3;
 var EMIT_CONSUMED = 4;
+var EMIT_AUDIO = 5;
 var STORE_OK = 0;
 var STORE_OVER_LIMIT = 1;
 var TIMER_SET = 0;
 var TIMER_CLEAR = 1;
-function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLength, bridgeLoad, bridgeStore, bridgeTimer, bridgeFinish, allowlistJson, cellFileName, helpersFileName) {
+var FINISH_FAILED = 1;
+var FINISH_EXIT = 2;
+function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLength, bridgeLoad, bridgeStore, bridgeTimer, bridgeFinish, combinators, allowlistJson, cellFileName, _helpersFileName) {
   let maxMessageBytes = 0;
   let maxStoredValueBytes = 0;
   const global = globalThis;
@@ -621,7 +736,6 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
   const stringify = JSON.stringify;
   const parse = JSON.parse;
   const StringCtor = String;
-  const NumberCtor = Number;
   const numberIsFinite = Number.isFinite;
   const mathTrunc = Math.trunc;
   const PromiseCtor = Promise;
@@ -629,15 +743,33 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
   const stringTrim = String.prototype.trim;
   const stringToLowerCase = String.prototype.toLowerCase;
   const stringSlice = String.prototype.slice;
+  const stringIndexOf = String.prototype.indexOf;
+  const stringCharCodeAt = String.prototype.charCodeAt;
+  const stringCodePointAt = String.prototype.codePointAt;
+  const numberToString = Number.prototype.toString;
+  const regexpTest = RegExp.prototype.test;
+  const functionBind = Function.prototype.bind;
+  const FunctionProto = Function.prototype;
   const ErrorCtor = Error;
   const errorToString = Error.prototype.toString;
+  const objectCreate = Object.create;
+  const getOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
+  const PromiseProto = Promise.prototype;
+  const speciesKey = Symbol.species;
+  const speciesGetter = getOwnPropertyDescriptor(Promise, speciesKey)?.get;
+  const ObjectProto = Object.prototype;
+  const parseInteger = parseInt;
+  const fromCodePoint = String.fromCodePoint;
+  const Bytes = Uint8Array;
   const EXIT_SENTINEL = "__codex_code_mode_exit__";
   const STOPPED = "code-mode cell was stopped";
   const FINISHED = "code-mode cell has finished";
   const INTERNAL = "code-mode internal error";
-  const UNKNOWN = "unknown code mode exception";
+  const SERIALIZE = "failed to serialize JavaScript value: ";
   const IMAGE_GENERIC = "image expects a non-empty image URL string, an object with image_url and optional detail, or a raw MCP image block";
   const IMAGE_DETAIL_TYPE = "image detail must be a string when provided";
+  const AUDIO_GENERIC = "audio expects a non-empty audio URL string, an object with audio_url, or a raw MCP audio block";
+  const CONTENT_GENERIC = "content expects one MCP ContentBlock";
   const timers = {
     __proto__: null
   };
@@ -645,7 +777,6 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
     __proto__: null
   };
   let nextTimerId = 0;
-  let exitRequested = false;
   const settledPromise = PromiseCtor.resolve();
   defineProperty(settledPromise, "constructor", {
     __proto__: null,
@@ -684,13 +815,13 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
       throw INTERNAL;
     }
   }
-  function finish(failed, errorText) {
+  function finish(kind, errorText) {
     try {
-      bridgeFinish(failed, errorText);
+      bridgeFinish(kind, errorText);
     } catch {
     }
   }
-  function describeThrown(value) {
+  function describe(value) {
     if (typeof value === "string") return value;
     if (value !== null && (typeof value === "object" || typeof value === "function")) {
       let stack;
@@ -702,33 +833,157 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
       if (typeof stack === "string") return stack;
     }
     try {
-      return StringCtor(value);
+      return `${value}`;
     } catch {
-      return UNKNOWN;
+      return "";
     }
   }
-  function toJsonText(value) {
+  function toJson(value) {
     try {
       return stringify(value);
     } catch (e) {
-      throw describeThrown(e);
+      throw describe(e);
     }
   }
   function toOutputText(value) {
     const type = typeof value;
-    if (value === void 0 || value === null || type === "boolean" || type === "number" || type === "bigint" || type === "string") {
+    if (type === "string") return value;
+    if (value === void 0 || value === null || type === "boolean" || type === "number" || type === "bigint") {
       return StringCtor(value);
     }
-    const json = toJsonText(value);
-    return json === void 0 ? StringCtor(value) : json;
+    const json = toJson(value);
+    return json === void 0 ? "undefined" : json;
+  }
+  function hex(code) {
+    return ReflectApply(numberToString, code, [
+      16
+    ]);
+  }
+  function serializeJson(value) {
+    const json = toJson(value);
+    if (json === void 0) throw SERIALIZE + "expected value at line 1 column 1";
+    const problem = jsonProblem(json);
+    if (problem !== void 0) throw SERIALIZE + problem;
+    return json;
+  }
+  function jsonProblem(json) {
+    const n = json.length;
+    if (n < 256 && ReflectApply(stringIndexOf, json, [
+      "\\ud"
+    ]) === -1 && ReflectApply(stringIndexOf, json, [
+      "$serde_json::private::"
+    ]) === -1) return void 0;
+    const at = (i2) => ReflectApply(stringCharCodeAt, json, [
+      i2
+    ]);
+    const hexAt = (i2) => parseInteger(ReflectApply(stringSlice, json, [
+      i2,
+      i2 + 4
+    ]), 16);
+    const objects = new Bytes(128);
+    let depth = 0;
+    let bytes = 0;
+    let i = 0;
+    let previous = 0;
+    while (i < n) {
+      const c = at(i);
+      if (c === 34) {
+        const isKey = depth > 0 && objects[depth - 1] === 1 && (previous === 123 || previous === 44);
+        const start = i + 1;
+        i++;
+        bytes++;
+        for (; ; ) {
+          const d = at(i);
+          if (d === 34) break;
+          if (d === 92) {
+            if (at(i + 1) !== 117) {
+              i += 2;
+              bytes += 2;
+              continue;
+            }
+            const unit = hexAt(i + 2);
+            i += 6;
+            bytes += 6;
+            if (unit >= 56320 && unit <= 57343) {
+              return "lone leading surrogate in hex escape at line 1 column " + bytes;
+            }
+            if (unit >= 55296 && unit <= 56319) {
+              if (at(i) !== 92) return "unexpected end of hex escape at line 1 column " + (bytes + 1);
+              i++;
+              bytes++;
+              if (at(i) !== 117) return "unexpected end of hex escape at line 1 column " + (bytes + 1);
+              const low = hexAt(i + 1);
+              i += 5;
+              bytes += 5;
+              if (low < 56320 || low > 57343) {
+                return "lone leading surrogate in hex escape at line 1 column " + bytes;
+              }
+            }
+            continue;
+          }
+          if (d < 128) bytes += 1;
+          else if (d < 2048) bytes += 2;
+          else if (d >= 55296 && d <= 56319) {
+            bytes += 4;
+            i++;
+          } else bytes += 3;
+          i++;
+        }
+        if (isKey) {
+          const key = ReflectApply(stringSlice, json, [
+            start,
+            i
+          ]);
+          if (key === "$serde_json::private::RawValue" || key === "$serde_json::private::Number") {
+            return "reserved JSON object key";
+          }
+        }
+        i++;
+        bytes++;
+        previous = 34;
+        continue;
+      }
+      if (c === 91 || c === 123) {
+        if (depth === 127) return "recursion limit exceeded at line 1 column " + (bytes + 1);
+        objects[depth++] = c === 123 ? 1 : 0;
+      } else if (c === 93 || c === 125) {
+        depth--;
+      }
+      if (c === 91 || c === 123 || c === 93 || c === 125 || c === 44 || c === 58) previous = c;
+      i++;
+      bytes++;
+    }
+    return void 0;
+  }
+  const DEBUG_ESCAPED = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Co}\p{Cn}\p{Mn}\p{Me}\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]/u;
+  function debugQuoted(text2) {
+    let out = '"';
+    for (let i = 0; i < text2.length; i++) {
+      let code = ReflectApply(stringCodePointAt, text2, [
+        i
+      ]);
+      if (code > 65535) i++;
+      else if (code >= 55296 && code <= 57343) code = 65533;
+      const ch = ReflectApply(fromCodePoint, StringCtor, [
+        code
+      ]);
+      if (ch === '"') out += '\\"';
+      else if (ch === "\\") out += "\\\\";
+      else if (ch === "\n") out += "\\n";
+      else if (ch === "\r") out += "\\r";
+      else if (ch === "	") out += "\\t";
+      else if (ch === "\0") out += "\\0";
+      else if (ReflectApply(regexpTest, DEBUG_ESCAPED, [
+        ch
+      ])) out += "\\u{" + hex(code) + "}";
+      else out += ch;
+    }
+    return out + '"';
   }
   function settle(failed, value) {
     if (phase() !== 0) return;
-    if (!failed || value === EXIT_SENTINEL && exitRequested) {
-      finish(0, "");
-    } else {
-      finish(1, describeThrown(value));
-    }
+    if (!failed) finish(0, "");
+    else finish(1, describe(value));
   }
   function startsWithIgnoreCase(text2, prefix) {
     return ReflectApply(stringToLowerCase, ReflectApply(stringSlice, text2, [
@@ -736,67 +991,185 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
       prefix.length
     ]), []) === prefix;
   }
-  function resolveImage(input, override) {
-    if (override !== void 0 && override !== null && typeof override !== "string") {
-      throw IMAGE_DETAIL_TYPE;
-    }
-    let url;
-    let detail;
-    if (typeof input === "string") {
-      if (input === "") throw IMAGE_GENERIC;
-      url = input;
-    } else if (input !== null && (typeof input === "object" || typeof input === "function") && !isArray(input)) {
-      const item = input;
-      const imageUrl = item.image_url;
-      if (typeof imageUrl === "string") {
-        url = imageUrl;
-        const ownDetail = item.detail;
-        if (ownDetail !== void 0 && ownDetail !== null && typeof ownDetail !== "string") {
-          throw IMAGE_DETAIL_TYPE;
-        }
-        detail = ownDetail ?? void 0;
-      } else if (imageUrl !== void 0) {
-        throw IMAGE_GENERIC;
-      } else {
-        const type = item.type;
-        if (typeof type !== "string") throw IMAGE_GENERIC;
-        const data = item.data;
-        const mimeType = item.mimeType;
-        const mimeTypeSnake = item.mime_type;
-        const meta = item._meta;
-        let metaDetail;
-        if (meta !== null && (typeof meta === "object" || typeof meta === "function")) {
-          metaDetail = meta["codex/imageDetail"];
-        }
-        if (type !== "image") throw 'image only accepts MCP image blocks, got "' + type + '"';
-        if (typeof data !== "string" || data === "") throw "image expected MCP image data";
-        const mime = typeof mimeType === "string" && mimeType !== "" ? mimeType : typeof mimeTypeSnake === "string" && mimeTypeSnake !== "" ? mimeTypeSnake : "application/octet-stream";
-        url = startsWithIgnoreCase(data, "data:") ? data : "data:" + mime + ";base64," + data;
-        if (metaDetail === "auto" || metaDetail === "low" || metaDetail === "high" || metaDetail === "original") {
-          detail = metaDetail;
-        }
-      }
-    } else {
-      throw IMAGE_GENERIC;
-    }
-    if (typeof override === "string") detail = override;
+  function isObjectLike(value) {
+    return value !== null && (typeof value === "object" || typeof value === "function");
+  }
+  function readBlock(value) {
+    const json = serializeJson(value);
+    const block = parse(json);
+    return isObjectLike(block) && !isArray(block) ? block : void 0;
+  }
+  function blockUrl(block, kind, prefix) {
+    const data = block.data;
+    if (typeof data !== "string" || data === "") throw prefix + " expected MCP " + kind + " data";
+    const mimeType = block.mimeType;
+    const snake = block.mime_type;
+    let mime = typeof mimeType === "string" ? mimeType : typeof snake === "string" ? snake : "";
+    if (mime === "") mime = "application/octet-stream";
+    return startsWithIgnoreCase(data, "data:") ? data : "data:" + mime + ";base64," + data;
+  }
+  function metaDetail(block) {
+    const meta = block._meta;
+    if (!isObjectLike(meta)) return void 0;
+    const detail = meta["codex/imageDetail"];
+    return detail === "auto" || detail === "low" || detail === "high" || detail === "original" ? detail : void 0;
+  }
+  function checkImageUrl(url) {
     if (startsWithIgnoreCase(url, "http://") || startsWithIgnoreCase(url, "https://")) {
       throw "Tool call failed: remote image URLs are not supported in tool outputs. Pass a base64 data URI instead";
     }
     if (!startsWithIgnoreCase(url, "data:")) {
       throw "Tool call failed: invalid image output. Pass a base64 data URI instead";
     }
-    let resolved = "high";
-    if (detail !== void 0) {
-      resolved = ReflectApply(stringToLowerCase, detail, []);
-      if (resolved !== "auto" && resolved !== "low" && resolved !== "high" && resolved !== "original") {
-        throw "image detail must be one of: auto, low, high, original";
-      }
+  }
+  function normalizeDetail(detail) {
+    if (detail === void 0) return "high";
+    const lower = ReflectApply(stringToLowerCase, detail, []);
+    if (lower !== "auto" && lower !== "low" && lower !== "high" && lower !== "original") {
+      throw "image detail must be one of: auto, low, high, original";
     }
-    return [
-      url,
-      resolved
-    ];
+    return lower;
+  }
+  function emitImage(input, override) {
+    if (override !== void 0 && override !== null && typeof override !== "string") {
+      throw IMAGE_DETAIL_TYPE;
+    }
+    let url;
+    let detail;
+    let pending;
+    if (typeof input === "string") {
+      if (input === "") throw IMAGE_GENERIC;
+      url = input;
+    } else if (isObjectLike(input)) {
+      let imageUrl;
+      try {
+        imageUrl = input.image_url;
+      } catch (e) {
+        throw describe(e);
+      }
+      if (typeof imageUrl === "string") {
+        if (imageUrl === "") throw IMAGE_GENERIC;
+        url = imageUrl;
+        let own;
+        try {
+          own = input.detail;
+        } catch (e) {
+          pending = {
+            error: e
+          };
+        }
+        if (own !== void 0 && own !== null && typeof own !== "string") throw IMAGE_DETAIL_TYPE;
+        if (typeof own === "string") detail = own;
+      } else if (imageUrl !== void 0) {
+        throw IMAGE_GENERIC;
+      } else {
+        const block = readBlock(input);
+        const type = block?.type;
+        if (block === void 0 || typeof type !== "string") throw IMAGE_GENERIC;
+        if (type !== "image") throw 'image only accepts MCP image blocks, got "' + type + '"';
+        url = blockUrl(block, "image", "image");
+        detail = metaDetail(block);
+      }
+    } else {
+      throw IMAGE_GENERIC;
+    }
+    if (typeof override === "string") detail = override;
+    checkImageUrl(url);
+    emit(1, url, normalizeDetail(detail));
+    if (pending !== void 0) throw pending.error;
+  }
+  function emitAudio(input) {
+    let url;
+    if (typeof input === "string") {
+      if (input === "") throw AUDIO_GENERIC;
+      url = input;
+    } else if (isObjectLike(input)) {
+      let audioUrl;
+      try {
+        audioUrl = input.audio_url;
+      } catch (e) {
+        throw describe(e);
+      }
+      if (typeof audioUrl === "string") {
+        if (audioUrl === "") throw AUDIO_GENERIC;
+        url = audioUrl;
+      } else if (audioUrl !== void 0) {
+        throw AUDIO_GENERIC;
+      } else {
+        const block = readBlock(input);
+        const type = block?.type;
+        if (block === void 0 || typeof type !== "string") throw AUDIO_GENERIC;
+        if (type !== "audio") throw 'audio only accepts MCP audio blocks, got "' + type + '"';
+        url = blockUrl(block, "audio", "audio");
+      }
+    } else {
+      throw AUDIO_GENERIC;
+    }
+    if (!startsWithIgnoreCase(url, "data:")) {
+      throw "Tool call failed: invalid audio output. Pass a base64 data URI instead";
+    }
+    emit(5, url, "");
+  }
+  function isString(value) {
+    return typeof value === "string";
+  }
+  function optionalString(block, key) {
+    const value = block[key];
+    return value === void 0 || value === null || typeof value === "string";
+  }
+  function hasHugeInteger(value) {
+    if (typeof value === "number") {
+      return numberIsFinite(value) && mathTrunc(value) === value && value < 1e21 && value > -1e21 && (value >= 18446744073709552e3 || value < -9223372036854776e3);
+    }
+    if (!isObjectLike(value)) return false;
+    const keys = getOwnPropertyNames(value);
+    for (let i = 0; i < keys.length; i++) {
+      if (hasHugeInteger(value[keys[i]])) return true;
+    }
+    return false;
+  }
+  function emitBlock(value) {
+    live();
+    if (value === void 0) throw CONTENT_GENERIC;
+    const block = readBlock(value);
+    if (block === void 0 || hasHugeInteger(block)) throw CONTENT_GENERIC;
+    const type = block.type;
+    if (type === "text") {
+      if (!isString(block.text)) throw CONTENT_GENERIC;
+      const meta = block._meta;
+      if (isObjectLike(meta) && meta["codex/encryptedContent"] === true) {
+        throw "content cannot emit encrypted MCP text";
+      }
+      emit(0, block.text, "");
+      return void 0;
+    }
+    if (type === "image" || type === "audio") {
+      if (!isString(block.data)) throw CONTENT_GENERIC;
+      if (block.mimeType !== void 0 && block.mime_type !== void 0) throw CONTENT_GENERIC;
+      if (!optionalString(block, "mimeType") || !optionalString(block, "mime_type")) throw CONTENT_GENERIC;
+      const data = block.data;
+      const mime = typeof block.mimeType === "string" ? block.mimeType : typeof block.mime_type === "string" ? block.mime_type : "application/octet-stream";
+      const url = startsWithIgnoreCase(data, "data:") ? data : "data:" + mime + ";base64," + data;
+      if (type === "image") emit(1, url, metaDetail(block) ?? "high");
+      else emit(5, url, "");
+      return void 0;
+    }
+    if (type === "resource") {
+      const resource = block.resource;
+      if (!isObjectLike(resource) || !isString(resource.uri)) throw CONTENT_GENERIC;
+      if (!isString(resource.text) && !isString(resource.blob)) throw CONTENT_GENERIC;
+      emit(0, stringify(block), "");
+      return void 0;
+    }
+    if (type === "resource_link") {
+      if (!isString(block.uri) || !isString(block.name)) throw CONTENT_GENERIC;
+      if (!optionalString(block, "title") || !optionalString(block, "description") || !optionalString(block, "mimeType")) throw CONTENT_GENERIC;
+      const size = block.size;
+      if (size !== void 0 && size !== null && (typeof size !== "number" || mathTrunc(size) !== size || size >= 9223372036854776e3 || size < -9223372036854776e3)) throw CONTENT_GENERIC;
+      emit(0, stringify(block), "");
+      return void 0;
+    }
+    throw CONTENT_GENERIC;
   }
   function text(value) {
     live();
@@ -805,36 +1178,44 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
   }
   function image(imageUrlOrItem, detail) {
     live();
-    const resolved = resolveImage(imageUrlOrItem, detail);
-    emit(1, resolved[0], resolved[1]);
+    emitImage(imageUrlOrItem, detail);
+    return void 0;
+  }
+  function audio(audioUrlOrItem) {
+    live();
+    emitAudio(audioUrlOrItem);
     return void 0;
   }
   function generatedImage(result) {
     live();
-    if (result === null || typeof result !== "object" && typeof result !== "function") {
-      throw "generatedImage expects an image generation result object";
+    if (!isObjectLike(result)) throw "generatedImage expects an image generation result object";
+    let hint;
+    try {
+      hint = result.output_hint;
+    } catch {
+      throw "failed to read generatedImage output_hint";
     }
-    const hint = result.output_hint;
     if (hint !== void 0 && typeof hint !== "string") {
       throw "generatedImage output_hint must be a string when provided";
     }
-    const resolved = resolveImage(result, void 0);
-    emit(1, resolved[0], resolved[1]);
-    if (typeof hint === "string") emit(0, hint, "");
+    emitImage(result, void 0);
+    if (typeof hint === "string" && hint !== "") emit(0, hint, "");
     return void 0;
+  }
+  function keyText(key, message) {
+    try {
+      return `${key}`;
+    } catch {
+      throw message;
+    }
   }
   function store(key, value) {
     live();
-    let name;
-    try {
-      name = `${key}`;
-    } catch {
-      throw "store key must be a string";
+    const name = keyText(key, "store key must be a string");
+    if (value === void 0) {
+      throw "Unable to store " + debugQuoted(name) + ". Only plain serializable objects can be stored.";
     }
-    const json = toJsonText(value);
-    if (json === void 0) {
-      throw "Unable to store " + stringify(name) + ". Only plain serializable objects can be stored.";
-    }
+    const json = serializeJson(value);
     let stored;
     try {
       stored = bridgeStore(name, json);
@@ -849,12 +1230,7 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
   }
   function load(key) {
     live();
-    let name;
-    try {
-      name = `${key}`;
-    } catch {
-      throw "load key must be a string";
-    }
+    const name = keyText(key, "load key must be a string");
     let json;
     try {
       json = bridgeLoad(name);
@@ -885,13 +1261,13 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
   }
   function exit() {
     live();
-    exitRequested = true;
+    finish(2, "");
     throw EXIT_SENTINEL;
   }
   function setTimeout(callback, delayMs) {
     live();
     if (typeof callback !== "function") throw "setTimeout expects a function callback";
-    let delay = NumberCtor(delayMs);
+    let delay = +delayMs;
     delay = numberIsFinite(delay) && delay > 0 ? mathTrunc(delay) : 0;
     const id = ++nextTimerId;
     timers[id] = callback;
@@ -907,7 +1283,7 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
     if (id === void 0 || id === null) return void 0;
     let n;
     try {
-      n = NumberCtor(id);
+      n = +id;
     } catch {
       throw "clearTimeout expects a numeric timeout id";
     }
@@ -925,7 +1301,7 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
   }
   function callTool(name, arg) {
     live();
-    const input = toJsonText(arg);
+    const input = arg === void 0 ? void 0 : serializeJson(arg);
     if (input !== void 0 && byteLength(input) > maxMessageBytes) {
       const message = "code-mode tool invocation exceeds the " + maxMessageBytes + "-byte gRPC message limit";
       return new PromiseCtor((_resolve, reject) => reject(message));
@@ -948,6 +1324,9 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
     pendingTools[id] = settlers;
     return promise;
   }
+  const INTERNAL_LIMIT = 64;
+  const VISIBLE_LIMIT = 10;
+  ErrorCtor.stackTraceLimit = INTERNAL_LIMIT;
   let callSiteProto;
   defineProperty(ErrorCtor, "prepareStackTrace", {
     __proto__: null,
@@ -959,99 +1338,146 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
     configurable: true
   });
   void new ErrorCtor().stack;
+  delete ErrorCtor.prepareStackTrace;
   const siteFileName = callSiteProto.getFileName;
   const siteIsEval = callSiteProto.isEval;
   const siteToString = callSiteProto.toString;
-  function isVisible(site) {
+  const USER = 0;
+  const HIDDEN = 1;
+  const BUILTIN = 2;
+  function frameKind(site) {
     try {
       const file = ReflectApply(siteFileName, site, []);
-      return typeof file !== "string" || file === cellFileName || file === helpersFileName || ReflectApply(siteIsEval, site, []) === true;
+      if (file === cellFileName || file === "") return USER;
+      if (typeof file === "string") return HIDDEN;
+      return ReflectApply(siteIsEval, site, []) === true ? USER : BUILTIN;
     } catch {
-      return false;
+      return HIDDEN;
+    }
+  }
+  function visibleSites(sites) {
+    const visible = [];
+    if (!isArray(sites)) return visible;
+    const keep = new Bytes(sites.length);
+    let below = USER;
+    for (let i = sites.length - 1; i >= 0; i--) {
+      const kind = frameKind(sites[i]);
+      if (kind === BUILTIN) {
+        keep[i] = below === USER ? 1 : 0;
+      } else {
+        keep[i] = kind === USER ? 1 : 0;
+        below = kind;
+      }
+    }
+    for (let i = 0; i < sites.length; i++) {
+      if (keep[i] === 0) continue;
+      defineProperty(visible, visible.length, {
+        __proto__: null,
+        value: sites[i],
+        writable: true,
+        enumerable: true,
+        configurable: true
+      });
+    }
+    return visible;
+  }
+  function siteText(site) {
+    try {
+      return "\n    at " + ReflectApply(siteToString, site, []);
+    } catch {
+      return "";
     }
   }
   function formatStack(error, sites) {
-    let out;
-    try {
-      out = ReflectApply(errorToString, error, []);
-    } catch {
-      out = "<error>";
-    }
-    if (!isArray(sites)) return out;
-    for (let i = 0; i < sites.length; i++) {
-      const site = sites[i];
-      if (!isVisible(site)) continue;
+    let header;
+    if (isArray(sites) && sites.length > 0) {
       try {
-        out += "\n    at " + ReflectApply(siteToString, site, []);
+        const own = error.stack;
+        const first = siteText(sites[0]);
+        if (typeof own === "string" && first !== "") {
+          const at = ReflectApply(stringIndexOf, own, [
+            first
+          ]);
+          if (at >= 0) header = ReflectApply(stringSlice, own, [
+            0,
+            at
+          ]);
+        }
       } catch {
+        header = void 0;
       }
     }
+    if (header === void 0) header = describeHeader(error);
+    let out = header;
+    const visible = visibleSites(sites);
+    let count = visible.length;
+    if (count > VISIBLE_LIMIT && limitProperty()?.value === INTERNAL_LIMIT) count = VISIBLE_LIMIT;
+    for (let i = 0; i < count; i++) out += siteText(visible[i]);
     return out;
+  }
+  function describeHeader(error) {
+    try {
+      return ReflectApply(errorToString, error, []);
+    } catch {
+      return "Error";
+    }
   }
   let userPrepare;
   function prepareWithUser(error, sites) {
-    const visible = [];
-    if (isArray(sites)) {
-      for (let i = 0; i < sites.length; i++) {
-        if (!isVisible(sites[i])) continue;
-        defineProperty(visible, visible.length, {
+    return ReflectApply(userPrepare, ErrorCtor, [
+      error,
+      visibleSites(sites)
+    ]);
+  }
+  let probing = false;
+  const PROBE = objectCreate(null);
+  const probe = () => PROBE;
+  function limitProperty() {
+    const own = getOwnPropertyDescriptor(ErrorCtor, "stackTraceLimit");
+    return own !== void 0 && "value" in own && own.writable === true ? {
+      value: own.value
+    } : void 0;
+  }
+  function formattingNow() {
+    probing = true;
+    const limit = limitProperty();
+    if (limit !== void 0) ErrorCtor.stackTraceLimit = 0;
+    let stack;
+    try {
+      stack = new ErrorCtor().stack;
+    } catch {
+      stack = void 0;
+    } finally {
+      probing = false;
+      if (limit !== void 0) ErrorCtor.stackTraceLimit = limit.value;
+    }
+    return typeof stack === "string";
+  }
+  defineProperty(FunctionProto, "prepareStackTrace", {
+    __proto__: null,
+    get() {
+      if (probing) return probe;
+      if (formattingNow()) return typeof userPrepare === "function" ? prepareWithUser : formatStack;
+      return this === ErrorCtor ? userPrepare : void 0;
+    },
+    set(value) {
+      if (this === ErrorCtor) {
+        userPrepare = value;
+        return;
+      }
+      if (isObjectLike(this)) {
+        defineProperty(this, "prepareStackTrace", {
           __proto__: null,
-          value: sites[i],
+          value,
           writable: true,
           enumerable: true,
           configurable: true
         });
       }
-    }
-    return ReflectApply(userPrepare, ErrorCtor, [
-      error,
-      visible
-    ]);
-  }
-  defineProperty(ErrorCtor, "prepareStackTrace", {
-    __proto__: null,
-    get: () => typeof userPrepare === "function" ? prepareWithUser : formatStack,
-    set: (value) => {
-      userPrepare = value;
     },
     enumerable: false,
     configurable: false
   });
-  const temporal = global.Temporal;
-  if (temporal !== void 0 && temporal.Now !== void 0) {
-    const now = temporal.Now;
-    const Instant = temporal.Instant;
-    const dateNow = Date.now;
-    const timeZoneId = now.timeZoneId;
-    const fromMs = Instant.fromEpochMilliseconds;
-    const zoned = (tz) => {
-      const instant = ReflectApply(fromMs, Instant, [
-        dateNow()
-      ]);
-      return instant.toZonedDateTimeISO(tz === void 0 ? ReflectApply(timeZoneId, now, []) : tz);
-    };
-    const coarse = {
-      instant: () => ReflectApply(fromMs, Instant, [
-        dateNow()
-      ]),
-      timeZoneId: () => ReflectApply(timeZoneId, now, []),
-      zonedDateTimeISO: (tz) => zoned(tz),
-      plainDateTimeISO: (tz) => zoned(tz).toPlainDateTime(),
-      plainDateISO: (tz) => zoned(tz).toPlainDate(),
-      plainTimeISO: (tz) => zoned(tz).toPlainTime()
-    };
-    const names2 = getOwnPropertyNames(coarse);
-    for (let i = 0; i < names2.length; i++) {
-      if (typeof now[names2[i]] !== "function") continue;
-      defineProperty(now, names2[i], {
-        __proto__: null,
-        value: coarse[names2[i]],
-        writable: true,
-        enumerable: false,
-        configurable: true
-      });
-    }
-  }
   const allowed = {
     __proto__: null
   };
@@ -1061,57 +1487,103 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
   for (let i = 0; i < names.length; i++) {
     if (allowed[names[i]] !== true) delete global[names[i]];
   }
-  const helpers = [
-    [
-      "text",
-      text
-    ],
-    [
-      "image",
-      image
-    ],
-    [
-      "generatedImage",
-      generatedImage
-    ],
-    [
-      "store",
-      store
-    ],
-    [
-      "load",
-      load
-    ],
-    [
-      "notify",
-      notify
-    ],
-    [
-      "yield_control",
-      yield_control
-    ],
-    [
-      "exit",
-      exit
-    ],
-    [
-      "setTimeout",
-      setTimeout
-    ],
-    [
-      "clearTimeout",
-      clearTimeout
-    ]
-  ];
   function installGlobal(name, value) {
     defineProperty(global, name, {
       __proto__: null,
       value,
       writable: true,
-      enumerable: false,
+      enumerable: true,
       configurable: true
     });
   }
+  function nativeLike(fn) {
+    const bound = ReflectApply(functionBind, fn, [
+      void 0
+    ]);
+    defineProperty(bound, "length", {
+      __proto__: null,
+      value: 0
+    });
+    defineProperty(bound, "name", {
+      __proto__: null,
+      value: ""
+    });
+    const prototype = {};
+    defineProperty(prototype, "constructor", {
+      __proto__: null,
+      value: bound,
+      writable: true,
+      enumerable: false,
+      configurable: true
+    });
+    defineProperty(bound, "prototype", {
+      __proto__: null,
+      value: prototype,
+      writable: true,
+      enumerable: false,
+      configurable: false
+    });
+    return bound;
+  }
+  const made = combinators(nativeLike(emitBlock));
+  const helpers = [
+    [
+      "text",
+      nativeLike(text)
+    ],
+    [
+      "image",
+      nativeLike(image)
+    ],
+    [
+      "audio",
+      nativeLike(audio)
+    ],
+    [
+      "generatedImage",
+      nativeLike(generatedImage)
+    ],
+    [
+      "content",
+      made.content
+    ],
+    [
+      "store",
+      nativeLike(store)
+    ],
+    [
+      "load",
+      nativeLike(load)
+    ],
+    [
+      "notify",
+      nativeLike(notify)
+    ],
+    [
+      "yield_control",
+      nativeLike(yield_control)
+    ],
+    [
+      "exit",
+      nativeLike(exit)
+    ],
+    [
+      "setTimeout",
+      nativeLike(setTimeout)
+    ],
+    [
+      "clearTimeout",
+      nativeLike(clearTimeout)
+    ],
+    [
+      "as_settled",
+      made.as_settled
+    ],
+    [
+      "stream_settled",
+      made.stream_settled
+    ]
+  ];
   for (let i = 0; i < helpers.length; i++) installGlobal(helpers[i][0], helpers[i][1]);
   const Registry = global.FinalizationRegistry;
   if (typeof Registry === "function") {
@@ -1146,7 +1618,13 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
       enumerable: false,
       configurable: true
     });
-    installGlobal("FinalizationRegistry", guarded);
+    defineProperty(global, "FinalizationRegistry", {
+      __proto__: null,
+      value: guarded,
+      writable: true,
+      enumerable: false,
+      configurable: true
+    });
   }
   function configure(toolsJson, messageLimit, storedLimit) {
     maxMessageBytes = messageLimit;
@@ -1158,13 +1636,9 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
       const tool = function(arg) {
         return callTool(toolName, arg);
       };
-      defineProperty(tool, "name", {
-        __proto__: null,
-        value: toolName
-      });
       defineProperty(tools, toolName, {
         __proto__: null,
-        value: tool,
+        value: nativeLike(tool),
         writable: true,
         enumerable: true,
         configurable: true
@@ -1173,31 +1647,32 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
     installGlobal("tools", tools);
     installGlobal("ALL_TOOLS", toolList);
   }
-  function run(fn) {
-    queueJob(() => {
-      let evaluation;
-      try {
-        evaluation = ReflectApply(fn, void 0, []);
-      } catch (e) {
-        settle(true, e);
-        return;
-      }
-      try {
-        defineProperty(evaluation, "constructor", {
-          __proto__: null,
-          value: void 0
-        });
-        ReflectApply(promiseThen, evaluation, [
-          () => settle(false, void 0),
-          (reason) => settle(true, reason)
-        ]);
-      } catch {
-        settle(false, void 0);
-      }
-    });
+  function watch(evaluation) {
+    try {
+      ReflectApply(promiseThen, evaluation, [
+        () => settle(false, void 0),
+        // After exit() the cell is over already, and its sentinel is ignored (settle checks).
+        (reason) => settle(true, reason)
+      ]);
+    } catch (e) {
+      settle(true, e);
+    }
   }
   function fail(thrown) {
     settle(true, thrown);
+  }
+  function complete() {
+    settle(false, void 0);
+  }
+  function promiseIntact() {
+    try {
+      const then = getOwnPropertyDescriptor(PromiseProto, "then");
+      const ctor = getOwnPropertyDescriptor(PromiseProto, "constructor");
+      const species = getOwnPropertyDescriptor(PromiseCtor, speciesKey);
+      return then?.value === promiseThen && ctor?.value === PromiseCtor && species?.get === speciesGetter && getPrototypeOf(PromiseProto) === ObjectProto;
+    } catch {
+      return false;
+    }
   }
   function fireTimer(id) {
     const callback = timers[id];
@@ -1234,11 +1709,14 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
     });
   }
   return {
-    run,
+    watch,
     fail,
+    complete,
+    promiseIntact,
     fireTimer,
     deliver,
-    configure
+    configure,
+    describe
   };
 }
 
@@ -1311,18 +1789,20 @@ var CELL_GLOBAL_ALLOWLIST = Object.freeze([
   // Further ECMAScript-standard globals V8 provides.
   "AsyncDisposableStack",
   "DisposableStack",
-  "SuppressedError",
-  "Temporal"
+  "SuppressedError"
 ]);
 var MAX_HOST_TIMER_MS = MAX_INT32;
 var DRAIN_CONTEXT = new vm2.Script("0", {
   filename: CELL_HELPERS_FILE_NAME
 });
 var helpersScript;
+var combinatorsScript;
+var SourceTextModule = vm2.SourceTextModule;
 var importRefused = false;
-function refuseImport(specifier) {
+var DYNAMIC_IMPORT_ERROR = "unsupported import in exec";
+function refuseImport() {
   importRefused = true;
-  return Promise.reject(`Unsupported import in exec: ${String(specifier)}`);
+  return Promise.reject(DYNAMIC_IMPORT_ERROR);
 }
 var CellRun = class {
   #start;
@@ -1346,6 +1826,10 @@ var CellRun = class {
   #writes = /* @__PURE__ */ new Map();
   #context;
   #controller;
+  /** The cell's module, until it is disposed. */
+  #module;
+  /** A completion or failure reported during a drain: taken when the drain is over. */
+  #pendingFinish;
   #credit;
   #startedPending = false;
   /** A posted output's credit wait was cut short by a stack overflow: the next output waits first. */
@@ -1373,33 +1857,48 @@ var CellRun = class {
    */
   prepare() {
     const context = vm2.createContext(vm2.constants.DONT_CONTEXTIFY, {
-      microtaskMode: "afterEvaluate",
-      importModuleDynamically: refuseImport
+      microtaskMode: "afterEvaluate"
     });
     this.#context = context;
     helpersScript ??= new vm2.Script(`"use strict";(${createCellHelpers.toString()})`, {
       filename: CELL_HELPERS_FILE_NAME
     });
+    combinatorsScript ??= new vm2.Script(CELL_COMBINATORS_SOURCE, {
+      filename: ""
+    });
     const factory = helpersScript.runInContext(context);
+    const combinators = combinatorsScript.runInContext(context);
     const b = this.#bridges();
-    this.#controller = factory(b.phase, b.emit, b.callTool, b.byteLength, b.load, b.store, b.timer, b.finish, JSON.stringify(CELL_GLOBAL_ALLOWLIST), CELL_FILE_NAME, CELL_HELPERS_FILE_NAME);
+    this.#controller = factory(b.phase, b.emit, b.callTool, b.byteLength, b.load, b.store, b.timer, b.finish, combinators, JSON.stringify(CELL_GLOBAL_ALLOWLIST), CELL_FILE_NAME, CELL_HELPERS_FILE_NAME);
   }
   /**
    * Runs, once, the platform code every cell needs, so that its lazy set-up (Deno's `node:timers`,
-   * compiling and running a `vm.Script` in the context, ~0.7 ms in all) is not paid by the first
-   * cell. It evaluates only `0` in the context and arms and clears one host timer: nothing a cell
-   * can observe.
+   * compiling, linking and evaluating a module in the context, ~0.7 ms in all) is not paid by the
+   * first cell. It evaluates an empty module in the context and arms and clears one host timer:
+   * nothing a cell can observe.
    */
   warmUp() {
     const context = this.#context;
     if (context === void 0) return;
     clearHostTimer(setHostTimer(() => {
     }, 1e3));
-    new vm2.Script("0", {
-      filename: CELL_FILE_NAME,
-      lineOffset: CELL_LINE_OFFSET,
-      importModuleDynamically: refuseImport
-    }).runInContext(context);
+    const module = new SourceTextModule("", {
+      context,
+      identifier: CELL_FILE_NAME
+    });
+    module.linkRequests([]);
+    module.instantiate();
+    void module.evaluate();
+  }
+  /**
+   * Lets go of what Deno keeps of the cell's module after the cell: the object its dynamic-import
+   * callback closes over is emptied, so it no longer holds the module and, through it, the realm.
+   */
+  dispose() {
+    const module = this.#module;
+    this.#module = void 0;
+    if (module === void 0) return;
+    for (const key of Reflect.ownKeys(module)) Reflect.deleteProperty(module, key);
   }
   /**
    * Starts the prepared cell: installs its tools and limits, posts `started`, and compiles and
@@ -1449,29 +1948,49 @@ var CellRun = class {
     if (inMacrotask) run();
     else setHostImmediate(run);
   }
-  /** Compiles the source and evaluates it once; runs inside a macrotask. */
+  /**
+   * Compiles the source as the ES module `exec_main.mjs` and evaluates it once; runs inside a
+   * macrotask. The module's synchronous part, and every microtask it queues, run inside
+   * `evaluate()` (the context drains its queue at the end of each evaluation); the module's
+   * promise, settled or not, is then watched from the context.
+   */
   #evaluate() {
     const context = this.#context;
     if (context === void 0 || this.#phase !== PHASE_RUNNING) return;
-    let script;
+    let module;
     try {
-      script = new vm2.Script(wrapCellSource(this.#start.source), {
-        filename: CELL_FILE_NAME,
-        lineOffset: CELL_LINE_OFFSET,
+      module = new SourceTextModule(this.#start.source, {
+        context,
+        identifier: CELL_FILE_NAME,
         importModuleDynamically: refuseImport
       });
     } catch (e) {
       this.#finish(1, describeCompileError(e));
       return;
     }
-    let fn;
+    this.#module = module;
+    const requests = module.moduleRequests;
+    if (requests.length > 0) {
+      this.#finish(1, `Unsupported import in exec: ${requests[0].specifier}`);
+      return;
+    }
+    let evaluation;
     try {
-      fn = script.runInContext(context);
+      module.linkRequests([]);
+      module.instantiate();
+      evaluation = module.evaluate();
     } catch (e) {
       this.#enter((c) => c.fail(e));
       return;
     }
-    this.#enter((c) => c.run(fn));
+    if (module.status === "errored") {
+      const error = module.error;
+      this.#enter((c) => c.fail(error));
+    } else if (!this.#controller.promiseIntact()) {
+      this.#enter((c) => c.complete());
+    } else {
+      this.#enter((c) => c.watch(evaluation));
+    }
   }
   /** Handles a control message other than `start`. */
   control(message) {
@@ -1520,6 +2039,19 @@ var CellRun = class {
                 url: first,
                 detail
               },
+              n
+            });
+            break;
+          }
+          case EMIT_AUDIO: {
+            const n = utf8ByteLength(first);
+            this.#postCounted(n > this.#credit.dropMediaOver ? {
+              t: "droppedAudio",
+              bytes: n,
+              n: 0
+            } : {
+              t: "audio",
+              url: first,
               n
             });
             break;
@@ -1603,8 +2135,15 @@ var CellRun = class {
           this.#hostTimers.delete(id);
         }
       },
-      finish: (failed, errorText) => {
-        this.#finish(failed === 1 ? 1 : 0, typeof errorText === "string" ? errorText : "");
+      finish: (kind, errorText) => {
+        if (kind === FINISH_EXIT) {
+          this.#finish(0, "");
+        } else if (this.#pendingFinish === void 0 && this.#phase === PHASE_RUNNING) {
+          this.#pendingFinish = [
+            kind === FINISH_FAILED ? 1 : 0,
+            typeof errorText === "string" ? errorText : ""
+          ];
+        }
       }
     };
   }
@@ -1641,6 +2180,11 @@ var CellRun = class {
       DRAIN_CONTEXT.runInContext(context);
     } catch {
       this.#finish(1, "code-mode internal error");
+    }
+    const pending = this.#pendingFinish;
+    if (pending !== void 0 && !importRefused) {
+      this.#pendingFinish = void 0;
+      this.#finish(pending[0], pending[1]);
     }
     if (this.#unsentResult !== void 0 || this.#noticeOwed) {
       try {
@@ -1951,6 +2495,7 @@ function boot(port) {
     if (finished === void 0 || !finished.reusable || warmed === void 0) return;
     if (Atomics.load(warmed.words, CELL_DOORBELL) === 2) return;
     cell = void 0;
+    finished.dispose();
     const { used_heap_size: used, heap_size_limit: limit } = v82.getHeapStatistics();
     if (used > Math.min(COLLECT_OVER_BYTES, RETIRE_HEAP_BYTES, limit * RETIRE_HEAP_SHARE)) collectGarbage();
     prepared = new CellRun();
@@ -1998,5 +2543,6 @@ export {
   CELL_FINISHED_ERROR,
   CELL_GLOBAL_ALLOWLIST,
   CELL_HELPERS_FILE_NAME,
-  CELL_STOPPED_ERROR
+  CELL_STOPPED_ERROR,
+  DYNAMIC_IMPORT_ERROR
 };

@@ -270,6 +270,27 @@ function wireCellEvents(cellId, output) {
           }
         }
       ];
+    case "audio":
+      return [
+        {
+          cellId,
+          contentItem: {
+            audioUrl: output.url
+          }
+        }
+      ];
+    case "droppedAudio":
+      return [
+        {
+          cellId,
+          contentItem: {
+            droppedMedia: {
+              kind: "audio",
+              bytes: output.bytes
+            }
+          }
+        }
+      ];
     case "yield":
       return [
         {
