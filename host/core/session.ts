@@ -67,6 +67,11 @@ export interface SessionOptions {
   /** The session's `max_yield_time_ms`, if it asked. */
   maxYieldTimeMs?: bigint;
   cellHeapMb: number;
+  /**
+   * The session's cap on its pending delegate calls (OpenSession's `max_pending_delegate_calls`);
+   * the smaller of it and `limits.maxPendingDelegateCallsPerSession` applies (default: the limit).
+   */
+  maxPendingDelegateCalls?: number;
   runtime: RuntimeTransport;
   limits: Limits;
   log: Logger;
@@ -123,6 +128,12 @@ interface ActiveWait {
 
 const CLOSED_MESSAGE = "code-mode session is closed";
 /**
+ * How long a cell's outcome waits, at most, for its notifications to be handed to the lease's
+ * transport ({@link Session.notificationsFlushed}): a lease that is read hands them off within
+ * microtasks; one that is not read must not hold the outcome back (SPEC §7.8).
+ */
+export const NOTIFICATION_FLUSH_MS = 250;
+/**
  * Cooperative-stop deadlines a cell whose isolate has not begun gets before its runtime is
  * restarted: 5 × `cooperativeStopMs` (500 ms), inside Terminate's 1 s bound (SPEC §4.5).
  */
@@ -171,6 +182,8 @@ export class Session {
   /** The session's runtime crashed (its cells' outcome is `crashed`). */
   #crashed = false;
   #watches = new Map<Cell, CellWatch>();
+  /** The lease item number of each cell's last published notification. */
+  #lastNotification = new WeakMap<Cell, number>();
 
   /** @param options see {@link SessionOptions} */
   constructor(options: SessionOptions) {
@@ -188,7 +201,9 @@ export class Session {
     this.#preYielded = new RecentIds(recent);
     this.#preCancelled = new RecentIds(recent);
     this.#lease = new LeaseQueue(options.limits.leaseEventQueueCapacity);
-    this.#sessionDelegatePermits = new Permits(options.limits.maxPendingDelegateCallsPerSession);
+    this.#sessionDelegatePermits = new Permits(
+      Math.min(options.maxPendingDelegateCalls ?? Infinity, options.limits.maxPendingDelegateCallsPerSession),
+    );
     this.#bridge = new ToolBridge({
       sessionId: options.id,
       maxMessageBytes: options.limits.maxMessageBytes,
@@ -238,6 +253,31 @@ export class Session {
   /** The lease stream: `opened` first, then session events, until the session ends. */
   lease(signal?: AbortSignal): AsyncGenerator<SessionEvent> {
     return this.#lease.drain(signal);
+  }
+
+  /**
+   * Publication before release (item 4 of issue 25): a cell's outcome (Execute, Wait, Terminate)
+   * is released only after every notification the cell published before it has been handed to the
+   * lease's transport, as Codex's host writes a cell's notifications before its outcome.
+   *
+   * - A notification is published when it is queued on the lease (in order, before the cell's
+   *   `CellClosed`); it is handed off when the lease's reader has taken it and asked for the next
+   *   event, i.e. written it to the lease stream.
+   * - The wait ends at the latest after {@link NOTIFICATION_FLUSH_MS}, or when the lease's reader
+   *   stops: a client that does not read its lease delays its outcomes by that much at most, and
+   *   then receives the notifications after the outcome.
+   *
+   * @param cell the cell whose outcome is about to be released
+   * @returns a promise to await first, or `undefined` when there is nothing to wait for
+   */
+  notificationsFlushed(cell: Cell): Promise<void> | undefined {
+    const seq = this.#lastNotification.get(cell);
+    if (seq === undefined) return undefined;
+    const handedOff = this.#lease.handedOff(seq);
+    const clock = this.#options.clock;
+    let timer: unknown;
+    const bound = new Promise<void>((resolve) => timer = clock.setTimeout(resolve, NOTIFICATION_FLUSH_MS));
+    return Promise.race([handedOff, bound]).finally(() => clock.clearTimeout(timer));
   }
 
   /** @throws {HostError} `session_closed` `code-mode session is closed` once closing began */
@@ -540,7 +580,7 @@ export class Session {
         );
         return;
       }
-      this.#lease.push({
+      const queued = this.#lease.push({
         notification: {
           notificationId: crypto.randomUUID(),
           executionId: cell.executionId,
@@ -549,6 +589,7 @@ export class Session {
           text,
         },
       });
+      if (queued) this.#lastNotification.set(cell, this.#lease.pushed);
     } finally {
       session?.release();
       host?.release();

@@ -11,7 +11,7 @@ import type { Logger } from "../ops/log.ts";
 import { type Permit, Permits, RecentIds } from "./permits.ts";
 import type { RuntimeTransport } from "../runtime/runtime_transport.ts";
 import { Session } from "./session.ts";
-import { validateIdentifier } from "./validate.ts";
+import { parseUuid, validateIdentifier } from "./validate.ts";
 import { spawnWorkerProcess } from "../runtime/worker_process.ts";
 import { MemoryWatchdog } from "../runtime/memory_watchdog.ts";
 import type { OsSandbox } from "../runtime/os_sandbox.ts";
@@ -56,6 +56,8 @@ export interface OpenOptions {
   outputMode: number;
   maxYieldTimeMs?: bigint;
   cellHeapMb: number;
+  /** The session's own cap on pending delegate calls (below `maxPendingDelegateCallsPerSession`). */
+  maxPendingDelegateCalls?: number;
 }
 
 /** Registry and admission. */
@@ -262,6 +264,7 @@ export class SessionManager implements AsyncDisposable {
       outputMode: options.outputMode,
       maxYieldTimeMs: options.maxYieldTimeMs,
       cellHeapMb: options.cellHeapMb,
+      maxPendingDelegateCalls: options.maxPendingDelegateCalls,
       runtime,
       limits: this.limits,
       log: this.#options.log,
@@ -301,10 +304,10 @@ export class SessionManager implements AsyncDisposable {
    * @throws {HostError} `invalid_request` for a malformed ID, `unknown_session` for an unknown one
    */
   lookup(sessionId: string | undefined, options: { uuid?: boolean } = {}): Session {
-    const id = validateIdentifier(sessionId, "session ID", this.limits.maxIdentifierBytes, {
-      uuid: options.uuid ?? true,
-    });
-    const session = this.#sessions.get(id);
+    const uuid = options.uuid ?? true;
+    const id = validateIdentifier(sessionId, "session ID", this.limits.maxIdentifierBytes, { uuid });
+    // Any form of the UUID names the session; the refusal quotes the ID as it was sent.
+    const session = this.#sessions.get(uuid ? parseUuid(id)! : id);
     if (!session) throw new HostError("unknown_session", `unknown code-mode session ${id}`);
     session.touch();
     return session;
