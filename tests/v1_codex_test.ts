@@ -29,10 +29,8 @@ Deno.test("V1 (Codex): a limited (1 ms) and an unlimited session on one host", a
     !("Result" in outcome)
   );
   assert.deepEqual(texts(outcome), ["done"]);
-  assert.deepEqual(
-    await c.open("session-3", { max_heap_size_bytes: 1 }),
-    failure("invalid code-mode session execution limits: maximum heap size must be at least 16777216 bytes"),
-  );
+  // Codex's host opens a session whatever heap size it asks (issue 25: the core no longer refuses).
+  assert.equal((await c.open("session-3", { max_heap_size_bytes: 1 })).status, "ok");
   assert.equal(
     (await c.open("session-4", { max_yield_time_ms: -1 })).message,
     "invalid code-mode session execution limits: max_yield_time_ms must be a non-negative integer",
