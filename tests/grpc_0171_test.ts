@@ -16,11 +16,14 @@ import {
   type Msg,
   type OpenSession,
   openSession,
+  rawClient,
   run,
   startHost,
   type TestHost,
   texts,
 } from "./_harness.ts";
+import { grpcMessages, startRecordingRelay } from "./_h2_record.ts";
+import { publicProtoRoot } from "../proto/loader.ts";
 
 const RESULT_BUFFERED = "codex-code-mode-result-buffered-for-ns";
 const enc = new TextEncoder();
@@ -470,51 +473,11 @@ Deno.test("A lease that is not read holds a cell's outcome back only briefly; it
   }
 });
 
-/** gRPC messages the server sent, per HTTP/2 stream, in the order their last byte arrived. */
-function serverMessages(bytes: Uint8Array): { stream: number; message: Uint8Array }[] {
-  const out: { stream: number; message: Uint8Array }[] = [];
-  const pending = new Map<number, number[]>();
-  let at = 0;
-  while (at + 9 <= bytes.length) {
-    const length = (bytes[at] << 16) | (bytes[at + 1] << 8) | bytes[at + 2];
-    const [type, flags] = [bytes[at + 3], bytes[at + 4]];
-    const stream = ((bytes[at + 5] & 0x7f) << 24) | (bytes[at + 6] << 16) | (bytes[at + 7] << 8) |
-      bytes[at + 8];
-    let payload = bytes.subarray(at + 9, at + 9 + length);
-    at += 9 + length;
-    if (type !== 0) continue; // DATA only
-    if (flags & 0x8) payload = payload.subarray(1, payload.length - payload[0]);
-    const buffer = pending.get(stream) ?? [];
-    buffer.push(...payload);
-    while (buffer.length >= 5) {
-      const size = new DataView(new Uint8Array(buffer.slice(1, 5)).buffer).getUint32(0);
-      if (buffer.length < 5 + size) break;
-      out.push({ stream, message: new Uint8Array(buffer.slice(5, 5 + size)) });
-      buffer.splice(0, 5 + size);
-    }
-    pending.set(stream, buffer);
-  }
-  return out;
-}
-
 Deno.test("On the wire, a cell's notifications precede its Execute outcome and its Wait outcome (issue 25 item 4)", async () => {
   await using h = await startHost();
   // A relay in front of the host that records what the host sends.
-  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
-  const recorded: Uint8Array[] = [];
-  const relay = (async () => {
-    const client = await listener.accept();
-    const [hostname, port] = h.address.split(":");
-    const upstream = await Deno.connect({ hostname, port: Number(port) });
-    const up = client.readable.pipeTo(upstream.writable).catch(() => {});
-    const down = upstream.readable.pipeThrough(
-      new TransformStream({ transform: (chunk, c) => (recorded.push(chunk.slice()), c.enqueue(chunk)) }),
-    ).pipeTo(client.writable).catch(() => {});
-    await Promise.all([up, down]);
-  })();
-  const { client, channel } = (await import("./_harness.ts")).rawClient(
-    `127.0.0.1:${(listener.addr as Deno.NetAddr).port}`,
-  );
+  await using relay = startRecordingRelay(h.address);
+  const { client, channel } = rawClient(relay.address);
   const cells = 30;
   try {
     await using s = await openSession(client);
@@ -538,16 +501,13 @@ Deno.test("On the wire, a cell's notifications precede its Execute outcome and i
     }
   } finally {
     channel.close();
-    listener.close();
-    await relay;
   }
-  const all = new Uint8Array(recorded.reduce((n, c) => n + c.length, 0));
-  recorded.reduce((o, c) => (all.set(c, o), o + c.length), 0);
-  const root = (await import("../proto/loader.ts")).publicProtoRoot();
+  await relay[Symbol.asyncDispose]();
+  const root = publicProtoRoot();
   const SessionEvent = root.lookupType("codex.code_mode.v1.SessionEvent");
   const ExecuteEvent = root.lookupType("codex.code_mode.v1.ExecuteEvent");
   const WaitResponse = root.lookupType("codex.code_mode.v1.WaitResponse");
-  const messages = serverMessages(all);
+  const messages = grpcMessages(relay.serverBytes());
   const leaseStream = messages[0].stream;
   const notes = new Map<string, number>();
   let checked = 0;
