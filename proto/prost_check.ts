@@ -25,7 +25,14 @@ export const DECODE_ERROR_PREFIX = "failed to decode Protobuf message: ";
 const RECURSION_LIMIT = 100;
 
 /** prost's `WireType` names, by number. */
-const WIRE_TYPE_NAMES = ["Varint", "SixtyFourBit", "LengthDelimited", "StartGroup", "EndGroup", "ThirtyTwoBit"];
+const WIRE_TYPE_NAMES = [
+  "Varint",
+  "SixtyFourBit",
+  "LengthDelimited",
+  "StartGroup",
+  "EndGroup",
+  "ThirtyTwoBit",
+];
 
 const SCALAR_WIRE_TYPE: Record<string, number> = {
   double: 1,
