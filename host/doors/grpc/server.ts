@@ -132,7 +132,11 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
   type AnyImplementation = Parameters<Server["add"]>[1];
   server.with(errorMiddleware(log)).add(
     withoutSerializeCopy(codeModeHostDefinition()) as unknown as AnyDefinition,
-    createCodeModeService({ core, routeToken: options.routeToken }) as unknown as AnyImplementation,
+    createCodeModeService({
+      core,
+      routeToken: options.routeToken,
+      confirmsWrites: true,
+    }) as unknown as AnyImplementation,
   );
   const health = HealthState();
   server.add(HealthDefinition, HealthServiceImpl(health));

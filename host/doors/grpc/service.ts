@@ -59,6 +59,13 @@ export interface ServiceOptions {
   core: CodeModeCore;
   /** `--route-token`: sent as the `x-code-mode-route` response header of OpenSession. */
   routeToken?: string;
+  /**
+   * Whether the transport calls a response's {@link ON_SENT} callback as it writes the response
+   * (`server.ts`'s interceptor does). Then the lease asks for the event after a notification only
+   * once the notification is written, so the cell's outcome cannot overtake it. Default false: the
+   * lease reads on at once (an in-process caller, `host/doors/embedded.ts`, queues in order anyway).
+   */
+  confirmsWrites?: boolean;
 }
 
 /** Reads an optional uint64 (decoded as a decimal string) exactly. */
@@ -177,7 +184,7 @@ export function createCodeModeService(options: ServiceOptions): CodeModeHostImpl
         context.signal.addEventListener("abort", () => resolve(), { once: true });
       });
       for await (const event of lease.events(context.signal)) {
-        if (event.type !== "notification") {
+        if (event.type !== "notification" || !options.confirmsWrites) {
           yield wireLeaseEvent(event);
           continue;
         }
