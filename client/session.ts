@@ -408,6 +408,11 @@ export class GrpcCodeModeSession implements CodeModeSession {
   ): Promise<WaitOutcome> {
     if (this.#shutdown) throw new CodeModeError(undefined, SHUTTING_DOWN);
     const generation = this.#binding.generation;
+    if (
+      request.maxTokens !== undefined && (!Number.isSafeInteger(request.maxTokens) || request.maxTokens < 0)
+    ) {
+      throw new CodeModeError(undefined, `invalid code-mode output token limit: ${request.maxTokens}`);
+    }
     if (this.#observers.has(request.cellId)) {
       throw new CodeModeError(undefined, `exec cell ${request.cellId} already has an active observer`);
     }
@@ -460,7 +465,13 @@ export class GrpcCodeModeSession implements CodeModeSession {
           binding,
           Promise.race([
             binding.client.wait(
-              { sessionId: binding.sessionId, cellId: hostId, waitId, yieldTimeMs: request.yieldTimeMs },
+              {
+                sessionId: binding.sessionId,
+                cellId: hostId,
+                waitId,
+                yieldTimeMs: request.yieldTimeMs,
+                ...(request.maxTokens === undefined ? {} : { maxTokens: request.maxTokens }),
+              },
               {
                 signal: cancel.signal,
                 metadata: binding.metadata(),

@@ -90,6 +90,11 @@ export interface WaitRequest {
   cellId: string;
   /** When the observation yields. */
   yieldTimeMs: number;
+  /**
+   * Server mode: the token budget of this observation's output (the `wait` tool's `max_tokens`);
+   * the host's default (10,000) when absent, whatever the Execute asked for.
+   */
+  maxTokens?: number;
 }
 
 /** A content item as a model sees it. */

@@ -43,7 +43,8 @@ Relative paths are resolved against the directory the command was run from.
   --route-token TOKEN          x-code-mode-route sent on OpenSession
   --limit NAME=VALUE           override a limit (repeatable); with mcp+http, also
                                  mcpSessionIdleTimeoutMs (default 1800000, 0 = off)
-  --log-level LEVEL            debug, info, warn or error (default info); JSON lines on stderr
+  --log-level LEVEL            debug, info, warn or error (default info; warn with --listen stdio);
+                               JSON lines on stderr
   --metrics-listen IP:PORT     serve GET /metrics (Prometheus), /healthz and /readyz over HTTP/1.1
                                  (no token; port 0 picks one; logged as "metrics listening on …")
   --otel-trace-exporter URL    export trace spans as OTLP/HTTP JSON to URL (a path of / becomes
@@ -111,7 +112,7 @@ async function main(args: string[]): Promise<void> {
         "warm-sessions": { type: "string" },
         "route-token": { type: "string" },
         "limit": { type: "string", multiple: true, default: [] },
-        "log-level": { type: "string", default: "info" },
+        "log-level": { type: "string" },
         "metrics-listen": { type: "string" },
         "otel-trace-exporter": { type: "string" },
         "help": { type: "boolean", default: false },
@@ -132,7 +133,10 @@ async function main(args: string[]): Promise<void> {
     await Deno.stdout.write(new TextEncoder().encode(`code-mode-host ${denoConfig.version}\n`));
     return;
   }
-  const level = v["log-level"] as string;
+  // JSON host V1 (Codex's launch) logs only warnings by default: Codex's own host writes nothing to
+  // stderr unless something goes wrong.
+  const v1 = v.listen === "stdio" || v.listen === "stdio://";
+  const level = (v["log-level"] ?? (v1 ? "warn" : "info")) as string;
   if (!LEVELS.includes(level)) fail(new Logger(), `invalid --log-level \`${level}\``, 2);
   const log = new Logger(level as LogLevel);
 

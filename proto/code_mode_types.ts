@@ -595,6 +595,10 @@ export interface WaitRequest {
   waitId?: string;
   /** `uint64 yield_time_ms = 4`; 64-bit */
   yieldTimeMs?: string;
+  /** `optional uint64 max_tokens = 5`; 64-bit */
+  maxTokens?: string;
+  /** Set to the field's name when `maxTokens` is present. */
+  _maxTokens?: "maxTokens";
 }
 
 /** `codex.code_mode.v1.WaitRequest` as the encoder takes it. */
@@ -607,6 +611,8 @@ export interface WaitRequestInit {
   waitId?: string;
   /** `uint64 yield_time_ms = 4`; 64-bit */
   yieldTimeMs?: number;
+  /** `optional uint64 max_tokens = 5`; 64-bit */
+  maxTokens?: number;
 }
 
 /** `codex.code_mode.v1.WaitResponse` as decoded. */

@@ -246,4 +246,31 @@ export function providerScenarios(label: string, open: () => Promise<ProviderUnd
       assert.equal(tooSmall.grpcCode, 9);
     }
   });
+
+  Deno.test(`${label} provider: a Server-mode wait's maxTokens is the budget of its output; a bad one is refused before anything is sent`, async () => {
+    await using h = await open();
+    const session = await h.provider.createSession({ outputTruncation: "server" });
+    const cell = await session.execute(
+      {
+        toolCallId: "c",
+        enabledTools: [],
+        source: 'text("a"); yield_control(); text("b".repeat(100)); text("c".repeat(100))',
+        maxOutputTokens: 1_000,
+      },
+      new NoopCodeModeSessionDelegate(),
+    );
+    assert.equal((await cell.initialResponse()).type, "yielded");
+    for (const maxTokens of [-1, 1.5, 2 ** 53]) {
+      const refused = await rejection(session.wait({ cellId: cell.cellId, yieldTimeMs: 0, maxTokens }));
+      assert.equal(refused.message, `invalid code-mode output token limit: ${maxTokens}`);
+    }
+    const outcome = await session.wait({ cellId: cell.cellId, yieldTimeMs: 10_000, maxTokens: 5 });
+    assert.equal(outcome.type, "liveCell");
+    assert.deepEqual(outcome.response.contentItems, [{
+      type: "input_text",
+      text: "Warning: truncated output (original token count: 51)\nTotal output lines: 2\n\n" +
+        "bbbbbbbbbb…46 tokens truncated…cccccccccc",
+    }]);
+    await session.shutdown();
+  });
 }

@@ -1,10 +1,11 @@
 /**
- * A client of Codex's JSON "host V1" protocol, written from SPEC §9.10 alone (not from the host's
- * code): little-endian length frames of UTF-8 JSON over a child's stdin/stdout. Used by the
- * end-to-end tests and importable by benchmarks.
+ * A client of Codex's JSON "host V1" protocol, written from SPEC §9.10 and from taps of Codex 0.171
+ * talking to its own host (not from this host's code): little-endian length frames of UTF-8 JSON
+ * over a child's stdin/stdout. Its requests have the shape and key order Codex sends. Used by the
+ * end-to-end tests (against this host and against Codex's own) and importable by benchmarks.
  *
- * - {@link V1Client.spawn} starts `bin/codex-code-mode-host` (no arguments by default) over real
- *   pipes with a nearly empty environment.
+ * - {@link V1Client.spawn} starts `bin/codex-code-mode-host` (no arguments by default), or any
+ *   other host binary (`command`: Codex's own), over real pipes with a nearly empty environment.
  * - Requests get integer ids from 1; {@link V1Client.request} resolves with the
  *   `operation/response` result, {@link V1Client.execute} with the started response and a promise
  *   of the `execute/initialResponse`.
@@ -20,7 +21,7 @@ export type Json = any;
 
 /** The repository root (this file is in tests/). */
 export const REPO_ROOT = new URL("..", import.meta.url).pathname;
-/** The launcher Codex is pointed at. */
+/** The launcher Codex starts (README "Use it from Codex"). */
 export const LAUNCHER = `${REPO_ROOT}bin/codex-code-mode-host`;
 
 /** Encodes a frame: 4-byte little-endian length, then the UTF-8 JSON. */
@@ -66,12 +67,24 @@ export const delivered: Json = { status: "ok", value: { type: "notification/deli
 /** An error result. */
 export const failure = (message: string): Json => ({ status: "error", message });
 
+/** The capabilities Codex 0.171 offers (all optional). */
+export const CODEX_CAPABILITIES = [
+  "bounded-output-v1",
+  "delegate-capacity-4096",
+  "session-cell-execution-resource-limits",
+  "tool-catalog-revision-v1",
+  "yield-observation",
+];
+
 /** An execute in flight. */
 export interface Execution {
   id: number;
   /** The `operation/response` result (`execution/started` or an error). */
   started: Promise<Json>;
-  /** The `execute/initialResponse` result. */
+  /**
+   * The `execute/initialResponse` result; when the execute was refused (no initial response comes,
+   * as with Codex's own host), the refusal.
+   */
   initial: Promise<Json>;
 }
 
@@ -92,6 +105,8 @@ export interface SpawnOptions {
 /** A V1 client over a pair of streams. */
 export class V1Client {
   readonly received: Json[] = [];
+  /** The JSON text of every message received, as written (key order, exact numbers). */
+  readonly raw: string[] = [];
   readonly child?: Deno.ChildProcess;
   #writer: WritableStreamDefaultWriter<Uint8Array>;
   #reader: ReadableStreamDefaultReader<Uint8Array>;
@@ -200,8 +215,9 @@ export class V1Client {
       const n = new DataView(prefix.buffer, prefix.byteOffset, 4).getUint32(0, true);
       const payload = n === 0 ? new Uint8Array() : await this.#read(buffer, n);
       if (!payload) throw new Error("host stdout ended inside a frame");
-      const message = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(payload));
-      this.#dispatch(message);
+      const text = new TextDecoder("utf-8", { fatal: true }).decode(payload);
+      this.raw.push(text);
+      this.#dispatch(JSON.parse(text));
     }
     for (const p of [...this.#responses.values(), ...this.#initials.values()]) {
       p.reject(new Error("host stdout ended"));
@@ -264,7 +280,7 @@ export class V1Client {
   /**
    * Sends `connection/hello` and resolves with `connection/ready` or `connection/rejected`.
    *
-   * @param options the hello's fields (default version 1, both capabilities optional)
+   * @param options the hello's fields (default version 1, Codex's five capabilities optional)
    * @returns the host's answer
    */
   async hello(options: {
@@ -276,8 +292,7 @@ export class V1Client {
       type: "connection/hello",
       supportedVersions: options.supportedVersions ?? [1],
       requiredCapabilities: options.requiredCapabilities ?? [],
-      optionalCapabilities: options.optionalCapabilities ??
-        ["session-cell-execution-resource-limits", "yield-observation"],
+      optionalCapabilities: options.optionalCapabilities ?? CODEX_CAPABILITIES,
     });
     return await this.#hello.promise;
   }
@@ -296,18 +311,26 @@ export class V1Client {
    */
   request(request: Json, id: number = this.nextId()): Promise<Json> {
     const response = Promise.withResolvers<Json>();
+    // Left unawaited, a request the host never answers (it ended) is no unhandled rejection.
+    response.promise.catch(() => {});
     this.#responses.set(id, response);
     void this.send({ type: "operation/request", id, request }).catch(response.reject);
     return response.promise;
   }
 
-  /** `session/open`. */
-  open(sessionId: string, cellExecutionLimits?: Json): Promise<Json> {
-    return this.request(
-      cellExecutionLimits === undefined
-        ? { method: "session/open", sessionId }
-        : { method: "session/open", sessionId, cellExecutionLimits },
-    );
+  /**
+   * `session/open`.
+   *
+   * @param sessionId the session
+   * @param cellExecutionLimits `{maxYieldTimeMs?, maxHeapSizeBytes?}`, sent when given
+   * @param outputTruncation `client` or `server` (Codex sends `server`), sent when given
+   * @returns the result
+   */
+  open(sessionId: string, cellExecutionLimits?: Json, outputTruncation?: string): Promise<Json> {
+    const request: Json = { method: "session/open", sessionId };
+    if (cellExecutionLimits !== undefined) request.cellExecutionLimits = cellExecutionLimits;
+    if (outputTruncation !== undefined) request.outputTruncation = outputTruncation;
+    return this.request(request);
   }
 
   /**
@@ -321,18 +344,27 @@ export class V1Client {
   execute(sessionId: string, source: string, options: Json = {}): Execution {
     const id = this.nextId();
     const initial = Promise.withResolvers<Json>();
+    initial.promise.catch(() => {});
     this.#initials.set(id, initial);
-    const started = this.request({
-      method: "session/execute",
-      sessionId,
-      request: {
-        tool_call_id: options.tool_call_id ?? `call-${id}`,
-        enabled_tools: options.enabled_tools ?? [],
-        source,
-        yield_time_ms: options.yield_time_ms ?? null,
-        max_output_tokens: options.max_output_tokens ?? null,
-      },
-    }, id);
+    // Codex's key order; `catalog_revision` only when given.
+    const request: Json = options.catalog_revision === undefined
+      ? {}
+      : { catalog_revision: options.catalog_revision };
+    Object.assign(request, {
+      tool_call_id: options.tool_call_id ?? `call-${id}`,
+      enabled_tools: options.enabled_tools ?? [],
+      source,
+      yield_time_ms: options.yield_time_ms ?? null,
+      max_output_tokens: options.max_output_tokens ?? null,
+    });
+    const started = this.request({ method: "session/execute", sessionId, request }, id);
+    // A refused execute gets no initial response: settle it with the refusal.
+    void started.then((result) => {
+      if (result.status !== "ok" && this.#initials.get(id) === initial) {
+        this.#initials.delete(id);
+        initial.resolve(result);
+      }
+    }, () => {});
     return { id, started, initial: initial.promise };
   }
 
@@ -344,18 +376,37 @@ export class V1Client {
     return await e.initial;
   }
 
-  /** `session/wait`. */
-  wait(sessionId: string, cellId: string, yieldTimeMs = 0, id?: number): Promise<Json> {
-    return this.request({
+  /**
+   * `session/wait`.
+   *
+   * @param sessionId the session
+   * @param cellId the cell
+   * @param yieldTimeMs its yield time (default 0)
+   * @param id the request id (default the next one)
+   * @param maxOutputTokens the wait call's `max_tokens`, sent as Codex sends it (outside `request`)
+   * @returns the result
+   */
+  wait(
+    sessionId: string,
+    cellId: string,
+    yieldTimeMs = 0,
+    id?: number,
+    maxOutputTokens?: number,
+  ): Promise<Json> {
+    const request: Json = {
       method: "session/wait",
       sessionId,
       request: { cell_id: cellId, yield_time_ms: yieldTimeMs },
-    }, id);
+    };
+    if (maxOutputTokens !== undefined) request.maxOutputTokens = maxOutputTokens;
+    return this.request(request, id);
   }
 
-  /** `session/terminate`. */
-  terminate(sessionId: string, cellId: string): Promise<Json> {
-    return this.request({ method: "session/terminate", sessionId, cellId });
+  /** `session/terminate` (with the wait call's `max_tokens` as `maxOutputTokens` when given). */
+  terminate(sessionId: string, cellId: string, maxOutputTokens?: number): Promise<Json> {
+    const request: Json = { method: "session/terminate", sessionId, cellId };
+    if (maxOutputTokens !== undefined) request.maxOutputTokens = maxOutputTokens;
+    return this.request(request);
   }
 
   /** `session/shutdown`. */
@@ -411,6 +462,19 @@ function concat(chunks: Uint8Array[], size: number): Uint8Array {
     at += c.length;
   }
   return out;
+}
+
+/**
+ * A message with its timings zeroed (`code_mode_host_duration_ns`, `result_buffered_for_ns`), for
+ * comparisons.
+ *
+ * @param message a decoded message
+ * @returns a copy
+ */
+export function untimed(message: Json): Json {
+  return JSON.parse(
+    JSON.stringify(message).replace(/"(code_mode_host_duration_ns|result_buffered_for_ns)":\d+/g, '"$1":0'),
+  );
 }
 
 /** The texts of a runtime response's content items. */

@@ -131,14 +131,16 @@ Deno.test("OpenSession: max_pending_delegate_calls caps the session's pending to
   await using s = await openSession(h.client, { maxPendingDelegateCalls: 1 });
   using sub = subscribe(h, { sessionId: s.id });
   await sub.registered;
-  const done = execute(
+  // The cell yields once the second call was refused, while the first one is still pending.
+  const { started, outcome } = await execute(
     h.client,
     s.id,
     `const first = tools.a({}); notify("dropped");
      const second = await tools.b({}).then(() => "called", (e) => String(e));
-     text(second); text(await first)`,
+     text(second); yield_control(); text(await first)`,
     { enabledTools: [tool("a"), tool("b")] },
   );
+  assert.deepEqual(texts(outcome), ["code-mode session has too many pending delegate calls"]);
   const call = await sub.next();
   assert.equal(call.toolName.name, "a");
   await h.client.completeToolCall({
@@ -146,8 +148,13 @@ Deno.test("OpenSession: max_pending_delegate_calls caps the session's pending to
     invocationId: call.invocationId,
     succeeded: { outputJson: enc.encode('"ok"') },
   });
-  const { outcome } = await done;
-  assert.deepEqual(texts(outcome), ["code-mode session has too many pending delegate calls", "ok"]);
+  const rest = await h.client.wait({
+    sessionId: s.id,
+    cellId: started.cellId,
+    waitId: "w",
+    yieldTimeMs: 10_000,
+  });
+  assert.deepEqual(texts(rest.liveCell), ["ok"]);
   const events = await leaseUntil(s, (e) => e.cellClosed);
   assert.deepEqual(events.filter((e) => e.notification), [], "the notify found no free permit");
   // Another session, without a cap of its own, runs both calls.

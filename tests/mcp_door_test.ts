@@ -113,6 +113,23 @@ async function scenarios(t: Deno.TestContext, connection: McpTestClient): Promis
     assert.ok(output.length < 100 * 4 + 200, `${output.length} characters`);
   });
 
+  await t.step("a wait's max_tokens is the budget of its output (the host applies it, once)", async () => {
+    const yielded = await exec(
+      client,
+      'text("a"); yield_control(); text("b".repeat(100)); text("c".repeat(100))',
+    );
+    const id = /^Script running with cell ID (\S+)\n/.exec(texts(yielded)[0])?.[1];
+    assert.ok(id, texts(yielded)[0]);
+    const waited = await client.callTool({
+      name: "wait",
+      arguments: { cell_id: id, yield_time_ms: 30000, max_tokens: 5 },
+    }) as CallToolResult;
+    assert.deepEqual(texts(waited).slice(1), [
+      "Warning: truncated output (original token count: 51)\nTotal output lines: 2\n\n" +
+      "bbbbbbbbbb…46 tokens truncated…cccccccccc",
+    ]);
+  });
+
   await t.step("a pragma error is the tool's error result and runs nothing", async () => {
     const result = await exec(client, '// @exec: {"foo": 1}\ntext("x")');
     assert.equal(result.isError, true);

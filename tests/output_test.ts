@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { Status } from "nice-grpc";
-import { execute, grpcError, notified, openSession, run, startHost, texts } from "./_harness.ts";
+import { execute, FOREVER, grpcError, notified, openSession, run, startHost, texts } from "./_harness.ts";
 
 const SERVER = { outputTruncation: 2 };
 const LIMIT_MESSAGE = "code-mode execution outcome exceeds the 67108864-byte gRPC message limit";
@@ -75,21 +75,21 @@ Deno.test("99: a Server-mode 614,400-byte text comes back as that one item (head
   assert.deepEqual(texts(outcome), ["é".repeat(307_200)]);
 });
 
-Deno.test("100: two 10 MiB images in Server mode keep the first, then the notice counting 1 image", async () => {
+Deno.test("100: two 5 MiB images in Server mode keep the first, then the notice counting 1 image (8 MiB of images, as the reference)", async () => {
   await using h = await startHost();
   await using s = await openSession(h.client, SERVER);
   const { outcome } = await execute(
     h.client,
     s.id,
-    "const url = 'data:image/png;base64,' + 'A'.repeat(10 * 1024 * 1024); image(url); image(url)",
+    "const url = 'data:image/png;base64,' + 'A'.repeat(5 * 1024 * 1024); image(url); image(url)",
     { maxOutputTokens: 1_000_000 },
   );
   assert.equal(outcome.contentItems.length, 2);
-  assert.equal(utf8(outcome.contentItems[0].image.imageUrl), 22 + 10 * 1024 * 1024);
+  assert.equal(utf8(outcome.contentItems[0].image.imageUrl), 22 + 5 * 1024 * 1024);
   assert.equal(outcome.contentItems[1].text.text, notice(0, 0, 1));
 });
 
-Deno.test("101: three 600 KiB texts in Server mode keep the head of a, the notice, and the tail of c", async () => {
+Deno.test("101: three 600 KiB texts in Server mode keep the head of a, the notice (the tail part of a and b gone whole), and the tail of c", async () => {
   await using h = await startHost();
   await using s = await openSession(h.client, SERVER);
   const { outcome } = await execute(
@@ -98,7 +98,7 @@ Deno.test("101: three 600 KiB texts in Server mode keep the head of a, the notic
     'text("a".repeat(600*1024)); text("b".repeat(600*1024)); text("c".repeat(600*1024))',
     { maxOutputTokens: 1_000_000 },
   );
-  assert.deepEqual(texts(outcome), ["a".repeat(524_288), notice(794_624, 1, 0), "c".repeat(524_288)]);
+  assert.deepEqual(texts(outcome), ["a".repeat(524_288), notice(794_624, 2, 0), "c".repeat(524_288)]);
 });
 
 Deno.test("102: a 100,000-byte thrown string is capped to 32,768 + 32,768 bytes in Server mode and whole in Client mode", async () => {
@@ -116,7 +116,8 @@ Deno.test("102: a 100,000-byte thrown string is capped to 32,768 + 32,768 bytes 
 });
 
 Deno.test("103: an unobserved Server-mode flood keeps host and runtime memory bounded; Terminate returns bounded content with the notice", async () => {
-  await using h = await startHost();
+  // Terminate has the default budget: wide enough to show the whole bounded window.
+  await using h = await startHost({ limits: { defaultMaxOutputTokens: 1_000_000 } });
   await using s = await openSession(h.client, SERVER);
   const pid = h.host.state.session(s.id)!.runtimePid!;
   const first = await execute(h.client, s.id, 'for (;;) text("x".repeat(1024))', {
@@ -251,22 +252,99 @@ Deno.test("flood: a Server-mode cell printing 256 MiB in 64 KiB pieces completes
   assert.equal(items[17], "last");
 });
 
-Deno.test("Server mode: token truncation applies the Execute's budget to every later observation of the cell", async () => {
+const warned = (tokens: number, lines: number, kept: string) =>
+  `Warning: truncated output (original token count: ${tokens})\nTotal output lines: ${lines}\n\n${kept}`;
+
+Deno.test("Server mode: a truncated window of text() calls is one joined item; with an image, item by item (as the reference)", async () => {
   await using h = await startHost();
   await using s = await openSession(h.client, SERVER);
-  const { outcome } = await execute(
+  const lines = await execute(h.client, s.id, "for (let i = 0; i < 50; i++) text('line ' + i)", {
+    maxOutputTokens: 30,
+  });
+  assert.deepEqual(texts(lines.outcome), [
+    warned(98, 50, "line 0\nline 1\nline 2\nline 3\nline 4\nline 5\nline 6\nline 7\nline") +
+    "…68 tokens truncated…e 42\nline 43\nline 44\nline 45\nline 46\nline 47\nline 48\nline 49",
+  ]);
+  const fits = await execute(h.client, s.id, "text('a'); throw new Error('boom')", { maxOutputTokens: 30 });
+  assert.equal(texts(fits.outcome).length, 2);
+  assert.equal(texts(fits.outcome)[0], "a");
+  const mixed = await execute(
     h.client,
     s.id,
-    'text("a".repeat(100)); yield_control(); text("b".repeat(100))',
+    "for (let i = 0; i < 50; i++) text('line ' + i); image('data:image/png;base64,AAAA'); text('z'.repeat(100))",
+    { maxOutputTokens: 30 },
+  );
+  assert.deepEqual(texts(mixed.outcome), [
+    ...Array.from({ length: 15 }, (_, i) => `line ${i}`),
+    "[image data:image/png;base64,AAAA]",
+    "[omitted 36 text items ...]",
+  ]);
+});
+
+Deno.test("Server mode: a Wait's max_tokens is its budget; without it the host's default applies, not the Execute's (as the reference)", async () => {
+  await using h = await startHost();
+  await using s = await openSession(h.client, SERVER);
+  const yielding = (x: string, y: string) =>
+    `text(${JSON.stringify(x.repeat(100))}); yield_control(); text(${JSON.stringify(y.repeat(100))})`;
+  const cut = (x: string, tokens: number) =>
+    warned(25, 1, x.repeat(2 * tokens) + `…${25 - tokens} tokens truncated…` + x.repeat(2 * tokens));
+  let waits = 0;
+  const wait = (cellId: string, maxTokens?: number) =>
+    h.client.wait({
+      sessionId: s.id,
+      cellId,
+      waitId: `w${++waits}`,
+      yieldTimeMs: 5_000,
+      ...(maxTokens === undefined ? {} : { maxTokens }),
+    });
+
+  const first = await execute(h.client, s.id, yielding("a", "b"), { maxOutputTokens: 5 });
+  assert.deepEqual(texts(first.outcome), [cut("a", 5)]);
+  assert.deepEqual(texts((await wait(first.started.cellId)).liveCell), ["b".repeat(100)]);
+
+  const second = await execute(h.client, s.id, yielding("c", "d"), { maxOutputTokens: 1_000 });
+  assert.deepEqual(texts(second.outcome), ["c".repeat(100)]);
+  assert.deepEqual(texts((await wait(second.started.cellId, 5)).liveCell), [cut("d", 5)]);
+
+  // uint64: a budget over 2^32 is not cut to 32 bits (5 here).
+  const third = await execute(h.client, s.id, yielding("e", "f"), { maxOutputTokens: 5 });
+  assert.deepEqual(texts((await wait(third.started.cellId, 2 ** 32 + 5)).liveCell), ["f".repeat(100)]);
+
+  // 0 is a budget (the field has presence): the header and the marker alone.
+  const fourth = await execute(h.client, s.id, yielding("g", "h"), { maxOutputTokens: 1_000 });
+  assert.deepEqual(texts((await wait(fourth.started.cellId, 0)).liveCell), [
+    warned(25, 1, "…25 tokens truncated…"),
+  ]);
+
+  // A missing cell's Script error item gets the Wait's budget too.
+  const missing = await wait("99", 3);
+  assert.deepEqual(texts(missing.missingCell), [warned(9, 2, "Script…6 tokens truncated… found")]);
+});
+
+Deno.test("Server mode: any uint64 budget is accepted; one over 2^53 never truncates (as the reference)", async () => {
+  await using h = await startHost();
+  await using s = await openSession(h.client, SERVER);
+  for (const maxOutputTokens of ["18446744073709551615", "4611686018427387904", String(2 ** 32 + 5)]) {
+    const { outcome } = await execute(h.client, s.id, 'text("b".repeat(500))', { maxOutputTokens });
+    assert.deepEqual(texts(outcome), ["b".repeat(500)]);
+  }
+});
+
+Deno.test("Server mode: Terminate's outcome has the host's default budget, not the Execute's (as the reference)", async () => {
+  await using h = await startHost();
+  await using s = await openSession(h.client, SERVER);
+  const { started, outcome } = await execute(
+    h.client,
+    s.id,
+    'yield_control(); text("e".repeat(100)); notify("ready"); await new Promise(() => {})',
     { maxOutputTokens: 5 },
   );
-  assert.deepEqual(texts(outcome), [
-    "Warning: truncated output (original token count: 25)\nTotal output lines: 1\n\naaaaaaaaaa…20 tokens truncated…aaaaaaaaaa",
-  ]);
-  const wait = await h.client.wait({ sessionId: s.id, cellId: "1", waitId: "w", yieldTimeMs: 5_000 });
-  assert.deepEqual(texts(wait.liveCell), [
-    "Warning: truncated output (original token count: 25)\nTotal output lines: 1\n\nbbbbbbbbbb…20 tokens truncated…bbbbbbbbbb",
-  ]);
+  assert.ok(outcome.yielded);
+  s.pump();
+  assert.ok(await notified(s, "ready"));
+  const terminated = await h.client.terminate({ sessionId: s.id, cellId: started.cellId });
+  assert.ok(terminated.liveCell.terminated);
+  assert.deepEqual(texts(terminated.liveCell), ["e".repeat(100)]);
 });
 
 Deno.test("Client mode: an oversized terminated outcome stays terminal; the next Terminate returns its replacement", async () => {
@@ -315,4 +393,48 @@ Deno.test("two cells of one session writing 250 KB frames at the same moment: ev
     assert.ok(texts(b.outcome).join() === expected(y).join(), `cell ${y}'s items differ`);
   }
   assert.deepEqual((await run(h.client, s.id, "text('still alive')")).texts, ["still alive"]);
+});
+
+Deno.test("core: a Terminate may bring its own budget (JSON V1's maxOutputTokens); without one the default applies", async () => {
+  const { startEngine } = await import("../host/engine.ts");
+  const engine = await startEngine({ log: "error", warmSessions: 0 });
+  try {
+    const { core } = engine;
+    const lease = await core.openSession({ outputMode: "server" });
+    const events = lease.events();
+    const notified = async (text: string) => {
+      // next(), not for-await: leaving a for-await loop would end the lease.
+      for (;;) {
+        const { value, done } = await events.next();
+        if (done) throw new Error("the lease ended");
+        if (value.type === "notification" && value.text === text) return;
+      }
+    };
+    const sessionId = lease.sessionId;
+    const cell = async (n: number, x: string) => {
+      for await (
+        const event of core.execute({
+          sessionId,
+          executionId: `e${n}`,
+          toolCallId: "call-1",
+          source: `yield_control(); text(${JSON.stringify(x.repeat(100))}); notify("ready${n}"); ${FOREVER}`,
+          maxOutputTokens: 5n,
+        })
+      ) if (event.type === "started") return event.cellId;
+      throw new Error("not started");
+    };
+    const first = await cell(1, "e");
+    await notified("ready1");
+    const cut = await core.terminate({ sessionId, cellId: first, maxTokens: 3n });
+    assert.deepEqual(cut.outcome.contentItems.map((i) => "text" in i && i.text.text), [
+      "Warning: truncated output (original token count: 25)\nTotal output lines: 1\n\neeeeee…22 tokens truncated…eeeeee",
+    ]);
+    const second = await cell(2, "f");
+    await notified("ready2");
+    const whole = await core.terminate({ sessionId, cellId: second });
+    assert.deepEqual(whole.outcome.contentItems.map((i) => "text" in i && i.text.text), ["f".repeat(100)]);
+    await core.closeSession(sessionId);
+  } finally {
+    await engine.shutdown();
+  }
 });

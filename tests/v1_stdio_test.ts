@@ -1,13 +1,14 @@
 /**
- * End-to-end: Codex's launch of its code-mode host. A V1 client written from SPEC §9.10
- * (tests/_v1_client.ts) spawns `bin/codex-code-mode-host` with no arguments, a nearly empty
- * environment and cwd `/`, and speaks JSON host V1 over the child's real stdin/stdout.
+ * End-to-end: Codex's launch of its code-mode host. A V1 client (tests/_v1_client.ts) spawns
+ * `bin/codex-code-mode-host` with no arguments, a nearly empty environment and cwd `/`, and speaks
+ * JSON host V1 over the child's real stdin/stdout. (tests/v1_reference_test.ts runs the same frames
+ * against Codex's own host.)
  */
 import assert from "node:assert/strict";
-import { failure, type Json, parseFrames, texts, toolResult, V1Client } from "./_v1_client.ts";
+import { failure, type Json, parseFrames, texts, toolResult, untimed, V1Client } from "./_v1_client.ts";
 import { alive, descendants, rssBytes, sleep, tool } from "./_v1_helpers.ts";
 
-const BOTH = ["session-cell-execution-resource-limits", "yield-observation"];
+const GRANTED = ["session-cell-execution-resource-limits", "yield-observation"];
 
 /** Closes stdin, expects exit 0, stdout made of whole frames, and no runtime left. */
 async function finishCleanly(c: V1Client, runtimes: number[], kept = true): Promise<void> {
@@ -23,7 +24,7 @@ Deno.test("V1: handshake, two isolated sessions, stored values, tools, notificat
     requiredCapabilities: ["session-cell-execution-resource-limits"],
     optionalCapabilities: ["yield-observation", "some-future-capability"],
   });
-  assert.deepEqual(ready, { type: "connection/ready", selectedVersion: 1, capabilities: BOTH });
+  assert.deepEqual(ready, { type: "connection/ready", selectedVersion: 1, capabilities: GRANTED });
 
   assert.deepEqual(await c.open("session-1"), {
     status: "ok",
@@ -40,12 +41,19 @@ Deno.test("V1: handshake, two isolated sessions, stored values, tools, notificat
 
   // Stored values survive across the cells of one session and are not seen by another.
   let r = await c.run("session-1", `store("k", 41); text("stored")`);
-  assert.deepEqual(r, {
+  assert.deepEqual(untimed(r), {
     status: "ok",
     value: {
-      Result: { cell_id: "1", content_items: [{ type: "input_text", text: "stored" }], error_text: null },
+      Result: {
+        cell_id: "1",
+        content_items: [{ type: "input_text", text: "stored" }],
+        error_text: null,
+        result_buffered_for_ns: 0,
+        code_mode_host_duration_ns: 0,
+      },
     },
   });
+  assert.ok(r.value.Result.code_mode_host_duration_ns > 0);
   r = await c.run("session-2", `text(String(load("k")))`);
   assert.deepEqual(texts(r.value), ["undefined"]);
   r = await c.run("session-1", `text(String(load("k") + 1))`);
@@ -96,24 +104,44 @@ Deno.test("V1: handshake, two isolated sessions, stored values, tools, notificat
   const slowStarted = await slow.started;
   assert.equal(slowStarted.value.type, "execution/started");
   const slowCell = slowStarted.value.cellId;
-  assert.deepEqual(await slow.initial, {
+  assert.deepEqual(untimed(await slow.initial), {
     status: "ok",
-    value: { Yielded: { cell_id: slowCell, content_items: [{ type: "input_text", text: "a" }] } },
+    value: {
+      Yielded: {
+        cell_id: slowCell,
+        content_items: [{ type: "input_text", text: "a" }],
+        code_mode_host_duration_ns: 0,
+      },
+    },
   });
   const waited = await c.wait("session-1", slowCell, 30_000);
-  assert.deepEqual(waited, {
+  assert.deepEqual(untimed(waited), {
     status: "ok",
     value: {
       type: "wait/completed",
       outcome: {
         LiveCell: {
-          Result: { cell_id: slowCell, content_items: [{ type: "input_text", text: "b" }], error_text: null },
+          Result: {
+            cell_id: slowCell,
+            content_items: [{ type: "input_text", text: "b" }],
+            error_text: null,
+            result_buffered_for_ns: 0,
+            code_mode_host_duration_ns: 0,
+          },
         },
       },
     },
   });
-  assert.deepEqual((await c.wait("session-1", "99")).value.outcome, {
-    MissingCell: { Result: { cell_id: "99", content_items: [], error_text: "exec cell 99 not found" } },
+  assert.deepEqual(untimed((await c.wait("session-1", "99")).value.outcome), {
+    MissingCell: {
+      Result: {
+        cell_id: "99",
+        content_items: [],
+        error_text: "exec cell 99 not found",
+        result_buffered_for_ns: 0,
+        code_mode_host_duration_ns: 0,
+      },
+    },
   });
 
   // operation/cancel of a wait; then terminate.
@@ -127,24 +155,33 @@ Deno.test("V1: handshake, two isolated sessions, stored values, tools, notificat
   await sleep(100);
   await c.send({ type: "operation/cancel", id: waitId });
   assert.deepEqual(await cancelled, failure("code-mode request cancelled"));
-  assert.deepEqual((await c.terminate("session-1", foreverCell)).value.outcome, {
-    LiveCell: { Terminated: { cell_id: foreverCell, content_items: [] } },
+  assert.deepEqual(untimed((await c.terminate("session-1", foreverCell)).value.outcome), {
+    LiveCell: { Terminated: { cell_id: foreverCell, content_items: [], code_mode_host_duration_ns: 0 } },
   });
 
   // operation/yield of an execute: the cell keeps running.
-  const y = c.execute("session-2", `text("y"); await new Promise((r) => setTimeout(r, 200)); text("z")`, {
-    yield_time_ms: 600_000,
-  });
+  const y = c.execute(
+    "session-2",
+    `text("y"); notify("y written"); await new Promise((r) => setTimeout(r, 200)); text("z")`,
+    { yield_time_ms: 600_000 },
+  );
   const yCell = (await y.started).value.cellId;
-  await sleep(50);
+  await c.waitFor((m) => m.type === "delegate/request" && m.request.text === "y written");
   await c.send({ type: "operation/yield", id: y.id });
-  assert.deepEqual(await y.initial, {
+  assert.deepEqual(untimed(await y.initial), {
     status: "ok",
-    value: { Yielded: { cell_id: yCell, content_items: [{ type: "input_text", text: "y" }] } },
+    value: {
+      Yielded: {
+        cell_id: yCell,
+        content_items: [{ type: "input_text", text: "y" }],
+        code_mode_host_duration_ns: 0,
+      },
+    },
   });
   assert.deepEqual(texts((await c.wait("session-2", yCell, 30_000)).value.outcome.LiveCell), ["z"]);
 
-  // session/shutdown answers session/closed after the session's cell/closed.
+  // session/shutdown answers session/closed after the session's cell/closed (the yielded and
+  // cancelled-wait cells included).
   const closed = await c.shutdown("session-1");
   assert.deepEqual(closed, { status: "ok", value: { type: "session/closed", sessionId: "session-1" } });
   const at = c.received.findIndex((m) =>
@@ -174,10 +211,11 @@ Deno.test("V1: handshake, two isolated sessions, stored values, tools, notificat
   // Session IDs are not reused; unknown sessions are named.
   assert.deepEqual(await c.open("session-1"), failure("code-mode session ID `session-1` was reused"));
   assert.deepEqual(await c.wait("session-7", "1"), failure("unknown code-mode session session-7"));
+  // A refused execute gets its operation/response only (no execute/initialResponse).
   const refused = c.execute("session-7", `text(1)`);
   assert.deepEqual(await refused.started, failure("unknown code-mode session session-7"));
-  assert.deepEqual(await refused.initial, failure("unknown code-mode session session-7"));
   assert.deepEqual(texts((await c.run("session-2", `text("still here")`)).value), ["still here"]);
+  assert.ok(!c.received.some((m) => m.type === "execute/initialResponse" && m.id === refused.id));
 
   await finishCleanly(c, runtimes);
 });
@@ -209,11 +247,13 @@ Deno.test("V1: the three handshake rejections and an invalid hello end the host"
       await using c = V1Client.spawn();
       assert.deepEqual(await act(c), { type: "connection/rejected", reason });
       await c.closed;
-      assert.notEqual((await c.child!.status).code, 0);
+      // As Codex's own host: a rejection is an orderly end (exit 0).
+      assert.equal((await c.child!.status).code, 0, await c.stderr);
       assert.deepEqual(parseFrames(c.stdoutBytes()), c.received);
+      assert.deepEqual(c.received, [{ type: "connection/rejected", reason }]);
     });
   }
-  await t.step("unknown hello field", async () => {
+  await t.step("an undecodable hello is fatal (exit 1), not rejected", async () => {
     await using c = V1Client.spawn();
     await c.send({
       type: "connection/hello",
@@ -222,24 +262,49 @@ Deno.test("V1: the three handshake rejections and an invalid hello end the host"
       optionalCapabilities: [],
       extra: true,
     });
-    const rejected = await c.waitFor((m) => m.type === "connection/rejected");
-    assert.equal(rejected.reason.type, "invalidHello");
-    assert.match(rejected.reason.message, /extra/);
+    await c.closed;
+    assert.equal((await c.child!.status).code, 1);
+    assert.deepEqual(c.received, []);
+    assert.match(
+      await c.stderr,
+      /failed to read code-mode client hello: failed to decode code-mode IPC frame: unknown field `extra`, expected one of `supportedVersions`, `requiredCapabilities`, `optionalCapabilities`/,
+    );
   });
 });
 
-Deno.test("V1: a second hello and a duplicate request ID are fatal; stdout stays whole frames", async (t) => {
+Deno.test("V1: a second hello, a duplicate request ID, unknown fields and oversized frames are fatal (exit 1)", async (t) => {
   for (
     const [name, act, message] of [
       ["second hello", (c: V1Client) => c.hello(), "received a second code-mode client hello"],
       ["duplicate request ID", async (c: V1Client) => {
         await c.open("session-1");
         await c.request({ method: "session/open", sessionId: "session-2" }, 1);
-      }, "duplicate code-mode request ID 1"],
+      }, "duplicate code-mode request ID RequestId(1)"],
       [
         "unknown request field",
         (c: V1Client) => c.request({ method: "session/shutdown", sessionId: "session-1", force: true }),
-        "unknown field `force`",
+        "failed to read code-mode client message: failed to decode code-mode IPC frame: unknown field `force`, expected `sessionId`",
+      ],
+      [
+        "unknown execute field",
+        async (c: V1Client) => {
+          await c.open("session-1");
+          await c.request({
+            method: "session/execute",
+            sessionId: "session-1",
+            request: { tool_call_id: "c", enabled_tools: [], source: "", surprise: 1 },
+          });
+        },
+        "unknown field `surprise`, expected one of `catalog_revision`, `tool_call_id`, `enabled_tools`, `source`, `yield_time_ms`, `max_output_tokens`",
+      ],
+      [
+        // Codex's own host refuses a frame over 64 MiB by its length alone (its clients never send one).
+        "a frame over 64 MiB",
+        async (c: V1Client) => {
+          await c.open("session-1");
+          c.execute("session-1", `text("big")//` + "x".repeat(67_108_864));
+        },
+        "failed to read code-mode client message: code-mode IPC frame length \\d+ exceeds 67108864 bytes",
       ],
     ] as const
   ) {
@@ -248,25 +313,11 @@ Deno.test("V1: a second hello and a duplicate request ID are fatal; stdout stays
       await c.hello();
       void (act(c) as Promise<unknown>).catch(() => {});
       await c.closed;
-      assert.notEqual((await c.child!.status).code, 0);
-      assert.match(await c.stderr, new RegExp(message.replace(/[`]/g, ".")));
+      assert.equal((await c.child!.status).code, 1);
+      assert.match(await c.stderr, new RegExp(message.replace(/[`()]/g, ".")));
       assert.deepEqual(parseFrames(c.stdoutBytes()), c.received);
     });
   }
-});
-
-Deno.test("V1: a frame over 64 MiB is refused by id (execute: both responses) and the connection stays up", async () => {
-  await using c = V1Client.spawn();
-  await c.hello();
-  await c.open("session-1");
-  const source = `text("big")//` + "x".repeat(67_108_864);
-  const e = c.execute("session-1", source);
-  const started = await e.started;
-  assert.equal(started.status, "error");
-  assert.match(started.message, /^code-mode IPC frame length \d+ exceeds 67108864 bytes$/);
-  assert.deepEqual(await e.initial, started);
-  assert.deepEqual(texts((await c.run("session-1", `text("next")`)).value), ["next"]);
-  await finishCleanly(c, []);
 });
 
 Deno.test("V1: a reader that stops reading while a cell floods output: host memory stays bounded, then it completes", async () => {

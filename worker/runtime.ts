@@ -959,6 +959,10 @@ export class Runtime {
     Atomics.store(cell.words, CELL_DOORBELL, 1);
     Atomics.notify(cell.words, CELL_DOORBELL);
     running.started = true;
+    // The host counts the yield time of the cell's first observation from here, not from its
+    // StartCell, which may have waited for a Worker (a fresh runtime's first cell: up to a second
+    // on a loaded machine). The cell's own `started` follows with its first output.
+    this.#sendCellEvent({ cellId: start.cellId, started: {} });
     running.lastSeen = this.#clock.now();
     this.#armWatchdog();
   }

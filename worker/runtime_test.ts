@@ -199,6 +199,9 @@ async function started(h: ReturnType<typeof harness>, cellId = "1"): Promise<Fak
   return cell;
 }
 
+/** The `started` the runtime sends as it hands a cell to its Worker (the host's yield time starts then). */
+const STARTED = { event: "started", started: {} };
+
 Deno.test("Configure: the limits reach the cell's start; a raised maxFrameBytes reaches the runtime and its cells", async () => {
   const h = harness();
   assert.equal(h.runtime.config.maxFrameBytes, DEFAULT_MAX_FRAME_BYTES);
@@ -266,7 +269,8 @@ Deno.test("Outputs posted by a cell become its events; its result ends it with a
   cell.output({ t: "result", writes: [["k", "1"]] });
   await settle();
   assert.deepEqual(h.events("1"), [
-    { event: "started", started: {} },
+    STARTED, // the runtime's, as it hands the cell to its Worker
+    { event: "started", started: {} }, // the cell's own, with its first output
     { event: "contentItem", contentItem: { item: "text", text: "hi" } },
     { event: "storedWrite", storedWrite: { key: "k", valueJson: "1" } },
     { event: "result", result: {} },
@@ -323,7 +327,7 @@ Deno.test("Reuse: a completed cell's Worker runs the next cell once it confirms 
   assert.equal(Atomics.load(cell.words!, CREDIT_ACKED), 0);
   await complete(cell);
   assert.equal(await startNext(h, "3"), cell);
-  assert.deepEqual(h.events("2").map((e) => e.event), ["result", "exited"]);
+  assert.deepEqual(h.events("2").map((e) => e.event), ["started", "result", "exited"]);
 });
 
 Deno.test("Reuse: a start that arrives before the Worker confirms its realm waits for it", async () => {
@@ -499,7 +503,7 @@ Deno.test("StopCell of a started cell sets its stop word, then asks it to stop; 
   assert.equal(Atomics.load(cell.words!, CREDIT_STOP), 1);
   assert.deepEqual(cell.posted.at(-1), { t: "stop", cell: "1" });
   await settle();
-  assert.deepEqual(h.events("1"), [{ event: "exited", exited: { reason: "normal" } }]);
+  assert.deepEqual(h.events("1"), [STARTED, { event: "exited", exited: { reason: "normal" } }]);
 });
 
 Deno.test("StopCell of a cell whose Worker still boots is confirmed at once; the Worker is discarded", async () => {
@@ -526,10 +530,10 @@ Deno.test("Watchdog: a silent cell that answers no ping while the process uses n
   h.clock.advance(500);
   assert.ok(cell.posted.some((m) => m.t === "ping"), "pinged after 500 ms of silence");
   h.clock.advance(750);
-  assert.deepEqual(h.events("1"), [], "not yet: the parked window is 1 s");
+  assert.deepEqual(h.events("1"), [STARTED], "not yet: the parked window is 1 s");
   h.clock.advance(500);
   await settle();
-  assert.deepEqual(h.events("1"), [{ event: "exited", exited: { reason: "heap_limit" } }]);
+  assert.deepEqual(h.events("1"), [STARTED, { event: "exited", exited: { reason: "heap_limit" } }]);
 });
 
 Deno.test("Watchdog: a silent cell while the process is busy (a spinning cell) is left running", async () => {
@@ -542,7 +546,7 @@ Deno.test("Watchdog: a silent cell while the process is busy (a spinning cell) i
     h.clock.advance(250);
   }
   await settle();
-  assert.deepEqual(h.events("1"), []);
+  assert.deepEqual(h.events("1"), [STARTED]);
 });
 
 Deno.test("Watchdog: a cell that writes its own outputs (CELL_PROGRESS) or waits for credit is never pinged", async () => {
@@ -558,7 +562,7 @@ Deno.test("Watchdog: a cell that writes its own outputs (CELL_PROGRESS) or waits
   h.clock.advance(3_000);
   assert.ok(!cell.posted.some((m) => m.t === "ping"));
   await settle();
-  assert.deepEqual(h.events("1"), []);
+  assert.deepEqual(h.events("1"), [STARTED]);
 });
 
 Deno.test("Watchdog: a silent cell while the process is over its memory budget ends as heap_limit", async () => {
@@ -570,7 +574,7 @@ Deno.test("Watchdog: a silent cell while the process is over its memory budget e
   h.clock.advance(500); // pinged
   h.clock.advance(500); // no answer for 500 ms, resident memory far over 2 × 64 MiB + 512 MiB
   await settle();
-  assert.deepEqual(h.events("1"), [{ event: "exited", exited: { reason: "heap_limit" } }]);
+  assert.deepEqual(h.events("1"), [STARTED, { event: "exited", exited: { reason: "heap_limit" } }]);
 });
 
 Deno.test("Shutdown and input EOF exit with 0 once the frames are out; garbage input is a RuntimeFault", async () => {
@@ -600,4 +604,19 @@ Deno.test("An unconfigured runtime creates its spare after 50 ms idle (the warm 
   assert.ok(h.cells[0].terminated);
   assert.equal(h.cells[1].heapMb, 64);
   h.input.end();
+});
+
+Deno.test("A cell's start is reported when it is handed to its Worker, not when its StartCell arrives (the host's yield time starts then)", async () => {
+  const h = harness({ boot: false });
+  h.runtime.receive({ message: "configure", configure: CONFIGURE });
+  h.runtime.receive({
+    message: "startCell",
+    startCell: { cellId: "1", source: "", tools: [], storeVersion: 0 },
+  });
+  await settle();
+  assert.deepEqual(h.events("1"), [], "its Worker still boots");
+  h.cells[0].boot();
+  await settle();
+  assert.equal(h.cells[0].start?.cellId, "1");
+  assert.deepEqual(h.events("1"), [STARTED]);
 });

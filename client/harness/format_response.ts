@@ -1,7 +1,8 @@
 /**
  * The result of an `exec` or `wait` call as the model reads it (SPEC §11.5): {@link formatRuntimeResponse}
  * adds the status header (`Script completed`, `Script failed`, …, and the wall time) and, in Client mode,
- * the `Script error:` item and the token truncation.
+ * the `Script error:` item and the token truncation, exactly as Codex 0.171 does when it truncates itself
+ * (`code_mode_host_output_truncation` off), which is also what its host does in Server mode.
  *
  * @module
  */
@@ -26,8 +27,9 @@ export interface FormatRuntimeResponseOptions {
   /** The session's output mode: `"client"` truncates here; `"server"` items arrive truncated. */
   outputTruncation: CodeModeOutputTruncation;
   /**
-   * The token budget: the exec pragma's `max_output_tokens` or the wait's `max_tokens`. Client mode: default
-   * 10000. Server mode: only given for `wait` results (the host cannot apply that budget); default none.
+   * Client mode: the token budget, the exec pragma's `max_output_tokens` or the wait's `max_tokens`;
+   * default 10000. Server mode: not used: the host applies the budget (send a wait's `max_tokens` to the
+   * host as `WaitRequest.maxTokens`).
    */
   maxOutputTokens?: number;
   /** How long the call took, in milliseconds (shown with one decimal, in seconds). */
@@ -47,12 +49,15 @@ export interface FormattedRuntimeResponse {
  *
  * - Images without a `detail` get `high`.
  * - Client mode: a `result` with an error gets a last text item `Script error:\n{errorText}`; then the items
- *   are truncated to `maxOutputTokens` (default 10000) tokens: all-text output over `4·T` bytes becomes one
- *   item, `Warning: truncated output (original token count: N)\nTotal output lines: L\n\n` and the joined
- *   text cut in the middle (`…k tokens truncated…`); mixed output keeps every image and the text items that
- *   fit, cuts the first that does not, and counts the rest in `[omitted n text items ...]`.
- * - Server mode: the items are used as received (the host added the error item and truncated them); with
- *   `maxOutputTokens` they are truncated as above, without a `Script error:` item.
+ *   are truncated to `maxOutputTokens` (`T`, default 10000) tokens. All-text output is joined, one `\n`
+ *   before every text but when nothing came before; over `4·T` bytes it becomes one item,
+ *   `Warning: truncated output (original token count: N)\nTotal output lines: L\n\n` and the joined text
+ *   cut in the middle (`…k tokens truncated…`). Output with media goes item by item: every image is
+ *   kept; an empty text is left out; a text is kept while its estimate (`ceil(bytes / 4)`) fits the
+ *   remaining budget, the first that does not is cut to it, and the rest are counted; an audio item is
+ *   kept when the estimate of its URL fits, else counted; then `[omitted n text items ...]` and
+ *   `[omitted n audio items ...]`.
+ * - Server mode: the items are used as received (the host added the error item and truncated them).
  * - A header item comes first: `{status}\nWall time {s.s} seconds\nOutput:\n`, where status is
  *   `Script running with cell ID {cellId}`, `Script completed`, `Script failed` or `Script terminated`.
  *
@@ -95,8 +100,6 @@ export function formatRuntimeResponse(
   if (outputTruncation === "client") {
     if (failed) items.push({ type: "input_text", text: `Script error:\n${response.errorText}` });
     items = truncateContentItems(items, maxOutputTokens ?? DEFAULT_MAX_OUTPUT_TOKENS_PER_EXEC_CALL);
-  } else if (maxOutputTokens !== undefined) {
-    items = truncateContentItems(items, maxOutputTokens);
   }
   const status = response.type === "yielded"
     ? `Script running with cell ID ${response.cellId}`
@@ -110,7 +113,8 @@ export function formatRuntimeResponse(
 }
 
 /**
- * The token truncation of §11.5 step 2 with a budget of `maxTokens` (`4·T` bytes).
+ * The token truncation of §11.5 step 2 with a budget of `maxTokens` (`4·T` bytes): Codex's
+ * `truncate_code_mode_result`.
  *
  * @param items the output items (not modified)
  * @param maxTokens the budget `T`
@@ -121,7 +125,8 @@ function truncateContentItems(
   maxTokens: number,
 ): FunctionCallOutputContentItem[] {
   if (items.every((item) => item.type === "input_text")) {
-    const joined = items.map((item) => (item as { text: string }).text).join("\n");
+    let joined = "";
+    for (const item of items) joined += (joined.length > 0 ? "\n" : "") + (item as { text: string }).text;
     const length = utf8ByteLength(joined);
     if (length <= 4 * maxTokens) return items;
     const header = `Warning: truncated output (original token count: ${Math.ceil(length / 4)})\n` +
@@ -130,16 +135,26 @@ function truncateContentItems(
   }
   const out: FunctionCallOutputContentItem[] = [];
   let remaining = maxTokens;
-  let cut = false;
-  let omitted = 0;
+  let omittedText = 0;
+  let omittedAudio = 0;
   for (const item of items) {
-    if (item.type !== "input_text") {
+    if (item.type === "input_image") {
       out.push(item);
       continue;
     }
+    if (item.type === "input_audio") {
+      const cost = Math.ceil(utf8ByteLength(item.audio_url) / 4);
+      if (cost <= remaining) {
+        out.push(item);
+        remaining -= cost;
+      } else {
+        omittedAudio++;
+      }
+      continue;
+    }
     if (item.text === "") continue;
-    if (cut) {
-      omitted++;
+    if (remaining === 0) {
+      omittedText++;
       continue;
     }
     const length = utf8ByteLength(item.text);
@@ -149,12 +164,11 @@ function truncateContentItems(
       remaining -= cost;
       continue;
     }
-    const text = middleTruncate(item.text, length, remaining);
-    if (text !== "") out.push({ type: "input_text", text });
+    out.push({ type: "input_text", text: middleTruncate(item.text, length, remaining) });
     remaining = 0;
-    cut = true;
   }
-  if (omitted > 0) out.push({ type: "input_text", text: `[omitted ${omitted} text items ...]` });
+  if (omittedText > 0) out.push({ type: "input_text", text: `[omitted ${omittedText} text items ...]` });
+  if (omittedAudio > 0) out.push({ type: "input_text", text: `[omitted ${omittedAudio} audio items ...]` });
   return out;
 }
 
@@ -171,8 +185,9 @@ function middleTruncate(text: string, length: number, maxTokens: number): string
   return `${prefix}…${Math.ceil((length - budget) / 4)} tokens truncated…${suffix}`;
 }
 
-/** Lines split on `\n`, a trailing `\n` starting no new line. */
+/** Lines as Rust's `str::lines` counts them: split on `\n`, a trailing `\n` starting no new line. */
 function lineCount(text: string): number {
+  if (text.length === 0) return 0;
   let lines = 1;
   for (let i = text.indexOf("\n"); i >= 0; i = text.indexOf("\n", i + 1)) lines++;
   return text.endsWith("\n") ? lines - 1 : lines;

@@ -56,23 +56,78 @@ Deno.test("scenario 150: Client mode: a 100-byte text with a 5-token budget beco
   );
 });
 
-Deno.test("scenario 150b: Server mode: a wait budget truncates without a Script error item; no budget leaves the items", () => {
+Deno.test("scenario 150b: Server mode: the items are used as received, a budget or not (the host applies it)", () => {
   const body = "x".repeat(100);
   const response = result([text(body)], "boom");
-  const truncated = formatRuntimeResponse(response, {
-    outputTruncation: "server",
-    maxOutputTokens: 5,
-    wallTimeMs: 0,
-  });
-  assert.deepEqual(truncated.contentItems.slice(1), [
+  for (const maxOutputTokens of [5, undefined]) {
+    const formatted = formatRuntimeResponse(response, {
+      outputTruncation: "server",
+      wallTimeMs: 0,
+      ...(maxOutputTokens === undefined ? {} : { maxOutputTokens }),
+    });
+    assert.deepEqual(formatted.contentItems, [header("Script failed", "0.0"), text(body)]);
+    assert.equal(formatted.success, false);
+  }
+});
+
+// What real Codex 0.171 gave the model with `code_mode_host_output_truncation` disabled (it truncates
+// itself), for the same cells as the reference host's Server-mode battery.
+
+const audio = (url: string): FunctionCallOutputContentItem => ({ type: "input_audio", audio_url: url });
+const formatClient = (items: FunctionCallOutputContentItem[], maxOutputTokens: number) =>
+  formatRuntimeResponse(result(items), { outputTruncation: "client", maxOutputTokens, wallTimeMs: 0 })
+    .contentItems.slice(1);
+
+Deno.test("Codex client-side: 50 text items over budget become one joined item", () => {
+  const lines = Array.from({ length: 50 }, (_, i) => text(`line ${i}`));
+  assert.deepEqual(formatClient(lines, 30), [
     text(
-      "Warning: truncated output (original token count: 25)\nTotal output lines: 1\n\n" +
-        "xxxxxxxxxx…20 tokens truncated…xxxxxxxxxx",
+      "Warning: truncated output (original token count: 98)\nTotal output lines: 50\n\n" +
+        "line 0\nline 1\nline 2\nline 3\nline 4\nline 5\nline 6\nline 7\nline…68 tokens truncated…" +
+        "e 42\nline 43\nline 44\nline 45\nline 46\nline 47\nline 48\nline 49",
     ),
   ]);
-  assert.equal(truncated.success, false);
-  const asReceived = formatRuntimeResponse(response, { outputTruncation: "server", wallTimeMs: 0 });
-  assert.deepEqual(asReceived.contentItems, [header("Script failed", "0.0"), text(body)]);
+});
+
+Deno.test("Codex client-side: leading empty texts add no separator; later ones do", () => {
+  const items = [text(""), text("a".repeat(100)), text(""), text("b".repeat(100)), text("")];
+  assert.deepEqual(formatClient(items, 10), [
+    text(
+      "Warning: truncated output (original token count: 51)\nTotal output lines: 3\n\n" +
+        "a".repeat(20) + "…41 tokens truncated…" + "b".repeat(19) + "\n",
+    ),
+  ]);
+});
+
+Deno.test("Codex client-side: an audio item costs the estimate of its URL and is counted when it does not fit", () => {
+  const clip = audio("data:audio/wav;base64,AAAA"); // 26 bytes: 7 tokens
+  assert.deepEqual(formatClient([text("aaaa"), clip, text("bbbb")], 5), [
+    text("aaaa"),
+    text("bbbb"),
+    text("[omitted 1 audio items ...]"),
+  ]);
+  assert.deepEqual(formatClient([text("aaaa"), clip, text("bbbb")], 8), [
+    text("aaaa"),
+    clip,
+    text("[omitted 1 text items ...]"),
+  ]);
+  assert.deepEqual(formatClient([text("x".repeat(200)), clip, text("y".repeat(200))], 10), [
+    text("x".repeat(20) + "…40 tokens truncated…" + "x".repeat(20)),
+    text("[omitted 1 text items ...]"),
+    text("[omitted 1 audio items ...]"),
+  ]);
+  assert.deepEqual(
+    formatClient(
+      [clip, text("x".repeat(200)), image("data:image/png;base64,AAAA"), text("y".repeat(200))],
+      10,
+    ),
+    [
+      clip,
+      text("xxxxxx…47 tokens truncated…xxxxxx"),
+      { type: "input_image", image_url: "data:image/png;base64,AAAA", detail: "high" },
+      text("[omitted 1 text items ...]"),
+    ],
+  );
 });
 
 Deno.test("the header names a yielded cell, a terminated cell, and shows the wall time with one decimal", () => {
@@ -207,6 +262,7 @@ Deno.test("bad options are RangeErrors", () => {
     );
   }
   for (const maxOutputTokens of [-1, 1.5, 2 ** 53]) {
+    // Checked in both modes, although Server mode does not use it.
     assert.throws(
       () => formatRuntimeResponse(result([]), { outputTruncation: "server", maxOutputTokens, wallTimeMs: 0 }),
       RangeError,

@@ -208,9 +208,21 @@ export interface CellOptions {
    */
   port: (cell: Cell) => CellPort;
   heapLimitMb: number;
-  /** The Execute's initial observation: its yield time starts now; `startedAt` is the RPC's start. */
-  initial: { yieldMs: number; yieldSignal?: AbortSignal; signal?: AbortSignal; startedAt?: number };
-  /** Server mode: the Execute's `max_output_tokens`, else the host's `defaultMaxOutputTokens`. */
+  /**
+   * The Execute's initial observation: its yield time starts now, or with `startGraceMs` when the
+   * runtime reports the cell's start (waiting at most that long for it); `startedAt` is the RPC's start.
+   */
+  initial: {
+    yieldMs: number;
+    yieldSignal?: AbortSignal;
+    signal?: AbortSignal;
+    startedAt?: number;
+    startGraceMs?: number;
+  };
+  /**
+   * Server mode: the budget of the Execute's own observation: its `max_output_tokens`, else the
+   * host's `defaultMaxOutputTokens` (a Wait or Terminate brings its own, {@link Cell.observe}).
+   */
   maxOutputTokens: number;
   /** Where delivered and dropped output bytes are counted (default: not counted). */
   metrics?: HostMetrics;
@@ -315,11 +327,19 @@ export class Cell {
       failureHandler: (reason) => port.failed(reason, this.#endDetail),
       cellId: options.id,
       initialObserve: {
-        mode: ObserveMode.yieldAfter(options.initial.yieldMs, options.initial.yieldSignal),
+        mode: ObserveMode.yieldAfter(
+          options.initial.yieldMs,
+          options.initial.yieldSignal,
+          options.initial.startGraceMs,
+        ),
         signal: options.initial.signal,
       },
     });
-    this.initial = this.#settle(this.#actor.initial, options.initial.startedAt);
+    this.initial = this.#settle(
+      this.#actor.initial,
+      options.initial.startedAt ?? performance.now(),
+      options.maxOutputTokens,
+    );
   }
 
   /**
@@ -382,7 +402,7 @@ export class Cell {
     return this.#actor.state.terminationClaimed;
   }
 
-  async #settle(promise: Promise<CellEvent>, startedAt = performance.now()): Promise<Outcome> {
+  async #settle(promise: Promise<CellEvent>, startedAt: number, maxTokens: number): Promise<Outcome> {
     let event: CellEvent;
     try {
       event = await promise;
@@ -391,7 +411,7 @@ export class Cell {
     }
     if (this.#port.mode === "client") this.#checkSize(event, startedAt);
     if (event.type === "completed" || event.type === "terminated") this.#port.forget();
-    const outcome = toOutcome(event, this.#port.mode, this.#maxTokens);
+    const outcome = toOutcome(event, this.#port.mode, maxTokens);
     this.#metrics?.output(itemBytes(outcome.items), event.content.omittedTextBytes);
     return outcome;
   }
@@ -555,17 +575,19 @@ export class Cell {
    *
    * @param yieldMs the effective yield time (already capped and clamped)
    * @param options `signal`: the caller went away (nothing is consumed); `yieldSignal`: yield early;
-   *   `startedAt`: the RPC's `performance.now()` at its start (for the size of its response)
+   *   `startedAt`: the RPC's `performance.now()` at its start (for the size of its response);
+   *   `maxTokens`: Server mode: this observation's token budget (default: the Execute's)
    * @returns the outcome
    * @throws {HostError} `cell_busy` when another observer is attached or a termination runs
    */
   observe(
     yieldMs: number,
-    options: { signal?: AbortSignal; yieldSignal?: AbortSignal; startedAt?: number } = {},
+    options: { signal?: AbortSignal; yieldSignal?: AbortSignal; startedAt?: number; maxTokens?: number } = {},
   ): Promise<Outcome> {
     return this.#settle(
       this.#actor.observe(ObserveMode.yieldAfter(yieldMs, options.yieldSignal), { signal: options.signal }),
-      options.startedAt,
+      options.startedAt ?? performance.now(),
+      options.maxTokens ?? this.#maxTokens,
     );
   }
 
@@ -573,12 +595,13 @@ export class Cell {
    * Terminates the cell and returns its final outcome (SPEC §4.5).
    *
    * @param startedAt the Terminate's `performance.now()` at its start (for the size of its response)
+   * @param maxTokens Server mode: the outcome's token budget (default: the Execute's)
    * @returns `terminated` with the drained output, or the committed natural completion
    * @throws {HostError} `cell_busy` `exec cell {id} is already terminating`;
    *   `too_large` when the outcome is too large to send (Client mode)
    */
-  terminate(startedAt?: number): Promise<Outcome> {
-    return this.#settle(this.#actor.terminate(), startedAt);
+  terminate(startedAt: number = performance.now(), maxTokens: number = this.#maxTokens): Promise<Outcome> {
+    return this.#settle(this.#actor.terminate(), startedAt, maxTokens);
   }
 
   /** Resolves once the actor has ended. */

@@ -99,7 +99,7 @@ export function scriptErrorItem(error: ErrorText): PushedItem {
 
 /** How an observation waits (SPEC §4.12 observe modes). */
 export type ObserveMode =
-  | { kind: "yieldAfter"; ms: number; yieldSignal?: AbortSignal }
+  | { kind: "yieldAfter"; ms: number; yieldSignal?: AbortSignal; startGraceMs?: number }
   | { kind: "pendingFrontier" };
 
 /** Constructors of {@link ObserveMode} values. */
@@ -107,12 +107,20 @@ export const ObserveMode = {
   /**
    * Yield after `ms` (clamped to 0…2,147,483,647), or when `yieldSignal` aborts.
    *
+   * With `startGraceMs`, an observation attached before the cell's `started` event counts its `ms`
+   * from that event instead (the cell's first observation: its StartCell may wait for a Worker), but
+   * waits for it at most `startGraceMs`: without it, it yields `startGraceMs + ms` after attaching.
+   *
    * @param ms the yield time
    * @param yieldSignal the YieldObservation signal
+   * @param startGraceMs how long the yield time may wait for the cell to start; default: it does not
    * @returns the mode
    */
-  yieldAfter(ms: number, yieldSignal?: AbortSignal): ObserveMode {
-    return { kind: "yieldAfter", ms: Math.min(MAX_TIMER_MS, Math.max(0, ms)), yieldSignal };
+  yieldAfter(ms: number, yieldSignal?: AbortSignal, startGraceMs?: number): ObserveMode {
+    const clamped = Math.min(MAX_TIMER_MS, Math.max(0, ms));
+    return startGraceMs === undefined
+      ? { kind: "yieldAfter", ms: clamped, yieldSignal }
+      : { kind: "yieldAfter", ms: clamped, yieldSignal, startGraceMs: Math.max(0, startGraceMs) };
   },
   /** Resolve at the next `Pending` (or the retained frontier). */
   pendingFrontier: { kind: "pendingFrontier" } as ObserveMode,
@@ -181,6 +189,8 @@ interface Observer {
   timer?: unknown;
   deadlineAt?: number;
   deadlineFired: boolean;
+  /** The yield time counts from the cell's `started` event, which has not come yet. */
+  awaitingStart?: boolean;
   cleanup(): void;
 }
 
@@ -273,6 +283,8 @@ class CellActor {
   #callbacks = new Set<Promise<void>>();
   #notifications = new Set<Promise<void>>();
   #frontier = false;
+  /** The cell's `started` event has been handled. */
+  #started = false;
   #failureReported = false;
   #ended = false;
   #wake: (() => void) | undefined;
@@ -351,17 +363,30 @@ class CellActor {
     };
     responder.signal.addEventListener("abort", onAbort);
     if (mode.kind === "yieldAfter") {
-      observer.deadlineAt = this.#clock.now() + mode.ms;
-      if (mode.ms <= 0) observer.deadlineFired = true;
-      else {
-        observer.timer = this.#clock.setTimeout(() => {
-          observer.deadlineFired = true;
-          this.#notify();
-        }, mode.ms);
+      if (mode.startGraceMs !== undefined && !this.#started) {
+        observer.awaitingStart = true;
+        this.#arm(observer, Math.min(MAX_TIMER_MS, mode.startGraceMs + mode.ms));
+      } else {
+        this.#arm(observer, mode.ms);
       }
       mode.yieldSignal?.addEventListener("abort", onAbort);
     }
     this.#observer = observer;
+  }
+
+  /** Sets the observer's deadline `ms` from now. */
+  #arm(observer: Observer, ms: number): void {
+    if (observer.timer !== undefined) this.#clock.clearTimeout(observer.timer);
+    observer.timer = undefined;
+    observer.deadlineAt = this.#clock.now() + ms;
+    if (ms <= 0) {
+      observer.deadlineFired = true;
+      return;
+    }
+    observer.timer = this.#clock.setTimeout(() => {
+      observer.deadlineFired = true;
+      this.#notify();
+    }, ms);
   }
 
   #detach(): Observer | undefined {
@@ -405,7 +430,7 @@ class CellActor {
       this.#events.setConsumer(undefined);
       this.#events.close();
       this.#state.onTerminationClaimed(undefined);
-      for (const c of this.#pendingCalls.values()) c.abort();
+      this.#abortPendingCalls();
       this.#lifetime.abort();
       for (const cmd of this.#commands.splice(0)) this.#routeAfterEnd(cmd);
       await Promise.allSettled([...this.#callbacks, ...this.#notifications]);
@@ -469,8 +494,18 @@ class CellActor {
   /** Handles one runtime event; tells the loop whether the cell completed, ended or must terminate. */
   async #handle(entry: ChannelEntry): Promise<"continue" | "completed" | "end" | "terminate"> {
     switch (entry.type) {
-      case "started":
+      case "started": {
+        // The runtime reports the start when it hands the cell to its Worker, and the cell again
+        // with its first output: only the first counts.
+        if (this.#started) return "continue";
+        this.#started = true;
+        const o = this.#observer;
+        if (o?.awaitingStart && o.mode.kind === "yieldAfter" && !o.deadlineFired) {
+          o.awaitingStart = false;
+          this.#arm(o, o.mode.ms);
+        }
         return "continue";
+      }
       case "contentItem":
         this.#output.push(entry.item);
         this.#frontier = false;
@@ -535,7 +570,7 @@ class CellActor {
     fromResult: boolean,
   ): Promise<"completed" | "end" | "terminate"> {
     await Promise.allSettled([...this.#notifications]);
-    for (const c of this.#pendingCalls.values()) c.abort();
+    this.#abortPendingCalls();
     this.#pendingCalls.clear();
     const build = (): CompletedEvent => {
       const content = this.#output.take();
@@ -554,11 +589,16 @@ class CellActor {
     return fromResult ? "completed" : "end";
   }
 
+  /** Cancels the cell's unanswered tool calls, newest first (as Codex's own host does). */
+  #abortPendingCalls(): void {
+    for (const c of [...this.#pendingCalls.values()].reverse()) c.abort();
+  }
+
   /** A8. `finished`: a Result or end-of-stream has already been seen. */
   async #terminate(finished: boolean): Promise<void> {
     const observer = this.#observer;
     observer?.cleanup(); // stop observing the deadline; stays attached for the outcome
-    for (const c of this.#pendingCalls.values()) c.abort();
+    this.#abortPendingCalls();
     this.#pendingCalls.clear();
     for (const cmd of this.#commands.splice(0)) {
       if (!cmd.responder.signal.aborted) cmd.reject(new CellActorError("busy", this.#cellId));

@@ -9,8 +9,8 @@ import {
   type OutputCollector,
   type OutputItem,
   type OutputMode,
+  SERVER_IMAGE_BYTES,
 } from "../output/output_collector.ts";
-import { MAX_MEDIA_BYTES } from "../../proto/bytes.ts";
 
 // ---------------------------------------------------------------------------------------------
 // Test doubles
@@ -523,7 +523,7 @@ Deno.test("A3 Server mode: a dropped observer leaves the media budget, counters 
   const h = spawn(() => ObserveMode.yieldAfter(60_000), { mode: "server" });
   h.events.trySend({ type: "yieldRequested" });
   await h.cell.initial;
-  const big: OutputItem = { type: "image", imageUrl: "i".repeat(MAX_MEDIA_BYTES), detail: "high" };
+  const big: OutputItem = { type: "image", imageUrl: "i".repeat(SERVER_IMAGE_BYTES), detail: "high" };
   const drop = new AbortController();
   const dropped = h.cell.observe(ObserveMode.yieldAfter(60_000), { signal: drop.signal });
   assert.ok(await h.events.send({ type: "contentItem", item: big }));
@@ -589,6 +589,25 @@ Deno.test("A5 on Result notifications are drained and tool calls cancelled befor
   assert.deepEqual(h.host.committedWrites, [new Map([["k", "1"]])]);
   h.events.end();
   await h.cell.done;
+});
+
+Deno.test("A5 the unanswered tool calls are cancelled newest first, at a Result and at a termination", async () => {
+  for (const end of ["result", "terminate"] as const) {
+    const h = spawn(() => ObserveMode.yieldAfter(60_000));
+    for (const id of ["tool-1", "tool-2", "tool-3"]) {
+      h.events.trySend({ type: "toolCall", id, name: { name: "t" }, kind: "function" });
+    }
+    h.events.trySend({ type: "notify", callId: "c", text: "barrier" });
+    await h.host.notified.promise;
+    const order: number[] = [];
+    h.host.toolSignals.forEach((signal, i) => signal.addEventListener("abort", () => order.push(i + 1)));
+    const t = end === "terminate" ? h.cell.terminate() : undefined;
+    h.events.trySend({ type: "result", storedValueWrites: new Map() });
+    await (t ?? h.cell.initial);
+    h.events.end();
+    await h.cell.done;
+    assert.deepEqual(order, [3, 2, 1], end);
+  }
 });
 
 Deno.test("A5 Server mode: a committed completion with an error ends with the Script error item", async () => {
@@ -705,4 +724,91 @@ Deno.test("a dropped initial observation consumes nothing and the next observati
   clock.advance(7);
   assertEvent(await cell.observe(ObserveMode.pendingFrontier), completed(collector("client", "kept"), 7));
   assert.equal(host.closedCalls, 1);
+});
+
+// ---------------------------------------------------------------------------------------------
+// The first observation's yield time counts from the cell's start (issue 25 item 5)
+
+/** Resolves once the actor has handled every event sent before it (a notification as a barrier). */
+async function barrier(h: Harness, label: string): Promise<void> {
+  h.events.trySend({ type: "notify", callId: "c", text: label });
+  while (!h.host.notifications.includes(label)) await new Promise((r) => setTimeout(r, 0));
+}
+
+/** Whether a promise has settled, after the actor handled everything sent so far. */
+async function settledYet(h: Harness, promise: Promise<unknown>, label: string): Promise<boolean> {
+  let settled = false;
+  void promise.then(() => settled = true, () => settled = true);
+  await barrier(h, label);
+  return settled;
+}
+
+Deno.test("start grace: the first observation's yield time counts from the cell's started event", async () => {
+  const h = spawn(() => ObserveMode.yieldAfter(100, undefined, 10_000));
+  h.clock.advance(5_000); // the runtime is still creating the cell's Worker
+  assert.equal(await settledYet(h, h.cell.initial, "b1"), false);
+  h.events.trySend({ type: "started" });
+  h.events.trySend(content("first"));
+  await barrier(h, "b2");
+  h.clock.advance(99);
+  assert.equal(await settledYet(h, h.cell.initial, "b3"), false);
+  h.clock.advance(1);
+  assertEvent(await h.cell.initial, yielded(collector("client", "first")));
+  const t = h.cell.terminate();
+  h.events.end();
+  await t;
+  await h.cell.done;
+});
+
+Deno.test("start grace: a cell that never starts yields grace + yield time after the observation began", async () => {
+  const h = spawn(() => ObserveMode.yieldAfter(100, undefined, 10_000));
+  h.clock.advance(10_099);
+  assert.equal(await settledYet(h, h.cell.initial, "b1"), false);
+  h.clock.advance(1);
+  assertEvent(await h.cell.initial, yielded(collector("client")));
+  const t = h.cell.terminate();
+  h.events.end();
+  await t;
+  await h.cell.done;
+});
+
+Deno.test("start grace: only the first started event counts (the runtime's, then the cell's own)", async () => {
+  const h = spawn(() => ObserveMode.yieldAfter(100, undefined, 10_000));
+  h.events.trySend({ type: "started" });
+  await barrier(h, "b1");
+  h.clock.advance(60);
+  h.events.trySend({ type: "started" });
+  h.events.trySend(content("out"));
+  assert.equal(await settledYet(h, h.cell.initial, "b2"), false);
+  h.clock.advance(40);
+  assertEvent(await h.cell.initial, yielded(collector("client", "out")));
+  const t = h.cell.terminate();
+  h.events.end();
+  await t;
+  await h.cell.done;
+});
+
+Deno.test("start grace: the yield signal and a completion still end the observation before the start", async () => {
+  const h = spawn((signal) => ObserveMode.yieldAfter(100, signal, 10_000));
+  h.yieldSignal.abort();
+  assertEvent(await h.cell.initial, yielded(collector("client")));
+  const t = h.cell.terminate();
+  h.events.end();
+  await t;
+  await h.cell.done;
+  const done = spawn(() => ObserveMode.yieldAfter(100, undefined, 10_000));
+  done.events.trySend({ type: "result", storedValueWrites: new Map() });
+  done.events.end();
+  assertEvent(await done.cell.initial, completed(collector("client"), 0));
+  await done.cell.done;
+});
+
+Deno.test("without start grace the yield time counts from the observation's start, started or not", async () => {
+  const h = spawn(() => ObserveMode.yieldAfter(100));
+  h.clock.advance(100);
+  assertEvent(await h.cell.initial, yielded(collector("client")));
+  const t = h.cell.terminate();
+  h.events.end();
+  await t;
+  await h.cell.done;
 });

@@ -6,8 +6,8 @@ import {
   type OutputCollector,
   type OutputItem,
   type OutputMode,
+  SERVER_IMAGE_BYTES,
 } from "../output/output_collector.ts";
-import { MAX_MEDIA_BYTES } from "../../proto/bytes.ts";
 
 const textItem = (text: string): OutputItem => ({ type: "text", text });
 
@@ -84,7 +84,7 @@ Deno.test("52 a failed completion delivery re-buffers the event and keeps its cl
 
 Deno.test("53 a failed yield restores image allocation and omission order", () => {
   const output = createOutputCollector("server");
-  const big: OutputItem = { type: "image", imageUrl: "i".repeat(MAX_MEDIA_BYTES), detail: "auto" };
+  const big: OutputItem = { type: "image", imageUrl: "i".repeat(SERVER_IMAGE_BYTES), detail: "auto" };
   output.push(big);
   output.push({ type: "image", imageUrl: "excess", detail: "auto" });
   assert.equal(

@@ -28,12 +28,13 @@ import { MAX_TIMER_MS } from "./clock.ts";
 import { HostError } from "./errors.ts";
 import { normalizeCodeModeIdentifier } from "../../proto/identifiers.ts";
 import type { Limits } from "./limits.ts";
-import type { Permit } from "./permits.ts";
+import type { Permit, Permits } from "./permits.ts";
 import { OUTPUT_CLIENT, OUTPUT_SERVER, type Session, type SessionEvent } from "./session.ts";
 import type { SessionManager } from "./session_manager.ts";
 import type { ToolDefinitionInfo, ToolNameInfo } from "./tool_bridge.ts";
 import { parseUuid, validateIdentifier } from "./validate.ts";
 import { serdeJsonError } from "./serde_json.ts";
+import { ToolCatalog } from "./tool_catalog.ts";
 import { type HostSpan, NO_METRICS, NO_SPAN, type Telemetry, type TimedMethod } from "../ops/telemetry.ts";
 
 export type { ContentItem } from "./cell.ts";
@@ -66,15 +67,22 @@ export interface OpenSessionRequest {
    * `limits.minHeapSizeBytes` (an isolate needs that much to start) and 2^53 − 1.
    */
   maxHeapSizeBytes?: bigint;
-  /**
-   * The session's cap on its pending delegate calls: tool calls awaiting their result and
-   * notifications being published (OpenSession's `max_pending_delegate_calls`). The smaller of it
-   * and `limits.maxPendingDelegateCallsPerSession` applies; default the limit. 0 is refused
-   * (`callback capacity must be positive`, the reference's text).
-   */
-  maxPendingDelegateCalls?: number;
   /** W3C trace parent of the request: its span continues that trace. */
   traceparent?: string;
+  /**
+   * Pending delegate calls (tool calls and notifications being delivered) the session may hold
+   * at once (gRPC's `max_pending_delegate_calls`; default `limits.maxPendingDelegateCallsPerSession`);
+   * past it a tool call fails `code-mode session has too many pending delegate calls`. 0 is
+   * refused `callback capacity must be positive`, the reference's text.
+   */
+  maxPendingDelegateCalls?: number;
+  /**
+   * The pool of delegate permits the session draws from besides its own (default the host-wide
+   * `maxPendingDelegateCalls` pool): a door whose connection has its own delegate capacity (JSON
+   * host V1's `delegate-capacity-4096`) passes one pool for all of that connection's sessions.
+   * Past it a tool call fails `code-mode host has too many pending delegate calls`.
+   */
+  delegatePermits?: Permits;
 }
 
 /** An event of a session's lease (SPEC §3.2). */
@@ -97,6 +105,11 @@ export interface Lease {
   readonly sessionId: string;
   /** The session's output mode. */
   readonly outputMode: SessionOutputMode;
+  /**
+   * Events the session has produced that {@link Lease.events} has not yielded yet (a door that
+   * must write them before something else, as JSON host V1 does before an outcome, counts on it).
+   */
+  readonly backlog: number;
   /**
    * The lease's events: `opened` first, then the session's events, until the session ends. It
    * ends by throwing a {@link HostError} when the session crashed (`session_crashed`), the host
@@ -132,10 +145,13 @@ export interface ExecuteRequest {
   yieldTimeMs?: bigint;
   /** Server mode: the output token budget (default `limits.defaultMaxOutputTokens`); any value. */
   maxOutputTokens?: bigint;
-  /** The tool catalog revision `enabledTools` belongs to (ExecuteRequest's `catalog_revision`). */
-  catalogRevision?: bigint;
   /** W3C trace parent, passed to tool calls. */
   traceparent?: string;
+  /**
+   * The session's tool-catalog revision (`tool-catalog-revision-v1`, `tool_catalog.ts`): with
+   * empty `enabledTools` the tools stored under it are used; absent, the catalog is not involved.
+   */
+  catalogRevision?: bigint;
 }
 
 /** How an observation ended (SPEC §4.2). */
@@ -173,6 +189,11 @@ export interface WaitRequest {
   waitId: string;
   /** Default 0 (an immediate poll). */
   yieldTimeMs?: bigint;
+  /**
+   * Server mode: the output token budget of this observation (the `wait` tool's `max_tokens`);
+   * default `limits.defaultMaxOutputTokens`, whatever the Execute asked for.
+   */
+  maxTokens?: bigint;
   /** W3C trace parent of the request, if the client sent one: its span continues that trace. */
   traceparent?: string;
 }
@@ -236,12 +257,44 @@ export interface CodeModeCoreOptions {
    * (SPEC §9.8): an open that asks is refused `unsupported` (SPEC §2.7).
    */
   resourceLimits?: boolean;
+  /**
+   * Identifiers as JSON host V1 takes them (default false): cell IDs, tool call IDs, tool names and
+   * session IDs are not checked for length or emptiness (an empty or long cell ID is a missing
+   * cell, as in Codex's own host; an empty session ID is refused by the V1 decoder itself), and a
+   * heap size under `minHeapSizeBytes` or over this platform's range is clamped instead of refused.
+   */
+  lenientIds?: boolean;
 }
 
 /** The refusal of `max_heap_size_bytes` in in-process isolation (SPEC §2.7). */
 export const NO_RESOURCE_LIMITS = "code-mode session provider does not support resource limits";
 
 const MAX_SAFE = BigInt(Number.MAX_SAFE_INTEGER);
+
+/**
+ * How long an Execute's yield time may wait for its cell to start. The yield time counts from the
+ * moment the runtime hands the cell to its Worker, not from the Execute's arrival: a fresh runtime's
+ * first cell waits for its first Worker (a few hundred milliseconds, more on a loaded machine), and
+ * the reference host shows a busy cell's first `text()` at a 100 ms yield time. A runtime that never
+ * starts the cell yields after this plus the yield time.
+ */
+const START_GRACE_MS = 10_000;
+
+/**
+ * A token budget from the wire (any `uint64`) as a number: `B = 4·T` stays exact in a double up to
+ * 2^51 tokens, and larger budgets never truncate anyway (the reference accepts every value).
+ */
+function tokenBudget(tokens: bigint): number {
+  return Number(tokens > 2n ** 50n ? 2n ** 50n : tokens);
+}
+/** The identifiers {@link CodeModeCoreOptions.lenientIds} does not check. */
+const LENIENT_FIELDS = new Set<string>([
+  "session ID",
+  "cell ID",
+  "tool call ID",
+  "tool definition name",
+  "tool name",
+]);
 const NEVER = new AbortController().signal;
 
 function nanosSince(start: number): number {
@@ -303,6 +356,9 @@ export class CodeModeCore {
   #limits: Limits;
   #clientSessionIds: boolean;
   #resourceLimits: boolean;
+  #lenientIds: boolean;
+  /** Each session's tool catalog (gone with its session). */
+  #catalogs = new WeakMap<Session, ToolCatalog<ToolDefinition>>();
   #telemetry: Telemetry;
   /** Whether metrics or tracing is on (else requests run with no telemetry wrapper). */
   #telemetryOn: boolean;
@@ -313,6 +369,7 @@ export class CodeModeCore {
     this.#limits = options.manager.limits;
     this.#clientSessionIds = options.clientSessionIds ?? false;
     this.#resourceLimits = options.resourceLimits ?? true;
+    this.#lenientIds = options.lenientIds ?? false;
     this.#telemetry = options.manager.telemetry;
     this.#telemetryOn = this.#telemetry.metrics !== NO_METRICS || this.#telemetry.tracer.enabled;
   }
@@ -360,11 +417,12 @@ export class CodeModeCore {
   }
 
   #id(value: string | undefined, field: Parameters<typeof validateIdentifier>[1]): string {
+    if (this.#lenientIds && LENIENT_FIELDS.has(field)) return value ?? "";
     return validateIdentifier(value, field, this.#limits.maxIdentifierBytes);
   }
 
   #lookup(sessionId: string): Session {
-    return this.#manager.lookup(sessionId, { uuid: !this.#clientSessionIds });
+    return this.#manager.lookup(sessionId, { uuid: !this.#clientSessionIds, unchecked: this.#lenientIds });
   }
 
   /** Effective yield time: requested, capped by the session, clamped to a timer (SPEC §4.1). */
@@ -374,11 +432,14 @@ export class CodeModeCore {
     return Number(ms > BigInt(MAX_TIMER_MS) ? BigInt(MAX_TIMER_MS) : ms);
   }
 
-  /** SPEC §4.11; a Server-mode session also gets the `Script error:` item (§8.4). */
-  #missingCell(cellId: string, session: Session, start: number): ObservationResult {
+  /**
+   * SPEC §4.11; a Server-mode session also gets the `Script error:` item (§8.4), truncated to the
+   * observation's budget.
+   */
+  #missingCell(cellId: string, session: Session, start: number, maxTokens: number): ObservationResult {
     const errorText = `exec cell ${cellId} not found`;
     const contentItems = session.outputMode === OUTPUT_SERVER
-      ? serverMissingCellContent(errorText, this.#limits.defaultMaxOutputTokens)
+      ? serverMissingCellContent(errorText, maxTokens)
       : [];
     return {
       state: "missingCell",
@@ -456,11 +517,16 @@ export class CodeModeCore {
     using _permit = this.#manager.permit("request");
     const slot = this.#manager.acquireSlot();
     let sessionId: string | undefined;
+    let heapBytes = request.maxHeapSizeBytes;
     try {
       if (request.maxPendingDelegateCalls === 0) {
         throw new HostError("invalid_request", CALLBACK_CAPACITY_MESSAGE);
       }
-      const heapBytes = request.maxHeapSizeBytes;
+      if (heapBytes !== undefined) {
+        // Codex's own host takes any u64 here and runs cells anyway: clamp into what works.
+        const min = BigInt(limits.minHeapSizeBytes);
+        heapBytes = heapBytes < min ? min : heapBytes > MAX_SAFE ? MAX_SAFE : heapBytes;
+      }
       if (heapBytes !== undefined && !this.#resourceLimits) {
         throw new HostError("unsupported", NO_RESOURCE_LIMITS);
       }
@@ -474,9 +540,7 @@ export class CodeModeCore {
       slot.release();
       throw error;
     }
-    const asked = request.maxHeapSizeBytes ?? BigInt(limits.defaultMaxHeapSizeBytes);
-    const min = BigInt(limits.minHeapSizeBytes);
-    const heap = Number(asked < min ? min : asked > MAX_SAFE ? MAX_SAFE : asked);
+    const heap = Number(heapBytes ?? BigInt(limits.defaultMaxHeapSizeBytes));
     const outputMode = request.outputMode === "server" ? "server" : "client";
     const session = await this.#manager.open({
       sessionId,
@@ -484,10 +548,14 @@ export class CodeModeCore {
       maxYieldTimeMs: request.maxYieldTimeMs,
       cellHeapMb: Math.ceil(heap / MIB),
       maxPendingDelegateCalls: request.maxPendingDelegateCalls,
+      delegatePermits: request.delegatePermits,
     }, slot);
     return {
       sessionId: session.id,
       outputMode,
+      get backlog() {
+        return session.leaseBacklog;
+      },
       events: async function* (signal?: AbortSignal): AsyncGenerator<LeaseEvent> {
         try {
           for await (const event of session.lease(signal)) yield toLeaseEvent(event);
@@ -566,7 +634,14 @@ export class CodeModeCore {
     const executionId = this.#id(request.executionId, "execution ID");
     using _permit = manager.permit("request");
     const toolCallId = this.#id(request.toolCallId, "tool call ID");
-    const tools = this.#validateTools(request.enabledTools);
+    let tools = this.#validateTools(request.enabledTools);
+    if (request.catalogRevision !== undefined) {
+      let catalog = this.#catalogs.get(session);
+      if (!catalog) this.#catalogs.set(session, catalog = new ToolCatalog());
+      const given = request.enabledTools ?? [];
+      const resolved = catalog.resolve(request.catalogRevision, given);
+      if (resolved !== given) tools = this.#validateTools(resolved);
+    }
     const maxTokens = request.maxOutputTokens;
     // Active-cell permits travel with the cell until its CellClosed; released here on refusal.
     const permits: Permit[] = [];
@@ -599,11 +674,8 @@ export class CodeModeCore {
         traceparent: request.traceparent,
         span,
         permits,
-        initial: { yieldMs, yieldSignal, signal, startedAt: start },
-        // B = 4·T stays exact in a double up to 2^51 tokens; larger budgets never truncate anyway.
-        maxOutputTokens: maxTokens === undefined
-          ? undefined
-          : Number(maxTokens > 2n ** 50n ? 2n ** 50n : maxTokens),
+        initial: { yieldMs, yieldSignal, signal, startedAt: start, startGraceMs: START_GRACE_MS },
+        maxOutputTokens: maxTokens === undefined ? undefined : tokenBudget(maxTokens),
       });
       yield { type: "started", executionId, cellId: cell.id };
       let outcome: Outcome;
@@ -651,14 +723,17 @@ export class CodeModeCore {
     const wait = session.registerWait(waitId);
     try {
       const cell = session.cell(cellId);
-      if (!cell) return this.#missingCell(cellId, session, start);
+      const maxTokens = request.maxTokens === undefined
+        ? this.#limits.defaultMaxOutputTokens
+        : tokenBudget(request.maxTokens);
+      if (!cell) return this.#missingCell(cellId, session, start, maxTokens);
       if (wait.cancel.aborted) throw wait.cancel.reason;
       const signal = AbortSignal.any([callerSignal, wait.cancel]);
       const yieldMs = this.#effectiveYield(request.yieldTimeMs ?? 0n, session);
       let outcome: Outcome;
       try {
         outcome = await session.track(() =>
-          cell.observe(yieldMs, { signal, yieldSignal: wait.yieldNow, startedAt: start })
+          cell.observe(yieldMs, { signal, yieldSignal: wait.yieldNow, startedAt: start, maxTokens })
         );
         const flushed = session.notificationsFlushed(cell);
         if (flushed) await flushed;
@@ -678,28 +753,35 @@ export class CodeModeCore {
   /**
    * Terminates a cell and returns its final outcome (SPEC §4.5).
    *
-   * @param request the session and cell
+   * @param request the session and cell; `maxTokens`: Server mode: the outcome's token budget (JSON V1's
+   *   `maxOutputTokens`; gRPC's Terminate has none), default `limits.defaultMaxOutputTokens`
    * @returns the cell's outcome, or the missing-cell outcome
    * @throws {HostError} `invalid_request`, `unknown_session`, `overloaded`, `session_closed`,
    *   `cell_busy`, `too_large`
    */
   terminate(
-    request: { sessionId: string; cellId: string; traceparent?: string },
+    request: { sessionId: string; cellId: string; traceparent?: string; maxTokens?: bigint },
   ): Promise<ObservationResult> {
     const span = this.#span("Terminate", request.traceparent, request.sessionId);
     span.set({ "code_mode.cell_id": request.cellId });
     return this.#observed("Terminate", span, () => this.#terminate(request));
   }
 
-  async #terminate(request: { sessionId: string; cellId: string }): Promise<ObservationResult> {
+  async #terminate(
+    request: { sessionId: string; cellId: string; maxTokens?: bigint },
+  ): Promise<ObservationResult> {
     const start = performance.now();
     const session = this.#lookup(request.sessionId);
     const cellId = this.#id(request.cellId, "cell ID");
     using _permit = this.#manager.permit("request");
     session.ensureOpen();
     const cell = session.cell(cellId);
-    if (!cell) return this.#missingCell(cellId, session, start);
-    const outcome = await session.track(() => cell.terminate(start));
+    // Not the Execute's budget: the request's, else the host's default, as in the reference host.
+    const maxTokens = request.maxTokens === undefined
+      ? this.#limits.defaultMaxOutputTokens
+      : tokenBudget(request.maxTokens);
+    if (!cell) return this.#missingCell(cellId, session, start, maxTokens);
+    const outcome = await session.track(() => cell.terminate(start, maxTokens));
     const flushed = session.notificationsFlushed(cell);
     if (flushed) await flushed;
     return { state: "liveCell", outcome: toOutcome(cellId, outcome, start) };

@@ -26,6 +26,8 @@
  * - `cell_busy`: the cell has another observer, or a termination already runs.
  * - `unsupported`: the request asks for something this host's isolation cannot do (a heap limit
  *   in in-process isolation).
+ * - `catalog`: an Execute's tool-catalog revision is invalid (0), unknown, or conflicts with the
+ *   tools stored under it (`tool_catalog.ts`).
  * - `session_crashed`: the session's runtime ended on its own; `runtime_failed`: a runtime could
  *   not be started; `internal`: anything else the host knows it caused.
  */
@@ -43,6 +45,7 @@ export type HostErrorCode =
   | "cancelled"
   | "cell_busy"
   | "unsupported"
+  | "catalog"
   | "session_crashed"
   | "runtime_failed"
   | "internal";

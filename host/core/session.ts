@@ -10,7 +10,7 @@
  * @module
  */
 import type { WorkerToHost } from "../../proto/worker_codec.ts";
-import { Cell, type Outcome } from "./cell.ts";
+import { Cell, type CellOptions, type Outcome } from "./cell.ts";
 import type { CellPort } from "./cell_port.ts";
 import type { CellState, CompletedEvent } from "./cell_state.ts";
 import type { Clock } from "./clock.ts";
@@ -67,11 +67,6 @@ export interface SessionOptions {
   /** The session's `max_yield_time_ms`, if it asked. */
   maxYieldTimeMs?: bigint;
   cellHeapMb: number;
-  /**
-   * The session's cap on its pending delegate calls (OpenSession's `max_pending_delegate_calls`);
-   * the smaller of it and `limits.maxPendingDelegateCallsPerSession` applies (default: the limit).
-   */
-  maxPendingDelegateCalls?: number;
   runtime: RuntimeTransport;
   limits: Limits;
   log: Logger;
@@ -80,8 +75,10 @@ export interface SessionOptions {
   onRemoved(session: Session): void;
   /** Obtains a replacement runtime for a runtime restart (SPEC §4.5). */
   replaceRuntime(): Promise<RuntimeTransport>;
-  /** Host-wide delegate permits (`maxPendingDelegateCalls`). */
+  /** Host-wide delegate permits (`maxPendingDelegateCalls`), or the session's connection's pool. */
   hostDelegatePermits: Permits;
+  /** The session's own delegate capacity (default `maxPendingDelegateCallsPerSession`). */
+  sessionDelegateCapacity?: number;
   /** Metrics and tracing (default off). */
   telemetry?: Telemetry;
 }
@@ -95,7 +92,7 @@ export interface StartRequest {
   /** Active-cell permits, released when the cell's `CellClosed` is queued. */
   permits: Permit[];
   /** The initial observation: effective yield time, YieldObservation signal, the stream's signal, its start. */
-  initial: { yieldMs: number; yieldSignal?: AbortSignal; signal?: AbortSignal; startedAt?: number };
+  initial: CellOptions["initial"];
   /** The Execute's `max_output_tokens` (Server mode). */
   maxOutputTokens?: number;
   /** The Execute's tool definitions by JS name (the last definition of a name wins). */
@@ -202,7 +199,7 @@ export class Session {
     this.#preCancelled = new RecentIds(recent);
     this.#lease = new LeaseQueue(options.limits.leaseEventQueueCapacity);
     this.#sessionDelegatePermits = new Permits(
-      Math.min(options.maxPendingDelegateCalls ?? Infinity, options.limits.maxPendingDelegateCallsPerSession),
+      options.sessionDelegateCapacity ?? options.limits.maxPendingDelegateCallsPerSession,
     );
     this.#bridge = new ToolBridge({
       sessionId: options.id,
@@ -278,6 +275,11 @@ export class Session {
     let timer: unknown;
     const bound = new Promise<void>((resolve) => timer = clock.setTimeout(resolve, NOTIFICATION_FLUSH_MS));
     return Promise.race([handedOff, bound]).finally(() => clock.clearTimeout(timer));
+  }
+
+  /** Lease events queued and not yet taken by the lease's reader. */
+  get leaseBacklog(): number {
+    return this.#lease.size;
   }
 
   /** @throws {HostError} `session_closed` `code-mode session is closed` once closing began */

@@ -56,8 +56,10 @@ export interface OpenOptions {
   outputMode: number;
   maxYieldTimeMs?: bigint;
   cellHeapMb: number;
-  /** The session's own cap on pending delegate calls (below `maxPendingDelegateCallsPerSession`). */
+  /** The session's own delegate capacity (default `maxPendingDelegateCallsPerSession`). */
   maxPendingDelegateCalls?: number;
+  /** The delegate pool the session shares (default the host-wide {@link SessionManager.delegates}). */
+  delegatePermits?: Permits;
 }
 
 /** Registry and admission. */
@@ -176,7 +178,8 @@ export class SessionManager implements AsyncDisposable {
     while (!this.#draining && this.#warm.length < this.#options.warmSessions) {
       const runtime = this.#spawn();
       runtime.ready.catch((error) => {
-        this.#options.log.error(String((error as Error).message));
+        // A spare stopped by the host's own shutdown is no failure.
+        if (!this.#draining) this.#options.log.error(String((error as Error).message));
         void runtime.kill();
       });
       this.#warm.push(runtime);
@@ -264,13 +267,13 @@ export class SessionManager implements AsyncDisposable {
       outputMode: options.outputMode,
       maxYieldTimeMs: options.maxYieldTimeMs,
       cellHeapMb: options.cellHeapMb,
-      maxPendingDelegateCalls: options.maxPendingDelegateCalls,
       runtime,
       limits: this.limits,
       log: this.#options.log,
       clock: this.#options.clock,
       replaceRuntime: () => this.takeRuntime(),
-      hostDelegatePermits: this.delegates,
+      hostDelegatePermits: options.delegatePermits ?? this.delegates,
+      sessionDelegateCapacity: options.maxPendingDelegateCalls,
       telemetry: this.telemetry,
       onRemoved: (removed) => {
         if (this.#sessions.get(removed.id) === removed) this.#sessions.delete(removed.id);
@@ -299,13 +302,19 @@ export class SessionManager implements AsyncDisposable {
    * Validates a session ID and finds its session (SPEC §2.6–§2.7).
    *
    * @param sessionId the request's `session_id`
-   * @param options `uuid`: the ID must parse as a UUID (default true: host-generated IDs)
+   * @param options `uuid`: the ID must parse as a UUID (default true: host-generated IDs);
+   *   `unchecked`: no identifier check at all (JSON host V1's lenient IDs)
    * @returns the session
    * @throws {HostError} `invalid_request` for a malformed ID, `unknown_session` for an unknown one
    */
-  lookup(sessionId: string | undefined, options: { uuid?: boolean } = {}): Session {
-    const uuid = options.uuid ?? true;
-    const id = validateIdentifier(sessionId, "session ID", this.limits.maxIdentifierBytes, { uuid });
+  lookup(sessionId: string | undefined, options: { uuid?: boolean; unchecked?: boolean } = {}): Session {
+    const uuid = !options.unchecked && (options.uuid ?? true);
+    const id = options.unchecked ? sessionId ?? "" : validateIdentifier(
+      sessionId,
+      "session ID",
+      this.limits.maxIdentifierBytes,
+      { uuid },
+    );
     // Any form of the UUID names the session; the refusal quotes the ID as it was sent.
     const session = this.#sessions.get(uuid ? parseUuid(id)! : id);
     if (!session) throw new HostError("unknown_session", `unknown code-mode session ${id}`);

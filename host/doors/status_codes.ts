@@ -23,6 +23,7 @@ export const GRPC_CODE_OF: Readonly<Record<HostErrorCode, number>> = {
   cancelled: 1, // CANCELLED
   cell_busy: 9, // FAILED_PRECONDITION
   unsupported: 9, // FAILED_PRECONDITION
+  catalog: 9, // FAILED_PRECONDITION (as Codex's own host answers)
   session_crashed: 13, // INTERNAL
   runtime_failed: 13, // INTERNAL
   internal: 13, // INTERNAL

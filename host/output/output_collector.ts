@@ -1,36 +1,45 @@
 /**
  * Output collectors shared by host code (SPEC §8.3, §8.6): the Client collector keeps every item in
- * order; the Server collector bounds one window by UTF-8 bytes with a head, a tail and an omission
- * notice.
+ * order; the Server collector bounds one window as the reference host does.
  *
- * Contract (Server collector, SPEC §8.6):
- * - Text fills the head up to `maxTextBytes / 2`; the first text that does not fit is split at a
- *   character boundary, the head freezes and the rest goes to the tail.
- * - The tail keeps the last `maxTextBytes − headText` bytes of text pushed since freezing; media in
- *   the tail are never evicted.
- * - Media share one `maxMediaBytes` budget; a media item over budget is discarded, counted and
- *   freezes the head.
- * - Rendering gives head, then at most one notice, then tail; adjacent fragments of one item merge.
+ * Contract (Server collector; the reference host's behaviour, which differs from SPEC §8.6):
+ * - Items fill the head up to `maxTextBytes / 2` bytes of text and `maxItems / 2` items; the first
+ *   text that does not fit is split at a character boundary (its first part stays in the head, the
+ *   rest goes to the tail but is no item of its own), the head freezes, and later items go to the
+ *   tail. A discarded image does not freeze it.
+ * - The tail keeps the last `maxTextBytes − headText` bytes of text pushed since freezing: bytes go
+ *   from the front of the oldest non-empty tail text; media, dropped audio and empty texts stay.
+ * - The window keeps at most `maxItems` items, counting one for the notice once anything was lost:
+ *   past that the oldest tail item of any kind goes (an image counts as discarded, an audio item
+ *   as a discarded audio item, a text as a segment).
+ * - Everything lost leaves an omission where it was; adjacent omissions render as one notice, so
+ *   a kept item (an empty text too) between two runs of lost output gives two notices. A fragment
+ *   evicted whole counts as one discarded segment (the tail part of a split item too).
+ * - Images share one `maxImageBytes` budget (8 MiB); an image over it is discarded and leaves an
+ *   omission where it was pushed, joining an omission that ends the window.
+ * - Audio items share their own `maxAudioBytes` budget (64 MiB: the reference keeps far more audio
+ *   than images, and a window never carries more than one message); one over it is kept as its
+ *   size only (a `droppedAudio` entry, which token truncation always omits).
+ * - Rendering gives the entries in order; adjacent omissions make one notice; adjacent fragments of
+ *   one item merge.
  * - `take()` hands the window over and starts a fresh one; `restore()` puts a taken window back in
  *   front exactly (entries, owners, budgets, counters, frozen flag, the same item objects).
  *
  * - A pre-trimmed text item (its first and last `MAX_TEXT` bytes plus its true length, §8.10)
- *   renders exactly like the whole text would; a dropped media item (kind and size only) is always
- *   discarded.
+ *   renders exactly like the whole text would; a dropped image is always discarded.
  *
  * Contract (Client collector, SPEC §8.3):
  * - Items are kept exactly as pushed while the window's encoded content fits `maxMessageBytes`;
  *   past that the window retains nothing and only counts encoded bytes
  *   ({@link OutputCollector.encodedBytes}), because it cannot be delivered anyway.
  *
- * Token truncation (§8.7) is `token_truncation.ts`, over {@link OutputCollector.entries}.
+ * Token truncation is `token_truncation.ts`, over {@link OutputCollector.entries}.
  *
  * @module
  */
 
 import {
   fieldBytes,
-  MAX_MEDIA_BYTES,
   MAX_MESSAGE_BYTES,
   MAX_TEXT_BYTES,
   utf8ByteLength,
@@ -119,20 +128,62 @@ export function diagnosticErrorText(error: ErrorText, maxBytes: number = MAX_DIA
 /** What a cell's output path carries into a collector. */
 export type PushedItem = OutputItem | TrimmedTextItem | DroppedMediaItem;
 
-/** A rendered window before token truncation: text fragments with their owners, and anchors. */
+/** What one omission notice reports. */
+export interface NoticeCounts {
+  /** Text bytes omitted. */
+  bytes: number;
+  /** Text fragments omitted whole. */
+  segments: number;
+  /** Images discarded. */
+  images: number;
+  /** Audio items discarded (the Server collector never discards audio: always 0 there). */
+  audio: number;
+}
+
+/**
+ * A rendered window before token truncation: text fragments with their owners (the item each came
+ * from), media items (`anchor`), omission notices, and audio items kept as their size only.
+ */
 export type RenderedEntry =
   | { kind: "text"; text: string; owner: number }
-  | { kind: "anchor"; item: OutputItem };
+  | { kind: "anchor"; item: OutputItem }
+  | { kind: "notice"; counts: NoticeCounts }
+  | { kind: "droppedAudio"; bytes: number };
+
+/**
+ * The text of an omission notice (SPEC §8.6 rule 5).
+ *
+ * @param counts what the notice reports
+ * @returns the notice text
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { noticeText } from "./output_collector.ts";
+ *
+ * assert.equal(
+ *   noticeText({ bytes: 5, segments: 1, images: 0, audio: 0 }),
+ *   "[Code Mode session output limit reached: omitted 5 text bytes; discarded 1 text segments, 0 images, 0 audio items]",
+ * );
+ * ```
+ */
+export function noticeText(counts: NoticeCounts): string {
+  return `[Code Mode session output limit reached: omitted ${counts.bytes} text bytes; discarded ${counts.segments} text segments, ${counts.images} images, ${counts.audio} audio items]`;
+}
 
 /** The output modes of SPEC §8.2. */
 export type OutputMode = "client" | "server";
 
-/** Server collector limits; defaults are the SPEC's (§2.8). */
+/** Collector limits; defaults are the reference host's. */
 export interface OutputLimits {
   /** Retained text bytes per window (head + tail). Default 1,048,576. */
   maxTextBytes?: number;
-  /** Retained image/audio URL bytes per window. Default 16,777,216. */
-  maxMediaBytes?: number;
+  /** Retained image URL bytes per window. Default 8,388,608. */
+  maxImageBytes?: number;
+  /** Server mode: retained audio URL bytes per window (later audio is kept as its size only). Default 67,108,864. */
+  maxAudioBytes?: number;
+  /** Server mode: retained items per window, a notice included; half of them in the head. Default 32,768. */
+  maxItems?: number;
   /** Client mode: encoded content bytes a window retains (`maxMessageBytes`). Default 67,108,864. */
   maxMessageBytes?: number;
 }
@@ -240,7 +291,7 @@ export interface OutputCollector {
  * out.push({ type: "text", text: "ghij" });
  * assert.deepEqual(out.render().map((i) => i.type === "text" && i.text), [
  *   "abcd",
- *   "[Code Mode session output limit reached: omitted 2 text bytes; discarded 0 text segments, 0 images, 0 audio items]",
+ *   "[Code Mode session output limit reached: omitted 2 text bytes; discarded 1 text segments, 0 images, 0 audio items]",
  *   "ghij",
  * ]);
  * ```
@@ -287,7 +338,8 @@ function sameItem(a: OutputItem, b: OutputItem): boolean {
 
 /**
  * Renders entries as items (SPEC §8.6 rule 8): anchors as they are; adjacent text fragments of one
- * owner with nothing between them merged into one item (an empty `text("")` stays an item).
+ * owner with nothing between them merged into one item (an empty `text("")` stays an item);
+ * adjacent notices as one notice; a `droppedAudio` entry as nothing (it still separates the others).
  *
  * @param entries rendered entries in order
  * @returns the items
@@ -312,18 +364,47 @@ export function mergeEntries(entries: readonly RenderedEntry[]): OutputItem[] {
     parts = [];
     openOwner = undefined;
   };
+  let notice: NoticeCounts | undefined;
   for (const e of entries) {
-    if (e.kind === "anchor") {
-      close();
-      out.push(e.item);
-    } else {
+    if (e.kind === "text") {
       if (openOwner !== e.owner) close();
       openOwner = e.owner;
       parts.push(e.text);
+      notice = undefined;
+      continue;
     }
+    close();
+    if (e.kind === "notice") {
+      if (notice) {
+        notice = addCounts(notice, e.counts);
+        out[out.length - 1] = { type: "text", text: noticeText(notice) };
+      } else {
+        notice = e.counts;
+        out.push({ type: "text", text: noticeText(notice) });
+      }
+      continue;
+    }
+    notice = undefined;
+    if (e.kind === "anchor") out.push(e.item);
   }
   close();
   return out;
+}
+
+/**
+ * The counts of two adjacent notices as one.
+ *
+ * @param a the first notice's counts
+ * @param b the second's
+ * @returns a new object with the sums
+ */
+export function addCounts(a: NoticeCounts, b: NoticeCounts): NoticeCounts {
+  return {
+    bytes: a.bytes + b.bytes,
+    segments: a.segments + b.segments,
+    images: a.images + b.images,
+    audio: a.audio + b.audio,
+  };
 }
 
 /** A list of items, kept exactly as produced while they fit one message (SPEC §8.3). */
@@ -400,15 +481,31 @@ class ClientOutputCollector implements OutputCollector {
   }
 }
 
+/** One omission: what its notice reports, at the place where the output was lost. */
+interface Omission {
+  kind: "omission";
+  /** Text bytes evicted here. */
+  bytes: number;
+  /** Items (or the tail parts of split items) evicted whole here. */
+  segments: number;
+  /** Images discarded or evicted here. */
+  images: number;
+  /** Audio items evicted here. */
+  audio: number;
+}
+
 interface TextEntry {
   kind: "text";
   text: string;
+  /** Bytes this fragment stands for; more than `text` holds only while a reduced text is evicted. */
   bytes: number;
   owner: number;
-  /** The head also holds a fragment of this owner (the first tail part of a split item). */
-  sharesOwner: boolean;
-  /** Evicted from the tail; skipped when rendering. */
-  dead: boolean;
+  /** Bytes evicted from this fragment's front: the omission right before it. */
+  before?: Omission;
+  /** The tail part of an item whose first part is in the head: not an item of its own. */
+  borrowed?: boolean;
+  /** `text` holds only the last bytes of the fragment (a reduced text, until its first eviction). */
+  reduced?: boolean;
 }
 
 interface MediaEntry {
@@ -416,24 +513,38 @@ interface MediaEntry {
   item: OutputItem;
 }
 
-type Entry = TextEntry | MediaEntry;
+/** An audio item kept as its size only (over the audio budget, or sent so by the runtime). */
+interface DroppedAudioEntry {
+  kind: "droppedAudio";
+  bytes: number;
+}
+
+type Entry = TextEntry | MediaEntry | DroppedAudioEntry | Omission;
 
 interface WindowState {
+  /** Entries before the head filled: never evicted. */
   head: Entry[];
+  /** Entries after the head filled, oldest first; an evicted entry becomes an omission in place. */
   tail: Entry[];
-  /** Every tail text entry before this index is dead. */
-  evictFrom: number;
-  deadCount: number;
+  /** Every tail entry before this index holds no text byte left to evict. */
+  byteFrom: number;
+  /** Every tail entry before this index is an omission or a borrowed part. */
+  countFrom: number;
+  /** Tail entries turned into omissions since the last compaction. */
+  killed: number;
   frozen: boolean;
-  tailBudget: number;
   headText: number;
   tailText: number;
-  media: number;
-  discardedImages: number;
-  discardedAudio: number;
+  /** Items in the head: a split item counts here, its tail part nowhere. */
+  headItems: number;
+  tailItems: number;
+  /** Something was lost: the window renders a notice, which takes an item's place. */
+  omitted: boolean;
+  images: number;
+  audio: number;
   pushedTextBytes: number;
-  pushedTextItems: number;
-  retainedTextItems: number;
+  /** Something was pushed (an empty text or a discarded item too). */
+  pushed: boolean;
   nextOwner: number;
 }
 
@@ -441,40 +552,69 @@ function freshState(): WindowState {
   return {
     head: [],
     tail: [],
-    evictFrom: 0,
-    deadCount: 0,
+    byteFrom: 0,
+    countFrom: 0,
+    killed: 0,
     frozen: false,
-    tailBudget: 0,
     headText: 0,
     tailText: 0,
-    media: 0,
-    discardedImages: 0,
-    discardedAudio: 0,
+    headItems: 0,
+    tailItems: 0,
+    omitted: false,
+    images: 0,
+    audio: 0,
     pushedTextBytes: 0,
-    pushedTextItems: 0,
-    retainedTextItems: 0,
+    pushed: false,
     nextOwner: 0,
   };
 }
 
-/** The bounded collector of SPEC §8.6. */
+/** The image bytes a Server window keeps, as the reference host does (8 MiB). */
+export const SERVER_IMAGE_BYTES = 8_388_608;
+
+/** The items (a notice included) a Server window keeps, as the reference host does. */
+export const SERVER_MAX_ITEMS = 32_768;
+
+function omission(): Omission {
+  return { kind: "omission", bytes: 0, segments: 0, images: 0, audio: 0 };
+}
+
+/** Whether an entry is an item of its own, for the item limit. */
+function counted(e: Entry): boolean {
+  return e.kind === "text" ? !e.borrowed : e.kind !== "omission";
+}
+
+/** The bounded collector, as the reference host bounds a window (see the module documentation). */
 class ServerOutputCollector implements OutputCollector {
   readonly mode = "server";
   readonly #maxText: number;
   readonly #headBudget: number;
-  readonly #maxMedia: number;
+  readonly #maxImages: number;
+  readonly #maxAudio: number;
+  readonly #maxItems: number;
+  readonly #headItems: number;
   #s: WindowState = freshState();
 
   constructor(limits: OutputLimits) {
     this.#maxText = limits.maxTextBytes ?? MAX_TEXT_BYTES;
     this.#headBudget = Math.floor(this.#maxText / 2);
-    this.#maxMedia = limits.maxMediaBytes ?? MAX_MEDIA_BYTES;
+    this.#maxImages = limits.maxImageBytes ?? SERVER_IMAGE_BYTES;
+    this.#maxAudio = limits.maxAudioBytes ?? MAX_MESSAGE_BYTES;
+    this.#maxItems = limits.maxItems ?? SERVER_MAX_ITEMS;
+    this.#headItems = Math.floor(this.#maxItems / 2);
+  }
+
+  #limits(): OutputLimits {
+    return {
+      maxTextBytes: this.#maxText,
+      maxImageBytes: this.#maxImages,
+      maxAudioBytes: this.#maxAudio,
+      maxItems: this.#maxItems,
+    };
   }
 
   get isEmpty(): boolean {
-    const s = this.#s;
-    return s.head.length === 0 && s.tail.length === 0 && s.pushedTextBytes === 0 &&
-      s.discardedImages === 0 && s.discardedAudio === 0;
+    return !this.#s.pushed;
   }
 
   get omittedTextBytes(): number {
@@ -489,33 +629,118 @@ class ServerOutputCollector implements OutputCollector {
   }
 
   push(item: PushedItem): void {
+    const s = this.#s;
+    s.pushed = true;
     switch (item.type) {
       case "text":
-        return this.#pushText(item.text);
+        this.#pushText(item.text, utf8ByteLength(item.text));
+        break;
       case "trimmedText":
-        return this.#pushTrimmed(item);
+        this.#pushTrimmed(item);
+        break;
       case "droppedMedia":
-        return this.#discardMedia(item.kind);
-      default:
-        return this.#pushMedia(item);
+        if (item.kind === "image") this.#omit({ images: 1 });
+        else this.#place({ kind: "droppedAudio", bytes: item.bytes });
+        break;
+      case "image": {
+        const bytes = utf8ByteLength(item.imageUrl);
+        if (s.images + bytes > this.#maxImages) {
+          this.#omit({ images: 1 });
+        } else {
+          s.images += bytes;
+          this.#place({ kind: "media", item });
+        }
+        break;
+      }
+      case "audio": {
+        const bytes = utf8ByteLength(item.audioUrl);
+        if (s.audio + bytes > this.#maxAudio) {
+          this.#place({ kind: "droppedAudio", bytes });
+        } else {
+          s.audio += bytes;
+          this.#place({ kind: "media", item });
+        }
+        break;
+      }
     }
+    this.#evictItems();
+    if (s.killed > 64 && s.killed * 2 > s.tail.length) this.#compact();
+  }
+
+  /** The head is full of items: the next one starts the tail. */
+  #freezeOnItems(): void {
+    if (!this.#s.frozen && this.#s.headItems >= this.#headItems) this.#s.frozen = true;
+  }
+
+  /** Appends a non-text item. */
+  #place(entry: MediaEntry | DroppedAudioEntry): void {
+    const s = this.#s;
+    this.#freezeOnItems();
+    if (s.frozen) {
+      s.tail.push(entry);
+      s.tailItems++;
+    } else {
+      s.head.push(entry);
+      s.headItems++;
+    }
+  }
+
+  /** Records lost output at the end of the window, joining an omission that ends it. */
+  #omit(counts: Partial<Omit<Omission, "kind">>): void {
+    const s = this.#s;
+    s.omitted = true;
+    const list = s.frozen ? s.tail : s.head;
+    let last = list[list.length - 1];
+    if (last?.kind !== "omission") list.push(last = omission());
+    last.bytes += counts.bytes ?? 0;
+    last.segments += counts.segments ?? 0;
+    last.images += counts.images ?? 0;
+    last.audio += counts.audio ?? 0;
+  }
+
+  #pushText(text: string, bytes: number): void {
+    const s = this.#s;
+    const owner = s.nextOwner++;
+    s.pushedTextBytes += bytes;
+    this.#freezeOnItems();
+    if (!s.frozen) {
+      if (s.headText + bytes <= this.#headBudget) {
+        s.head.push({ kind: "text", text, bytes, owner });
+        s.headText += bytes;
+        s.headItems++;
+        return;
+      }
+      const prefix = this.#headPrefix(text, owner);
+      this.#appendTail({
+        kind: "text",
+        text: text.slice(prefix.units),
+        bytes: bytes - prefix.bytes,
+        owner,
+        ...(prefix.bytes > 0 ? { borrowed: true } : {}),
+      });
+      return;
+    }
+    this.#appendTail({ kind: "text", text, bytes, owner });
   }
 
   /**
    * A reduced text renders like the whole one: the head can only take bytes of its first part, and
-   * the tail keeps at most `MAX_TEXT` bytes, all from its last part (and nothing older).
+   * the tail keeps at most `maxTextBytes / 2` bytes, all from its last part.
    */
   #pushTrimmed(item: TrimmedTextItem): void {
     const s = this.#s;
     const owner = s.nextOwner++;
     s.pushedTextBytes += item.totalBytes;
-    s.pushedTextItems++;
-    const sharesOwner = !s.frozen && this.#headPrefix(item.head, owner).bytes > 0;
-    for (let i = s.evictFrom; i < s.tail.length; i++) {
-      const e = s.tail[i];
-      if (e.kind === "text" && !e.dead) this.#kill(e);
-    }
-    this.#appendTail(item.tail, utf8ByteLength(item.tail), owner, sharesOwner);
+    this.#freezeOnItems();
+    const taken = s.frozen ? 0 : this.#headPrefix(item.head, owner).bytes;
+    this.#appendTail({
+      kind: "text",
+      text: item.tail,
+      bytes: item.totalBytes - taken,
+      owner,
+      reduced: true,
+      ...(taken > 0 ? { borrowed: true } : {}),
+    });
   }
 
   /** Keeps the longest prefix of `text` that still fits into the head, then freezes the head. */
@@ -523,84 +748,63 @@ class ServerOutputCollector implements OutputCollector {
     const s = this.#s;
     const prefix = utf8Prefix(text, this.#headBudget - s.headText);
     if (prefix.bytes > 0) {
-      s.head.push({
-        kind: "text",
-        text: text.slice(0, prefix.units),
-        bytes: prefix.bytes,
-        owner,
-        sharesOwner: false,
-        dead: false,
-      });
+      s.head.push({ kind: "text", text: text.slice(0, prefix.units), bytes: prefix.bytes, owner });
       s.headText += prefix.bytes;
-      s.retainedTextItems++;
+      s.headItems++;
     }
-    this.#freeze();
+    s.frozen = true;
     return prefix;
   }
 
-  #freeze(): void {
+  #appendTail(entry: TextEntry): void {
     const s = this.#s;
-    s.frozen = true;
-    s.tailBudget = this.#maxText - s.headText;
+    s.tail.push(entry);
+    s.tailText += entry.bytes;
+    if (!entry.borrowed) s.tailItems++;
+    this.#evictBytes();
   }
 
-  /** Drops a whole tail text: it renders as nothing from now on. */
-  #kill(e: TextEntry): void {
+  /** Turns the tail entry at `i` into the omission that records it. */
+  #kill(i: number): void {
     const s = this.#s;
-    s.tailText -= e.bytes;
-    if (e.bytes > 0 && !e.sharesOwner) s.retainedTextItems--;
-    e.dead = true;
-    e.text = "";
-    e.bytes = 0;
-    s.deadCount++;
-  }
-
-  #pushText(text: string): void {
-    const s = this.#s;
-    const bytes = utf8ByteLength(text);
-    const owner = s.nextOwner++;
-    s.pushedTextBytes += bytes;
-    if (bytes > 0) s.pushedTextItems++;
-    if (!s.frozen) {
-      if (s.headText + bytes <= this.#headBudget) {
-        s.head.push({ kind: "text", text, bytes, owner, sharesOwner: false, dead: false });
-        s.headText += bytes;
-        if (bytes > 0) s.retainedTextItems++;
-        return;
-      }
-      const prefix = this.#headPrefix(text, owner);
-      this.#appendTail(text.slice(prefix.units), bytes - prefix.bytes, owner, prefix.bytes > 0);
-      return;
+    const e = s.tail[i];
+    let o: Omission;
+    if (e.kind === "text") {
+      o = e.before ?? omission();
+      o.bytes += e.bytes;
+      o.segments++;
+      s.tailText -= e.bytes;
+    } else {
+      o = omission();
+      if (e.kind === "media" && e.item.type === "image") o.images++;
+      else o.audio++;
     }
-    this.#appendTail(text, bytes, owner, false);
+    if (counted(e)) s.tailItems--;
+    s.tail[i] = o;
+    s.omitted = true;
+    s.killed++;
   }
 
-  #appendTail(text: string, bytes: number, owner: number, sharesOwner: boolean): void {
+  /**
+   * Drops bytes from the front of the oldest non-empty tail text until the tail fits its budget
+   * (`maxTextBytes` − the head). Media, dropped audio and empty texts stay where they are.
+   */
+  #evictBytes(): void {
     const s = this.#s;
-    s.tail.push({ kind: "text", text, bytes, owner, sharesOwner, dead: false });
-    s.tailText += bytes;
-    if (bytes > 0 && !sharesOwner) s.retainedTextItems++;
-    this.#evict();
-  }
-
-  /** Rule 2: drop bytes from the front of the oldest tail text until the tail fits its budget. */
-  #evict(): void {
-    const s = this.#s;
-    while (s.tailText > s.tailBudget) {
-      let i = s.evictFrom;
-      while (s.tail[i].kind !== "text" || (s.tail[i] as TextEntry).dead) i++;
-      s.evictFrom = i;
-      const e = s.tail[i] as TextEntry;
-      const excess = s.tailText - s.tailBudget;
+    const budget = this.#maxText - s.headText;
+    while (s.tailText > budget) {
+      let e = s.tail[s.byteFrom];
+      while (e.kind !== "text" || e.bytes === 0) e = s.tail[++s.byteFrom];
+      const excess = s.tailText - budget;
       if (e.bytes <= excess) {
-        this.#kill(e);
+        this.#kill(s.byteFrom++);
         continue;
       }
-      // Keep the largest suffix that fits; scan from whichever end is shorter.
       const keep = e.bytes - excess;
       let units: number;
       let kept: number;
-      if (excess <= keep) {
+      if (!e.reduced && excess <= keep) {
+        // Scan from the front when less is removed than kept.
         let cut = 0;
         let removed = 0;
         while (removed < excess) {
@@ -613,60 +817,90 @@ class ServerOutputCollector implements OutputCollector {
       } else {
         ({ units, bytes: kept } = utf8Suffix(e.text, keep));
       }
+      if (kept === 0) {
+        // One character larger than what was left to keep: the fragment is gone after all.
+        this.#kill(s.byteFrom++);
+        continue;
+      }
+      const before = e.before ??= omission();
+      before.bytes += e.bytes - kept;
       s.tailText -= e.bytes - kept;
       e.text = e.text.slice(e.text.length - units);
       e.bytes = kept;
-      if (kept === 0) {
-        if (!e.sharesOwner) s.retainedTextItems--;
-        e.dead = true;
-        s.deadCount++;
+      e.reduced = undefined;
+      s.omitted = true;
+    }
+  }
+
+  /** Drops the oldest tail items (of any kind) while the window holds more than its item limit. */
+  #evictItems(): void {
+    const s = this.#s;
+    while (s.headItems + s.tailItems + (s.omitted ? 1 : 0) > this.#maxItems) {
+      let e = s.tail[s.countFrom];
+      while (!counted(e)) e = s.tail[++s.countFrom];
+      this.#kill(s.countFrom++);
+    }
+  }
+
+  /** Joins runs of omissions, so that a flood of evicted items costs no memory. */
+  #compact(): void {
+    const s = this.#s;
+    const kept: Entry[] = [];
+    let byteFrom = -1;
+    let countFrom = -1;
+    for (let i = 0; i < s.tail.length; i++) {
+      const e = s.tail[i];
+      const last = kept[kept.length - 1];
+      if (e.kind === "omission" && last?.kind === "omission") {
+        last.bytes += e.bytes;
+        last.segments += e.segments;
+        last.images += e.images;
+        last.audio += e.audio;
+      } else {
+        kept.push(e);
       }
+      if (i === s.byteFrom) byteFrom = kept.length - 1;
+      if (i === s.countFrom) countFrom = kept.length - 1;
     }
-    if (s.deadCount > 64 && s.deadCount * 2 > s.tail.length) {
-      s.tail = s.tail.filter((e) => e.kind === "media" || !e.dead);
-      s.evictFrom = 0;
-      s.deadCount = 0;
-    }
-  }
-
-  #pushMedia(item: Extract<OutputItem, { type: "image" | "audio" }>): void {
-    const s = this.#s;
-    const bytes = utf8ByteLength(item.type === "image" ? item.imageUrl : item.audioUrl);
-    if (s.media + bytes <= this.#maxMedia) {
-      s.media += bytes;
-      (s.frozen ? s.tail : s.head).push({ kind: "media", item });
-      return;
-    }
-    this.#discardMedia(item.type === "image" ? "image" : "audio");
-  }
-
-  #discardMedia(kind: "image" | "audio"): void {
-    const s = this.#s;
-    if (kind === "image") s.discardedImages++;
-    else s.discardedAudio++;
-    if (!s.frozen) this.#freeze();
+    s.byteFrom = byteFrom < 0 ? kept.length : byteFrom;
+    s.countFrom = countFrom < 0 ? kept.length : countFrom;
+    s.tail = kept;
+    s.killed = 0;
   }
 
   entries(): RenderedEntry[] {
     const s = this.#s;
     const out: RenderedEntry[] = [];
+    let notice: NoticeCounts | undefined;
+    const addNotice = (o: Omission) => {
+      if (notice) {
+        notice.bytes += o.bytes;
+        notice.segments += o.segments;
+        notice.images += o.images;
+        notice.audio += o.audio;
+      } else {
+        notice = { bytes: o.bytes, segments: o.segments, images: o.images, audio: o.audio };
+        out.push({ kind: "notice", counts: notice });
+      }
+    };
     const add = (e: Entry) => {
-      if (e.kind === "media") out.push({ kind: "anchor", item: e.item });
-      else if (!e.dead) out.push({ kind: "text", text: e.text, owner: e.owner });
+      switch (e.kind) {
+        case "omission":
+          return addNotice(e);
+        case "text":
+          if (e.before) addNotice(e.before);
+          out.push({ kind: "text", text: e.text, owner: e.owner });
+          break;
+        case "media":
+          out.push({ kind: "anchor", item: e.item });
+          break;
+        case "droppedAudio":
+          out.push({ kind: "droppedAudio", bytes: e.bytes });
+          break;
+      }
+      notice = undefined;
     };
     s.head.forEach(add);
-    const omitted = s.pushedTextBytes - s.headText - s.tailText;
-    if (omitted > 0 || s.discardedImages > 0 || s.discardedAudio > 0) {
-      out.push({
-        kind: "anchor",
-        item: {
-          type: "text",
-          text: `[Code Mode session output limit reached: omitted ${omitted} text bytes; discarded ${
-            s.pushedTextItems - s.retainedTextItems
-          } text segments, ${s.discardedImages} images, ${s.discardedAudio} audio items]`,
-        },
-      });
-    }
     s.tail.forEach(add);
     return out;
   }
@@ -676,7 +910,7 @@ class ServerOutputCollector implements OutputCollector {
   }
 
   take(): OutputCollector {
-    const taken = new ServerOutputCollector({ maxTextBytes: this.#maxText, maxMediaBytes: this.#maxMedia });
+    const taken = new ServerOutputCollector(this.#limits());
     taken.#s = this.#s;
     this.#s = freshState();
     return taken;
@@ -687,41 +921,28 @@ class ServerOutputCollector implements OutputCollector {
     const later = this.#s;
     this.#s = taken.#s;
     taken.#s = freshState();
-    if (
-      later.head.length === 0 && later.tail.length === 0 && later.pushedTextBytes === 0 &&
-      later.discardedImages === 0 && later.discardedAudio === 0
-    ) return;
-    // Pushes landed between the take and the restore: replay them after the restored window, and
-    // carry over what they had already omitted, so nothing is lost or counted twice.
-    const replay = new ServerOutputCollector({ maxTextBytes: this.#maxText, maxMediaBytes: this.#maxMedia });
+    if (!later.pushed) return;
+    // Pushes landed between the take and the restore: replay them after the restored window; what
+    // they had already lost is recorded as omissions at its place, so nothing is lost or counted twice.
+    const replay = new ServerOutputCollector(this.#limits());
     replay.#s = later;
-    const omittedBytes = later.pushedTextBytes - later.headText - later.tailText;
-    const omittedItems = later.pushedTextItems - later.retainedTextItems;
-    const lostMedia = later.discardedImages + later.discardedAudio;
-    const items = replay.render();
-    if (omittedBytes > 0 || lostMedia > 0) items.splice(replay.#noticeIndex(), 1);
-    for (const item of items) this.push(item);
-    const s = this.#s;
-    s.pushedTextBytes += omittedBytes;
-    s.pushedTextItems += omittedItems;
-    s.discardedImages += later.discardedImages;
-    s.discardedAudio += later.discardedAudio;
-    if ((omittedBytes > 0 || lostMedia > 0) && !s.frozen) this.#freeze();
-  }
-
-  /** Index of the notice in {@link render}'s output (call only when there is a notice). */
-  #noticeIndex(): number {
-    let n = 0;
-    let openOwner = -1;
-    for (const e of this.#s.head) {
-      if (e.kind === "media") {
-        n++;
-        openOwner = -1;
-      } else if (e.owner !== openOwner) {
-        n++;
-        openOwner = e.owner;
+    for (const entry of replay.entries()) {
+      switch (entry.kind) {
+        case "text":
+          this.push({ type: "text", text: entry.text });
+          break;
+        case "anchor":
+          this.push(entry.item);
+          break;
+        case "droppedAudio":
+          this.push({ type: "droppedMedia", kind: "audio", bytes: entry.bytes });
+          break;
+        case "notice":
+          this.#s.pushedTextBytes += entry.counts.bytes;
+          this.#omit(entry.counts);
+          this.#evictItems();
+          break;
       }
     }
-    return n;
   }
 }

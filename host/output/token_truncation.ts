@@ -1,56 +1,58 @@
 /**
- * Server-mode rendering and token truncation of an output window (SPEC §8.6 rule 8, §8.7).
+ * Server-mode token truncation of an output window, as the reference host does it (it is the
+ * truncation Codex applies itself to a Client-mode result, SPEC §11.5 step 2, over the window the
+ * bounded collector rendered).
  *
  * Input is the collector's rendered entries: text fragments in order, each with the `owner` (pushed
- * item) it came from, and anchors (media items and the omission notice) that are opaque items.
+ * item) it came from; media items (`anchor`); omission notices; audio kept as its size only.
+ * Budget `T` tokens, byte budget `B = 4·T`; a token estimate of `n` bytes is `ceil(n / 4)`; all
+ * lengths are UTF-8 bytes, and a cut never splits a character.
  *
- * Contract of {@link truncateEntries} (§8.7), with byte budget `B = 4·T`:
- * - The logical text `L` is the non-empty fragments in order, with one `\n` separator before a
- *   fragment whose owner differs from the previous non-empty fragment's; anchors do not break the
- *   direct joining of one owner's fragments. All lengths are UTF-8 bytes.
- * - When `len(L) ≤ B` the output is exactly `mergeEntries` of the input (the
- *   collector's own rendering, §8.6 rule 8, which keeps a `text("")` item).
- * - Otherwise the kept text is the longest whole-character prefix of `L` ending at or before byte
- *   `floor(B / 2)` and the whole characters of `L` starting at or after byte `len(L) − (B − floor(B / 2))`;
- *   a character (including a surrogate pair) is never split, so at most `B` text bytes are kept.
- * - Separators and empty fragments are never emitted.
- * - The marker `…{k} tokens truncated…` (`k = ceil((len(L) − B) / 4)`) is emitted exactly once, at
- *   the first removed byte of `L`; every anchor is emitted exactly once, in order, as the same
- *   object. An anchor between two fragments lies before the later fragment's separator, so anchors
- *   in the removed middle come after the marker and before the suffix.
- * - The marker is glued to the text piece emitted immediately before it; otherwise it is a piece
- *   of its own that belongs to the owner of the first removed byte (for a separator: the fragment
- *   after it), so a single text item always gives `header + prefix + marker + suffix` as one item.
- * - A text piece continues the previous output item only when the previous emitted piece is text
- *   of the same owner; anchors always separate items.
- * - The header `Warning: truncated output (original token count: {N})\nTotal output lines: {lines}\n\n`
- *   (`N = ceil(len(L) / 4)`; `lines` = the lines of `L`, a trailing `\n` starting no new line) is
- *   prepended to the first text item built from text pieces (there is always one: the marker's).
- *   Anchors are never modified, so a notice that comes first stays exactly as the collector wrote
- *   it (§8.6 rule 5).
- * - A budget that is not a non-negative integer is a `RangeError`.
- * - Each fragment is measured on its own; the collector splits fragments at character boundaries,
- *   so this equals measuring `L`. Work is linear in the text length; no per-byte arrays are built.
+ * Contract of {@link truncateEntries}:
+ * - A window with media (an image or audio entry, a dropped audio, or a notice counting discarded
+ *   images) is walked item by item (Codex's `truncate_function_output_items_with_policy`): the
+ *   remaining budget starts at `T`; images and notices are kept and cost nothing; an empty text is
+ *   left out; a text is counted as omitted once the budget is 0, is kept when its estimate fits
+ *   (and charged), else is cut in the middle to the remaining budget (`prefix…k tokens
+ *   truncated…suffix`, no header) and the budget becomes 0; an audio item is kept and charged when
+ *   the estimate of its URL fits, else omitted (a dropped audio always is). Then
+ *   `[omitted n text items ...]` and `[omitted n audio items ...]` are appended when `n > 0`.
+ * - Any other window is one text: its fragments joined, with one `\n` before each fragment when the
+ *   text so far is not empty and the fragment starts another item than the previous fragment (the
+ *   two parts of an item split around a notice join directly). If that text fits `B` the rendered
+ *   items are returned unchanged. Otherwise the result is
+ *   `Warning: truncated output (original token count: N)\nTotal output lines: L\n\n` + the whole
+ *   characters of its first `floor(B / 2)` bytes + `…k tokens truncated…` + the whole characters of
+ *   its last `B − floor(B / 2)` bytes (`N = ceil(len / 4)`, `k = ceil((len − B) / 4)`, `L` its lines
+ *   as Rust's `str::lines` counts them), split into items at the notices: a notice stands where the
+ *   text of the fragment after it starts (after that fragment's `\n`), at its place when that is in
+ *   the kept prefix (up to and including the cut) or suffix, else right after the marker.
+ * - In both, notices left with nothing between them become one notice (their counts summed).
+ * - A budget that is not a non-negative integer is a `RangeError`. Work is linear in the text length.
  *
  * @module
  */
 
-import { mergeEntries, type OutputItem, type RenderedEntry } from "./output_collector.ts";
+import {
+  addCounts,
+  mergeEntries,
+  type NoticeCounts,
+  noticeText,
+  type OutputItem,
+  type RenderedEntry,
+} from "./output_collector.ts";
 import { utf8ByteLength, utf8Prefix, utf8Suffix } from "../../proto/bytes.ts";
 
 // Re-exported so that this module's public signatures are documented in full (`deno doc --lint`).
-export type { OutputItem, RenderedEntry };
+export type { NoticeCounts, OutputItem, RenderedEntry };
 
 /**
- * Applies Server-mode token truncation (SPEC §8.7) to rendered entries with a budget of `maxTokens`.
- *
- * Under budget the result equals the collector's `mergeEntries`; over budget the logical text is cut in the
- * middle at whole characters, a `…{k} tokens truncated…` marker stands at the first removed byte,
- * every anchor is kept in order, and a warning header is prepended to the first text item.
+ * Applies Server-mode token truncation to rendered entries with a budget of `maxTokens` (see the
+ * module documentation for the exact rules).
  *
  * @param entries the rendered entries, in order
  * @param maxTokens the token budget `T` (bytes budget `4·T`)
- * @returns the output items; anchors are the same objects
+ * @returns the output items; media items are the same objects
  * @throws {RangeError} when `maxTokens` is not a non-negative integer
  *
  * @example
@@ -58,62 +60,213 @@ export type { OutputItem, RenderedEntry };
  * import assert from "node:assert/strict";
  * import { truncateEntries } from "./token_truncation.ts";
  *
- * const notice = { type: "text", text: "[notice]" } as const;
- * const items = truncateEntries([
- *   { kind: "text", text: "Script error:\nbegin:XXXXXXXXXX", owner: 1 },
- *   { kind: "anchor", item: notice },
- *   { kind: "text", text: "XXXXXXXXXX:end", owner: 1 },
- * ], 5);
- * assert.deepEqual(items, [
- *   {
- *     type: "text",
- *     text: "Warning: truncated output (original token count: 11)\nTotal output lines: 2\n\n" +
- *       "Script err…6 tokens truncated…",
- *   },
- *   notice,
- *   { type: "text", text: "XXXXXX:end" },
- * ]);
- * assert.equal(items[1], notice);
+ * const lines = Array.from({ length: 50 }, (_, i) => ({ kind: "text", text: `line ${i}`, owner: i }) as const);
+ * assert.deepEqual(truncateEntries(lines, 30), [{
+ *   type: "text",
+ *   text: "Warning: truncated output (original token count: 98)\nTotal output lines: 50\n\n" +
+ *     "line 0\nline 1\nline 2\nline 3\nline 4\nline 5\nline 6\nline 7\nline…68 tokens truncated…" +
+ *     "e 42\nline 43\nline 44\nline 45\nline 46\nline 47\nline 48\nline 49",
+ * }]);
  * ```
  */
 export function truncateEntries(entries: readonly RenderedEntry[], maxTokens: number): OutputItem[] {
   if (!Number.isInteger(maxTokens) || maxTokens < 0) {
     throw new RangeError(`token budget ${maxTokens} is not a non-negative integer`);
   }
+  const mixed = entries.some((e) =>
+    e.kind === "anchor" || e.kind === "droppedAudio" ||
+    (e.kind === "notice" && (e.counts.images > 0 || e.counts.audio > 0))
+  );
+  return mixed ? truncateItems(entries, maxTokens) : truncateJoined(entries, maxTokens);
+}
+
+/**
+ * Codex's middle truncation of one text to `maxTokens` (no header): unchanged when it fits, else the
+ * whole characters of its first `floor(B/2)` bytes, `…k tokens truncated…` and the whole characters
+ * of its last `B − floor(B/2)` bytes.
+ *
+ * @param text the text
+ * @param maxTokens the budget `T`
+ * @returns the truncated text
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { middleTruncate } from "./token_truncation.ts";
+ *
+ * assert.equal(middleTruncate("d".repeat(100), 2), "dddd…23 tokens truncated…dddd");
+ * assert.equal(middleTruncate("abc", 0), "…1 tokens truncated…");
+ * ```
+ */
+export function middleTruncate(text: string, maxTokens: number): string {
+  const length = utf8ByteLength(text);
+  const budget = 4 * maxTokens;
+  if (length <= budget) return text;
+  const left = Math.floor(budget / 2);
+  const prefix = text.slice(0, utf8Prefix(text, left).units);
+  const suffix = text.slice(text.length - utf8Suffix(text, budget - left).units);
+  return `${prefix}…${Math.ceil((length - budget) / 4)} tokens truncated…${suffix}`;
+}
+
+/**
+ * The lines of a text as Rust's `str::lines().count()` gives them: a trailing `\n` starts no new
+ * line, and an empty text has none.
+ *
+ * @param text the text
+ * @returns its line count
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { lineCount } from "./token_truncation.ts";
+ *
+ * assert.equal(lineCount("a\nb\n"), 2);
+ * assert.equal(lineCount(""), 0);
+ * ```
+ */
+export function lineCount(text: string): number {
+  if (text.length === 0) return 0;
+  let lines = 1;
+  for (let i = text.indexOf("\n"); i >= 0; i = text.indexOf("\n", i + 1)) lines++;
+  return text.endsWith("\n") ? lines - 1 : lines;
+}
+
+/** The output being built: text items and notices, adjacent notices merged. */
+class Output {
+  readonly items: (OutputItem | { notice: NoticeCounts })[] = [];
+  #parts: string[] = [];
+  #open = false;
+
+  text(piece: string): void {
+    if (piece.length === 0) return;
+    this.#parts.push(piece);
+    this.#open = true;
+  }
+
+  item(item: OutputItem): void {
+    this.#close();
+    this.items.push(item);
+  }
+
+  notice(counts: NoticeCounts): void {
+    this.#close();
+    const last = this.items[this.items.length - 1];
+    if (last !== undefined && "notice" in last) last.notice = addCounts(last.notice, counts);
+    else this.items.push({ notice: counts });
+  }
+
+  finish(): OutputItem[] {
+    this.#close();
+    return this.items.map((item) =>
+      "notice" in item ? { type: "text", text: noticeText(item.notice) } : item
+    );
+  }
+
+  #close(): void {
+    if (!this.#open) return;
+    const parts = this.#parts;
+    this.items.push({ type: "text", text: parts.length === 1 ? parts[0] : parts.join("") });
+    this.#parts = [];
+    this.#open = false;
+  }
+}
+
+/** A window with media: Codex's item-by-item truncation. */
+function truncateItems(entries: readonly RenderedEntry[], maxTokens: number): OutputItem[] {
+  const out = new Output();
+  let remaining = maxTokens;
+  let omittedText = 0;
+  let omittedAudio = 0;
+  const text = (value: string) => {
+    if (value.length === 0) return;
+    if (remaining === 0) {
+      omittedText++;
+      return;
+    }
+    const cost = Math.ceil(utf8ByteLength(value) / 4);
+    if (cost <= remaining) {
+      out.item({ type: "text", text: value });
+      remaining -= cost;
+    } else {
+      out.item({ type: "text", text: middleTruncate(value, remaining) });
+      remaining = 0;
+    }
+  };
+  // Text fragments of one item with nothing between them are one text item.
+  let openOwner: number | undefined;
+  let parts: string[] = [];
+  const flush = () => {
+    if (openOwner !== undefined) text(parts.length === 1 ? parts[0] : parts.join(""));
+    openOwner = undefined;
+    parts = [];
+  };
+  for (const entry of entries) {
+    if (entry.kind === "text") {
+      if (openOwner !== entry.owner) flush();
+      openOwner = entry.owner;
+      parts.push(entry.text);
+      continue;
+    }
+    flush();
+    if (entry.kind === "notice") {
+      out.notice(entry.counts);
+    } else if (entry.kind === "droppedAudio") {
+      omittedAudio++;
+    } else if (entry.item.type === "audio") {
+      const cost = Math.ceil(utf8ByteLength(entry.item.audioUrl) / 4);
+      if (cost <= remaining) {
+        out.item(entry.item);
+        remaining -= cost;
+      } else {
+        omittedAudio++;
+      }
+    } else {
+      out.item(entry.item);
+    }
+  }
+  flush();
+  if (omittedText > 0) out.item({ type: "text", text: `[omitted ${omittedText} text items ...]` });
+  if (omittedAudio > 0) out.item({ type: "text", text: `[omitted ${omittedAudio} audio items ...]` });
+  return out.finish();
+}
+
+/** A window of text and notices only: one joined text, cut in the middle, split at the notices. */
+function truncateJoined(entries: readonly RenderedEntry[], maxTokens: number): OutputItem[] {
   const budget = 4 * maxTokens;
 
-  // Pass 1: where each non-empty fragment lies in L: [starts[i], ends[i]), after a separator byte
-  // when separated[i]. Other entries keep start −1.
+  // Pass 1: where each text fragment lies in the joined text: its content [starts[i], ends[i]),
+  // after a separator byte when separated[i].
   const starts = new Array<number>(entries.length).fill(-1);
   const ends = new Array<number>(entries.length).fill(-1);
   const separated = new Array<boolean>(entries.length).fill(false);
   let length = 0;
   let newlines = 0;
   let previousOwner: number | undefined;
-  let lastText = "";
+  let trailingNewline = false;
   for (let i = 0; i < entries.length; i++) {
     const entry = entries[i];
-    if (entry.kind !== "text" || entry.text.length === 0) continue;
-    if (previousOwner !== undefined && previousOwner !== entry.owner) {
+    if (entry.kind !== "text") continue;
+    if (length > 0 && previousOwner !== entry.owner) {
       separated[i] = true;
       length += 1;
       newlines += 1;
+      trailingNewline = true;
     }
     starts[i] = length;
     length += utf8ByteLength(entry.text);
     ends[i] = length;
     newlines += countNewlines(entry.text);
     previousOwner = entry.owner;
-    lastText = entry.text;
+    if (entry.text.length > 0) trailingNewline = entry.text.endsWith("\n");
   }
   if (length <= budget) return mergeEntries(entries);
 
-  const lines = newlines + 1 - (lastText.endsWith("\n") ? 1 : 0);
+  // The joined text is not empty here (len > B ≥ 0).
+  const lines = newlines + 1 - (trailingNewline ? 1 : 0);
   const left = Math.floor(budget / 2);
   const rightStart = length - (budget - left);
-  // Both cuts fall on character boundaries of L: `cut` is the first removed byte, `resume` the first
-  // byte of the suffix (a separator counts as one character). len(L) > B gives left < rightStart,
-  // hence cut < resume, and cut < len(L), so some fragment (or its separator) holds the cut.
+  // Both cuts fall on character boundaries: `cut` is the first removed byte, `resume` the first
+  // byte of the suffix (a separator counts as one character). len > B gives cut < resume.
   let cut = -1;
   let resume = length;
   for (let i = 0; i < entries.length; i++) {
@@ -130,88 +283,48 @@ export function truncateEntries(entries: readonly RenderedEntry[], maxTokens: nu
   }
 
   const marker = `…${Math.ceil((length - budget) / 4)} tokens truncated…`;
-  const out = new Grouper(
+  const out = new Output();
+  out.text(
     `Warning: truncated output (original token count: ${Math.ceil(length / 4)})\n` +
       `Total output lines: ${lines}\n\n`,
   );
+  let marked = false;
+  const mark = () => {
+    if (marked) return;
+    marked = true;
+    out.text(marker);
+  };
+  /** Emits the kept bytes of a piece `text` lying at [from, from + its length) of the joined text. */
+  const piece = (text: string, from: number, to: number) => {
+    if (to <= cut || from >= resume) return out.text(text);
+    if (from < cut) out.text(text.slice(0, utf8Prefix(text, cut - from).units));
+    if (to > cut) mark();
+    if (to > resume) {
+      out.text(from >= resume ? text : text.slice(text.length - utf8Suffix(text, to - resume).units));
+    }
+  };
+  // Notices wait for the next fragment: they stand after its separator, before its text.
+  let pending: NoticeCounts[] = [];
+  const place = (at: number) => {
+    if (pending.length === 0) return;
+    if (at > cut) mark();
+    for (const counts of pending) out.notice(counts);
+    pending = [];
+  };
   for (let i = 0; i < entries.length; i++) {
     const entry = entries[i];
-    if (entry.kind === "anchor") {
-      out.anchor(entry.item);
+    if (entry.kind === "notice") {
+      pending.push(entry.counts);
       continue;
     }
+    if (entry.kind !== "text") continue;
     const start = starts[i];
-    if (start < 0) continue;
-    const end = ends[i];
-    const from = separated[i] ? start - 1 : start;
-    const { text, owner } = entry;
-    if (end <= cut || from >= resume) {
-      out.text(text, owner);
-      continue;
-    }
-    if (start < cut) out.text(text.slice(0, utf8Prefix(text, cut - start).units), owner);
-    if (from <= cut) out.marker(marker, owner);
-    if (resume < end) {
-      out.text(
-        resume <= start ? text : text.slice(text.length - utf8Suffix(text, end - resume).units),
-        owner,
-      );
-    }
+    if (separated[i]) piece("\n", start - 1, start);
+    place(start);
+    piece(entry.text, start, ends[i]);
   }
+  place(length);
   return out.finish();
-}
-
-/** Groups emitted pieces into output items (§8.7 step 5) and prepends the header (step 6). */
-class Grouper {
-  readonly #items: OutputItem[] = [];
-  #header: string | undefined;
-  #parts: string[] = [];
-  /** Owner of the open text item; the open item exists iff the last emitted piece was text. */
-  #owner = 0;
-
-  constructor(header: string) {
-    this.#header = header;
-  }
-
-  text(piece: string, owner: number): void {
-    if (piece.length === 0) return;
-    if (this.#parts.length === 0 || this.#owner !== owner) this.#open(owner);
-    this.#parts.push(piece);
-  }
-
-  /** `owner` is the owner of the first removed byte, used when no text piece precedes the marker. */
-  marker(marker: string, owner: number): void {
-    if (this.#parts.length === 0) this.#open(owner);
-    this.#parts.push(marker);
-  }
-
-  anchor(item: OutputItem): void {
-    this.#close();
-    this.#items.push(item);
-  }
-
-  finish(): OutputItem[] {
-    this.#close();
-    return this.#items;
-  }
-
-  #open(owner: number): void {
-    this.#close();
-    this.#owner = owner;
-    if (this.#header !== undefined) {
-      this.#parts.push(this.#header);
-      this.#header = undefined;
-    }
-  }
-
-  #close(): void {
-    if (this.#parts.length > 0) this.#items.push(textItem(this.#parts));
-    this.#parts = [];
-  }
-}
-
-function textItem(parts: string[]): OutputItem {
-  return { type: "text", text: parts.length === 1 ? parts[0] : parts.join("") };
 }
 
 function countNewlines(text: string): number {

@@ -1521,6 +1521,10 @@ var Runtime = class {
     Atomics.store(cell.words, CELL_DOORBELL, 1);
     Atomics.notify(cell.words, CELL_DOORBELL);
     running.started = true;
+    this.#sendCellEvent({
+      cellId: start.cellId,
+      started: {}
+    });
     running.lastSeen = this.#clock.now();
     this.#armWatchdog();
   }

@@ -23,6 +23,7 @@ const EXPECTED: [HostErrorCode, Status, string][] = [
   ["cancelled", Status.CANCELLED, "code-mode wait was cancelled"],
   ["cell_busy", Status.FAILED_PRECONDITION, "exec cell 1 already has an active observer"],
   ["unsupported", Status.FAILED_PRECONDITION, "code-mode session provider does not support resource limits"],
+  ["catalog", Status.FAILED_PRECONDITION, "unknown code-mode catalog revision"],
   ["session_crashed", Status.INTERNAL, "code-mode V8 runtime thread ended unexpectedly: exit code 1"],
   ["runtime_failed", Status.INTERNAL, "code-mode session runtime ended before use"],
   ["internal", Status.INTERNAL, "something the host knows"],

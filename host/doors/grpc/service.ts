@@ -229,6 +229,7 @@ export function createCodeModeService(options: ServiceOptions): CodeModeHostImpl
           cellId: request.cellId ?? "",
           waitId: request.waitId ?? "",
           yieldTimeMs: u64(request.yieldTimeMs),
+          maxTokens: u64(request.maxTokens),
           traceparent: context.metadata.get("traceparent") ?? undefined,
         }, { signal: context.signal }),
         context,

@@ -260,11 +260,11 @@ export class McpFrontDoor {
       await Promise.all(stopping);
       const args = (request.params.arguments ?? {}) as Record<string, unknown>;
       const wallTimeMs = () => performance.now() - started;
-      const format = (response: RuntimeResponse, maxOutputTokens?: number): CallToolResult => {
+      const format = (response: RuntimeResponse): CallToolResult => {
+        // Server mode: the host truncated the output to the exec's or the wait's budget.
         const formatted = formatRuntimeResponse(response, {
           outputTruncation: "server",
           wallTimeMs: wallTimeMs(),
-          ...(maxOutputTokens === undefined ? {} : { maxOutputTokens }),
         });
         return {
           content: formatted.contentItems.map(toMcpContent),
@@ -338,8 +338,9 @@ export class McpFrontDoor {
               yieldTimeMs: Math.floor(
                 (args.yield_time_ms as number | undefined) ?? DEFAULT_WAIT_YIELD_TIME_MS,
               ),
+              maxTokens,
             }, { signal: extra.signal });
-          return format(outcome.response, maxTokens);
+          return format(outcome.response);
         } catch (error) {
           if (extra.signal.aborted) throw error;
           return errorResult(message(error));

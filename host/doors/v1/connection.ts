@@ -1,45 +1,71 @@
 /**
- * One JSON "host V1" connection (SPEC §9.10): the handshake, the request table, the sessions this
- * client opened with their tool-call and lease pumps, delegate requests, and the end of the
- * connection. It reads frames from one stream and writes frames to another; the conversions are
- * in `convert.ts`, the framing in `framing.ts`.
+ * One JSON "host V1" connection, as Codex's own host (0.171) serves it: the handshake, the request
+ * table, the sessions this client opened with their tool-call and lease pumps, delegate requests,
+ * and the end of the connection. It reads frames from one stream and writes frames to another; the
+ * wire forms are in `convert.ts` (decoding in `serde.ts`), the framing in `framing.ts`.
  *
- * - The frame reader never waits for the outgoing queue, except to refuse a request when 256 are
- *   already in flight and the queue is full (that is the client flooding without reading).
- * - Every producer of frames (a request's answer, a session's tool calls and lease events) waits
- *   for room in the bounded queue, so a client that stops reading holds the host back.
+ * - Every malformed frame is fatal (serde's message on stderr, exit 1, nothing more written); so
+ *   are a second hello, a duplicate request ID, a frame over 64 MiB and EOF inside a frame.
+ * - Per cell, frames go out in the reference's order: `execution/started`, then the cell's
+ *   delegate requests (tool calls, notifications, cancels) as they happen, then its initial
+ *   response, then `cell/closed` (after the initial response and the final outcome). Before any
+ *   outcome of a session is written, every lease event the core had already produced (a
+ *   notification, a tool call's cancel) is written first.
+ * - An Execute that fails before it started gets only its `operation/response` error.
+ *   `operation/cancel` stops only a `session/wait` (`code-mode request cancelled`).
+ * - The connection's pending delegate calls (tool calls and notifications being delivered) are
+ *   bounded by 1,024, or 4,096 with `delegate-capacity-4096`; past it a tool call fails `code-mode
+ *   host has too many pending delegate calls`.
+ * - After EOF or a fatal error nothing more is written; every request is cancelled and every
+ *   session of this connection shut down (bounded by {@link EOF_SHUTDOWN_MS}).
+ * - Every producer of frames waits for room in the bounded outgoing queue, so a client that stops
+ *   reading holds the host back.
  *
  * @module
  */
-import type { CodeModeCore, Lease, ToolCallSubscription } from "../../core/code_mode_core.ts";
-import { HostError } from "../../core/errors.ts";
+import type {
+  CodeModeCore,
+  ExecuteRequest,
+  ExecutionOutcome,
+  Lease,
+  LeaseEvent,
+  ToolCallSubscription,
+  WaitRequest,
+} from "../../core/code_mode_core.ts";
+import { Permits } from "../../core/permits.ts";
 import type { Logger } from "../../ops/log.ts";
 import {
-  CAP_LIMITS,
-  CAP_YIELD,
+  CAP_DELEGATE_4096,
   type ClientMessage,
+  decodeClientMessage,
   type DelegateResult,
   error,
   KNOWN_CAPABILITIES,
-  LimitsError,
   ok,
-  parseClientMessage,
-  parseExecute,
-  parseHello,
-  parseRequest,
   type Request,
   runtimeResponse,
   toolInvoke,
   waitOutcome,
+  wireId,
 } from "./convert.ts";
-import { encodeFrame, FrameWriter, FramingError, MAX_FRAME_BYTES, readFrames } from "./framing.ts";
+import {
+  encodeFrame,
+  frameTooLarge,
+  FrameWriter,
+  FramingError,
+  MAX_FRAME_BYTES,
+  readFrames,
+} from "./framing.ts";
+import { DecodeError, parseJson, utf8 } from "./serde.ts";
 
 /** Requests in flight at most. */
 export const MAX_IN_FLIGHT = 256;
-/** Finished request IDs (and shut-down session IDs, in the core) remembered. */
+/** Finished request IDs remembered (a reused one is a duplicate). */
 export const REMEMBERED_IDS = 4_096;
 /** Bound of the shutdown at client EOF. */
 export const EOF_SHUTDOWN_MS = 5_000;
+/** Pending delegate calls of a connection without / with `delegate-capacity-4096`. */
+export const DELEGATE_CAPACITY = { standard: 1_024, extended: 4_096 } as const;
 
 /** Why a connection ended. */
 export type EndReason = { type: "eof" } | { type: "rejected" } | { type: "fatal"; message: string };
@@ -71,6 +97,7 @@ export interface V1ConnectionOptions {
 interface ActiveRequest {
   kind: "open" | "execute" | "wait" | "terminate" | "shutdown";
   sessionId: string;
+  /** Aborted by `operation/cancel` (waits only) and at the connection's end. */
   abort: AbortController;
   /** The core's execution or wait ID, for `operation/yield`. */
   observationId?: string;
@@ -82,19 +109,39 @@ interface SessionState {
   stop: AbortController;
   /** Both pumps have ended. */
   pumped: Promise<void>;
+  /** Per cell: resolved once its `execution/started` is queued (its delegate requests wait). */
+  startedSent: Map<string, PromiseWithResolvers<void>>;
   /** Per cell: resolved once its initial response is queued (cell/closed waits for it). */
   initialSent: Map<string, PromiseWithResolvers<void>>;
-  /** cell/closed frames waiting for their initial response. */
+  /**
+   * Per cell: resolved once its final outcome (a Result or Terminated, or the error that replaced
+   * it) is queued, or the session is ending. Codex's host closes a cell only once its completion
+   * was delivered, so `cell/closed` waits for this.
+   */
+  finalSent: Map<string, PromiseWithResolvers<void>>;
+  /** The session is shutting down or gone: every cell's `cell/closed` may go. */
+  ending: boolean;
+  /** cell/closed frames waiting for their cell's outcomes. */
   closing: Set<Promise<void>>;
   /** Invocations cancelled before their tool call reached the door. */
   cancelledEarly: Set<string>;
   /** invocation ID → delegate id. */
-  delegates: Map<string, number>;
+  delegates: Map<string, bigint>;
+  /** Lease events the pump has taken from the core, and written (or dropped). */
+  leasePulled: number;
+  leaseWritten: number;
+  /** The lease ended: nothing more will be written for it. */
+  leaseEnded: boolean;
+  /** Resolved (and replaced) each time the pump has written an event or ended. */
+  leaseProgress: PromiseWithResolvers<void>;
 }
 
 type Delegate =
   & { sessionId: string; queued: Promise<void> }
-  & ({ kind: "tool"; invocationId: string } | { kind: "notification"; notificationId: string });
+  & (
+    | { kind: "tool"; invocationId: string }
+    | { kind: "notification"; notificationId: string; cellId: string }
+  );
 
 class FatalError extends Error {
   override name = "FatalError";
@@ -104,18 +151,7 @@ function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
 
-/** Reads `type`, `id` and an execute's method from an oversized frame's first 4 KiB. */
-export function oversizedId(head: Uint8Array): { type: string; id: number; execute: boolean } | undefined {
-  const text = new TextDecoder().decode(head);
-  const match = /^\s*\{\s*"type"\s*:\s*"([a-z/]+)"\s*,\s*"id"\s*:\s*(-?\d+)\s*[,}]/.exec(text) ??
-    /^\s*\{\s*"id"\s*:\s*(-?\d+)\s*,\s*"type"\s*:\s*"([a-z/]+)"\s*[,}]/.exec(text);
-  if (!match) return undefined;
-  const [type, id] = match[1].startsWith("-") || /^\d/.test(match[1])
-    ? [match[2], Number(match[1])]
-    : [match[1], Number(match[2])];
-  if (!Number.isSafeInteger(id)) return undefined;
-  return { type, id, execute: /"method"\s*:\s*"session\/execute"/.test(text) };
-}
+const macrotask = () => new Promise<void>((resolve) => setTimeout(resolve, 0));
 
 /**
  * A V1 connection over a pair of streams, on one core.
@@ -132,14 +168,18 @@ export class V1Connection {
   #writer: FrameWriter;
   #maxFrame: number;
   #capabilities = new Set<string>();
-  #active = new Map<number, ActiveRequest>();
+  #delegateCapacity: number = DELEGATE_CAPACITY.standard;
+  #delegatePool: Permits = new Permits(DELEGATE_CAPACITY.standard);
+  #active = new Map<bigint, ActiveRequest>();
   /** The status of each answered request, for its debug line (only at `debug`). */
-  #statuses = new Map<number, string>();
-  #finished = new Set<number>();
+  #statuses = new Map<bigint, string>();
+  #finished = new Set<bigint>();
   #sessions = new Map<string, SessionState>();
-  #delegates = new Map<number, Delegate>();
-  #nextDelegate = 1;
+  #delegates = new Map<bigint, Delegate>();
+  #nextDelegate = 1n;
   #tasks = new Set<Promise<void>>();
+  /** Aborts at the connection's end: the core abandons what is still running. */
+  #closed = new AbortController();
   #ended = false;
 
   /** @param options see {@link V1ConnectionOptions} */
@@ -156,9 +196,15 @@ export class V1Connection {
     return this.#active.size;
   }
 
+  /** The capabilities granted by the handshake. */
+  get capabilities(): ReadonlySet<string> {
+    return this.#capabilities;
+  }
+
   /**
-   * Serves until the client's EOF or a fatal error, then cancels every request and shuts every
-   * session of this connection down (bounded by {@link EOF_SHUTDOWN_MS}).
+   * Serves until the client's EOF, a rejected hello or a fatal error; then writes nothing more
+   * (after a rejection: the rejection), cancels every request and shuts every session of this
+   * connection down (bounded by {@link EOF_SHUTDOWN_MS}).
    *
    * @returns how the connection ended
    */
@@ -170,6 +216,8 @@ export class V1Connection {
       end = { type: "fatal", message: messageOf(err) };
     }
     if (end.type === "fatal") this.#log.error(end.message);
+    if (end.type === "rejected") await this.#writer.flushed();
+    this.#writer.stop();
     const started = performance.now();
     const timedOut = await this.#close();
     const remainingMs = Math.max(0, Math.round(EOF_SHUTDOWN_MS - (performance.now() - started)));
@@ -178,60 +226,48 @@ export class V1Connection {
 
   async #serve(): Promise<EndReason> {
     let hello = false;
+    const stage = () => hello ? "message" : "hello";
     try {
-      for await (const frame of readFrames(this.#readable, this.#maxFrame)) {
-        if (frame.type === "oversized") {
-          await this.#oversized(frame.length, frame.head, hello);
-          continue;
-        }
-        let value: unknown;
-        try {
-          value = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(frame.payload));
-        } catch (err) {
-          return { type: "fatal", message: `failed to decode code-mode IPC frame: ${messageOf(err)}` };
-        }
-        if (!hello) {
-          const rejected = await this.#handshake(value);
-          if (rejected) return { type: "rejected" };
-          hello = true;
-          continue;
-        }
+      for await (const payload of readFrames(this.#readable, this.#maxFrame)) {
         let message: ClientMessage;
         try {
-          message = parseClientMessage(value);
+          const text = utf8(payload);
+          message = decodeClientMessage(parseJson(text), text);
         } catch (err) {
-          return { type: "fatal", message: `invalid code-mode IPC message: ${messageOf(err)}` };
+          if (!(err instanceof DecodeError)) throw err;
+          return {
+            type: "fatal",
+            message:
+              `failed to read code-mode client ${stage()}: failed to decode code-mode IPC frame: ${err.message}`,
+          };
+        }
+        if (!hello) {
+          if (await this.#handshake(message)) return { type: "rejected" };
+          hello = true;
+          continue;
         }
         await this.#dispatch(message);
       }
     } catch (err) {
-      if (err instanceof FatalError || err instanceof FramingError) {
-        return { type: "fatal", message: err.message };
+      if (err instanceof FramingError) {
+        return { type: "fatal", message: `failed to read code-mode client ${stage()}: ${err.message}` };
       }
+      if (err instanceof FatalError) return { type: "fatal", message: err.message };
       throw err;
     }
     return { type: "eof" };
   }
 
   /** @returns whether the hello was rejected */
-  async #handshake(value: unknown): Promise<boolean> {
+  async #handshake(message: ClientMessage): Promise<boolean> {
     const reject = async (reason: Record<string, unknown>) => {
       await this.#send({ type: "connection/rejected", reason });
       return true;
     };
-    const message = value as Record<string, unknown>;
-    if (
-      typeof value !== "object" || value === null || Array.isArray(value) ||
-      message.type !== "connection/hello"
-    ) {
+    if (message.type !== "connection/hello") {
       return await reject({ type: "invalidHello", message: "first message must be connection/hello" });
     }
-    let hello;
-    try {
-      hello = parseHello(message);
-    } catch (err) {
-      return await reject({ type: "invalidHello", message: messageOf(err) });
-    }
+    const hello = message.hello;
     if (!hello.supportedVersions.includes(1)) {
       return await reject({ type: "noCompatibleVersion", supportedVersions: [1] });
     }
@@ -243,6 +279,10 @@ export class V1Connection {
     for (const c of [...hello.requiredCapabilities, ...hello.optionalCapabilities]) {
       if (known.includes(c)) this.#capabilities.add(c);
     }
+    if (this.#capabilities.has(CAP_DELEGATE_4096)) {
+      this.#delegateCapacity = DELEGATE_CAPACITY.extended;
+      this.#delegatePool = new Permits(DELEGATE_CAPACITY.extended);
+    }
     await this.#send({
       type: "connection/ready",
       selectedVersion: 1,
@@ -251,32 +291,13 @@ export class V1Connection {
     return false;
   }
 
-  async #oversized(length: number, head: Uint8Array, hello: boolean): Promise<void> {
-    const message = `code-mode IPC frame length ${length} exceeds ${this.#maxFrame} bytes`;
-    const found = hello ? oversizedId(head) : undefined;
-    if (found?.type === "operation/request") {
-      this.#admitId(found.id);
-      this.#remember(found.id);
-      await this.#send({ type: "operation/response", id: found.id, result: error(message) });
-      if (found.execute) {
-        await this.#send({ type: "execute/initialResponse", id: found.id, result: error(message) });
-      }
-      return;
-    }
-    if (found?.type === "delegate/response") {
-      this.#delegateResponse(found.id, { status: "error", message });
-      return;
-    }
-    throw new FatalError(message);
-  }
-
-  #admitId(id: number): void {
+  #admitId(id: bigint): void {
     if (this.#active.has(id) || this.#finished.has(id)) {
-      throw new FatalError(`duplicate code-mode request ID ${id}`);
+      throw new FatalError(`duplicate code-mode request ID RequestId(${id})`);
     }
   }
 
-  #remember(id: number): void {
+  #remember(id: bigint): void {
     this.#finished.add(id);
     if (this.#finished.size > REMEMBERED_IDS) {
       this.#finished.delete(this.#finished.values().next().value!);
@@ -288,16 +309,12 @@ export class V1Connection {
       case "connection/hello":
         throw new FatalError("received a second code-mode client hello");
       case "operation/cancel": {
+        // Codex's host cancels only a wait; an execute runs on to its initial response.
         const active = this.#active.get(message.id);
-        if (active?.kind === "execute" || active?.kind === "wait") active.abort.abort();
+        if (active?.kind === "wait") active.abort.abort();
         return;
       }
       case "operation/yield": {
-        if (!this.#capabilities.has(CAP_YIELD)) {
-          throw new FatalError(
-            "invalid code-mode IPC message: operation/yield needs the yield-observation capability",
-          );
-        }
         const active = this.#active.get(message.id);
         if ((active?.kind === "execute" || active?.kind === "wait") && active.observationId !== undefined) {
           try {
@@ -321,19 +338,8 @@ export class V1Connection {
     }
   }
 
-  async #request(id: number, raw: Record<string, unknown>): Promise<void> {
+  async #request(id: bigint, request: Request): Promise<void> {
     this.#admitId(id);
-    let request: Request;
-    try {
-      request = parseRequest(raw, this.#capabilities.has(CAP_LIMITS));
-    } catch (err) {
-      if (err instanceof LimitsError) {
-        this.#remember(id);
-        this.#spawn(this.#answer(id, error(`invalid code-mode session execution limits: ${err.message}`)));
-        return;
-      }
-      throw new FatalError(`invalid code-mode IPC message: ${messageOf(err)}`);
-    }
     if (this.#active.size >= MAX_IN_FLIGHT) {
       this.#remember(id);
       await this.#answer(id, error("code-mode host has too many in-flight requests"));
@@ -346,7 +352,8 @@ export class V1Connection {
       "session/terminate": "terminate",
       "session/shutdown": "shutdown",
     } as const)[request.method];
-    const active: ActiveRequest = { kind, sessionId: request.sessionId, abort: new AbortController() };
+    const abort = new AbortController();
+    const active: ActiveRequest = { kind, sessionId: request.sessionId, abort };
     this.#active.set(id, active);
     const start = performance.now();
     this.#spawn(
@@ -375,73 +382,106 @@ export class V1Connection {
     void tracked.finally(() => this.#tasks.delete(tracked));
   }
 
-  async #handle(id: number, request: Request, active: ActiveRequest): Promise<void> {
+  async #handle(id: bigint, request: Request, active: ActiveRequest): Promise<void> {
     switch (request.method) {
       case "session/open":
         return await this.#open(id, request);
       case "session/execute":
-        return await this.#execute(id, request.sessionId, request.request, active);
+        return await this.#execute(id, request, active);
       case "session/wait": {
         active.observationId = crypto.randomUUID();
-        return await this.#answerWith(id, async () => {
-          const result = await this.#core.wait({
-            sessionId: request.sessionId,
-            cellId: request.cellId,
-            waitId: active.observationId!,
-            yieldTimeMs: request.yieldTimeMs,
-          }, { signal: active.abort.signal });
-          return ok({ type: "wait/completed", outcome: waitOutcome(result) });
-        }, active.abort.signal);
+        const signal = AbortSignal.any([active.abort.signal, this.#closed.signal]);
+        const wait: WaitRequest & { maxTokens?: bigint } = {
+          sessionId: request.sessionId,
+          cellId: request.cellId,
+          waitId: active.observationId,
+          yieldTimeMs: request.yieldTimeMs,
+        };
+        // The wait call's token budget (the core's `maxTokens`, Server mode).
+        if (request.maxOutputTokens !== undefined) wait.maxTokens = request.maxOutputTokens;
+        return await this.#observe(id, request.sessionId, () => this.#core.wait(wait, { signal }), signal);
       }
-      case "session/terminate":
-        return await this.#answerWith(id, async () => {
-          const result = await this.#core.terminate({ sessionId: request.sessionId, cellId: request.cellId });
-          return ok({ type: "wait/completed", outcome: waitOutcome(result) });
-        });
-      case "session/shutdown":
-        return await this.#answerWith(id, async () => {
+      case "session/terminate": {
+        const terminate: { sessionId: string; cellId: string; maxTokens?: bigint } = {
+          sessionId: request.sessionId,
+          cellId: request.cellId,
+        };
+        if (request.maxOutputTokens !== undefined) terminate.maxTokens = request.maxOutputTokens;
+        return await this.#observe(id, request.sessionId, () => this.#core.terminate(terminate));
+      }
+      case "session/shutdown": {
+        let result;
+        try {
           await this.#shutdownSession(request.sessionId);
-          return ok({ type: "session/closed", sessionId: request.sessionId });
-        });
+          result = ok({ type: "session/closed", sessionId: request.sessionId });
+        } catch (err) {
+          result = error(messageOf(err));
+        }
+        return await this.#answer(id, result);
+      }
     }
   }
 
-  /** Answers `id` with what `work` gives, or its error (cancelled when `signal` aborted). */
-  async #answerWith(
-    id: number,
-    work: () => Promise<Record<string, unknown>>,
+  /** Answers a wait or terminate with its outcome, after the session's earlier lease events. */
+  async #observe(
+    id: bigint,
+    sessionId: string,
+    work: () => ReturnType<CodeModeCore["wait"]>,
     signal?: AbortSignal,
   ): Promise<void> {
     let result;
+    let outcome: ExecutionOutcome | undefined;
     try {
-      result = await work();
+      const observed = await work();
+      if (observed.state === "liveCell") outcome = observed.outcome;
+      result = ok({ type: "wait/completed", outcome: waitOutcome(observed) });
     } catch (err) {
       result = error(signal?.aborted ? "code-mode request cancelled" : messageOf(err));
     }
-    await this.#answer(id, result);
+    const state = this.#sessions.get(sessionId);
+    if (!state || !outcome) return await this.#answer(id, result);
+    await this.#delivering(state, outcome, () => this.#answer(id, result));
   }
 
-  #answer(id: number, result: Record<string, unknown>): Promise<void> {
+  /** Writes an outcome of a cell after what must precede it; a final one opens its `cell/closed`. */
+  async #delivering(
+    state: SessionState,
+    outcome: ExecutionOutcome,
+    write: () => Promise<void>,
+  ): Promise<void> {
+    try {
+      await this.#beforeOutcome(state, outcome);
+      await write();
+    } finally {
+      if (outcome.kind !== "yielded") this.#gate(state.finalSent, outcome.cellId).resolve();
+    }
+  }
+
+  /** The session is ending: every cell may be reported closed without its final outcome. */
+  #ending(state: SessionState): void {
+    state.ending = true;
+    for (const gate of state.finalSent.values()) gate.resolve();
+  }
+
+  #answer(id: bigint, result: Record<string, unknown>): Promise<void> {
     if (this.#log.enabled("debug")) this.#statuses.set(id, String(result.status));
-    return this.#send({ type: "operation/response", id, result }, true);
+    return this.#send({ type: "operation/response", id: wireId(id), result }, "code-mode host response")
+      .then(() => {});
   }
 
-  async #open(id: number, request: Extract<Request, { method: "session/open" }>): Promise<void> {
+  async #open(id: bigint, request: Extract<Request, { method: "session/open" }>): Promise<void> {
     let lease: Lease;
     try {
       lease = await this.#core.openSession({
         sessionId: request.sessionId,
+        outputMode: request.outputTruncation,
         maxYieldTimeMs: request.limits?.maxYieldTimeMs,
         maxHeapSizeBytes: request.limits?.maxHeapSizeBytes,
+        maxPendingDelegateCalls: this.#delegateCapacity,
+        delegatePermits: this.#delegatePool,
       });
     } catch (err) {
-      let message = messageOf(err);
-      if (
-        err instanceof HostError && err.code === "invalid_request" && message.startsWith("maximum heap size")
-      ) {
-        message = `invalid code-mode session execution limits: ${message}`;
-      }
-      return await this.#answer(id, error(message));
+      return await this.#answer(id, error(messageOf(err)));
     }
     const sessionId = lease.sessionId;
     let subscription: ToolCallSubscription;
@@ -451,16 +491,22 @@ export class V1Connection {
       void this.#core.closeSession(sessionId).catch(() => {});
       return await this.#answer(id, error(messageOf(err)));
     }
-    const stop = new AbortController();
     const state: SessionState = {
       lease,
       subscription,
-      stop,
+      stop: new AbortController(),
       pumped: Promise.resolve(),
+      startedSent: new Map(),
       initialSent: new Map(),
+      finalSent: new Map(),
+      ending: false,
       closing: new Set(),
       cancelledEarly: new Set(),
       delegates: new Map(),
+      leasePulled: 0,
+      leaseWritten: 0,
+      leaseEnded: false,
+      leaseProgress: Promise.withResolvers(),
     };
     this.#sessions.set(sessionId, state);
     // The lease's own iteration must not be stopped by the door (an aborted lease closes the
@@ -477,71 +523,141 @@ export class V1Connection {
     await this.#answer(id, ok({ type: "session/ready", sessionId }));
   }
 
-  #gate(state: SessionState, cellId: string): PromiseWithResolvers<void> {
-    let gate = state.initialSent.get(cellId);
+  #gate(gates: Map<string, PromiseWithResolvers<void>>, cellId: string): PromiseWithResolvers<void> {
+    let gate = gates.get(cellId);
     if (!gate) {
       gate = Promise.withResolvers<void>();
-      state.initialSent.set(cellId, gate);
+      gates.set(cellId, gate);
     }
     return gate;
   }
 
+  #finalGate(state: SessionState, cellId: string): Promise<void> {
+    const gate = this.#gate(state.finalSent, cellId);
+    if (state.ending) gate.resolve();
+    return gate.promise;
+  }
+
+  /**
+   * Resolves once the lease pump has written every event the core had produced when this was
+   * called (not the ones after, so a flood of notifications cannot hold an outcome back): after a
+   * macrotask every event the core had handed over has reached the pump (the hand-over is
+   * microtasks), and the core's backlog counts the rest.
+   */
+  async #leaseSettled(state: SessionState): Promise<void> {
+    await macrotask();
+    const target = state.leasePulled + state.lease.backlog;
+    while (state.leaseWritten < target && !state.leaseEnded) await state.leaseProgress.promise;
+  }
+
+  /**
+   * What must precede an outcome: the session's earlier lease events; before a termination, a
+   * `delegate/cancel` for each of the cell's notifications still being delivered (as Codex's host
+   * does, newest first).
+   */
+  async #beforeOutcome(state: SessionState, outcome: ExecutionOutcome): Promise<void> {
+    await this.#leaseSettled(state);
+    if (outcome.kind !== "terminated") return;
+    const pending = [...this.#delegates].filter(([, d]) =>
+      d.kind === "notification" && d.cellId === outcome.cellId && this.#sessions.get(d.sessionId) === state
+    ).reverse();
+    for (const [delegateId, delegate] of pending) {
+      this.#delegates.delete(delegateId);
+      if (delegate.kind === "notification") {
+        this.#acknowledge(delegate, "code mode delegate request cancelled");
+      }
+      await delegate.queued;
+      await this.#send({ type: "delegate/cancel", id: wireId(delegateId) });
+    }
+  }
+
   async #pumpLease(sessionId: string, state: SessionState): Promise<void> {
+    const progress = () => {
+      state.leaseProgress.resolve();
+      state.leaseProgress = Promise.withResolvers();
+    };
     try {
       for await (const event of state.lease.events()) {
-        switch (event.type) {
-          case "notification": {
-            const delegateId = this.#nextDelegate++;
-            const queued = this.#send({
-              type: "delegate/request",
-              id: delegateId,
-              sessionId,
-              request: {
-                type: "notification/send",
-                callId: event.callId,
-                cellId: event.cellId,
-                text: event.text,
-              },
-            });
-            this.#delegates.set(delegateId, {
-              kind: "notification",
-              sessionId,
-              notificationId: event.notificationId,
-              queued,
-            });
-            await queued;
-            break;
-          }
-          case "toolCallCancelled": {
-            const delegateId = state.delegates.get(event.invocationId);
-            if (delegateId === undefined) {
-              state.cancelledEarly.add(event.invocationId);
-              break;
-            }
-            state.delegates.delete(event.invocationId);
-            const delegate = this.#delegates.get(delegateId);
-            this.#delegates.delete(delegateId);
-            await delegate?.queued;
-            await this.#send({ type: "delegate/cancel", id: delegateId });
-            break;
-          }
-          case "cellClosed": {
-            const gate = this.#gate(state, event.cellId);
-            const closed = gate.promise.then(() =>
-              this.#send({ type: "cell/closed", sessionId, cellId: event.cellId })
-            ).finally(() => {
-              state.closing.delete(closed);
-              state.initialSent.delete(event.cellId);
-            });
-            state.closing.add(closed);
-            break;
-          }
-          case "opened":
-            break;
+        state.leasePulled++;
+        try {
+          await this.#leaseEvent(sessionId, state, event);
+        } finally {
+          state.leaseWritten++;
+          progress();
         }
       }
     } catch (err) {
       this.#log.debug("code-mode V1 lease ended", { error: messageOf(err) });
+    } finally {
+      this.#ending(state);
+      state.leaseEnded = true;
+      progress();
+    }
+  }
+
+  async #leaseEvent(sessionId: string, state: SessionState, event: LeaseEvent): Promise<void> {
+    switch (event.type) {
+      case "notification": {
+        await this.#gate(state.startedSent, event.cellId).promise;
+        const delegateId = this.#nextDelegate++;
+        const delegate: Delegate = {
+          kind: "notification",
+          sessionId,
+          notificationId: event.notificationId,
+          cellId: event.cellId,
+          queued: Promise.resolve(),
+        };
+        this.#delegates.set(delegateId, delegate);
+        delegate.queued = this.#send({
+          type: "delegate/request",
+          id: wireId(delegateId),
+          sessionId,
+          request: {
+            type: "notification/send",
+            callId: event.callId,
+            cellId: event.cellId,
+            text: event.text,
+          },
+        }).then((sent) => {
+          // A notification that cannot be written is a failed delivery.
+          if (!sent && this.#delegates.get(delegateId) === delegate) {
+            this.#delegates.delete(delegateId);
+            this.#acknowledge(delegate, "code-mode host message exceeded the IPC frame limit");
+          }
+        });
+        await delegate.queued;
+        return;
+      }
+      case "toolCallCancelled": {
+        const delegateId = state.delegates.get(event.invocationId);
+        if (delegateId === undefined) {
+          state.cancelledEarly.add(event.invocationId);
+          return;
+        }
+        state.delegates.delete(event.invocationId);
+        const delegate = this.#delegates.get(delegateId);
+        this.#delegates.delete(delegateId);
+        await delegate?.queued;
+        await this.#send({ type: "delegate/cancel", id: wireId(delegateId) });
+        return;
+      }
+      case "cellClosed": {
+        const cellId = event.cellId;
+        const closed = (async () => {
+          await this.#gate(state.initialSent, cellId).promise;
+          await this.#finalGate(state, cellId);
+          await this.#send({ type: "cell/closed", sessionId, cellId });
+        })().finally(() => {
+          state.closing.delete(closed);
+          state.startedSent.delete(cellId);
+          state.initialSent.delete(cellId);
+          state.finalSent.delete(cellId);
+        });
+        state.closing.add(closed);
+        return;
+      }
+      case "opened":
+        return;
     }
   }
 
@@ -549,13 +665,23 @@ export class V1Connection {
     try {
       for await (const call of state.subscription.calls(state.stop.signal)) {
         if (state.cancelledEarly.delete(call.invocationId)) continue;
+        await this.#gate(state.startedSent, call.cellId).promise;
         const delegateId = this.#nextDelegate++;
-        const queued = this.#send({
+        const frame = encodeFrame({
           type: "delegate/request",
-          id: delegateId,
+          id: wireId(delegateId),
           sessionId,
           request: toolInvoke(call),
         });
+        if (frame.length - 4 > this.#maxFrame) {
+          // Codex's host fails the call with the frame's length (its delegate ID is used up).
+          this.#complete(sessionId, call.invocationId, {
+            type: "failed",
+            message: frameTooLarge(frame.length - 4, this.#maxFrame),
+          });
+          continue;
+        }
+        const queued = this.#writer.send(frame);
         state.delegates.set(call.invocationId, delegateId);
         this.#delegates.set(delegateId, { kind: "tool", sessionId, invocationId: call.invocationId, queued });
         await queued;
@@ -565,144 +691,194 @@ export class V1Connection {
     }
   }
 
-  #delegateResponse(delegateId: number, result: DelegateResult): void {
-    const delegate = this.#delegates.get(delegateId);
-    if (!delegate) return; // cancelled, finished, or never sent: a late response is ignored
-    this.#delegates.delete(delegateId);
-    const sessionId = delegate.sessionId;
+  #complete(
+    sessionId: string,
+    invocationId: string,
+    outcome: { type: "succeeded"; outputJson: Uint8Array } | { type: "failed"; message: string },
+  ): void {
     try {
-      if (delegate.kind === "tool") {
-        this.#sessions.get(sessionId)?.delegates.delete(delegate.invocationId);
-        if (result.status === "ok" && result.value.type !== "tool/result") {
-          throw new FatalError(`code-mode delegate response ${delegateId} does not answer a tool call`);
-        }
-        this.#core.completeToolCall({
-          sessionId,
-          invocationId: delegate.invocationId,
-          outcome: result.status === "ok"
-            ? {
-              type: "succeeded",
-              outputJson: new TextEncoder().encode(
-                JSON.stringify((result.value as { result: unknown }).result ?? null),
-              ),
-            }
-            : { type: "failed", message: result.message },
-        });
-      } else {
-        if (result.status === "ok" && result.value.type !== "notification/delivered") {
-          throw new FatalError(`code-mode delegate response ${delegateId} does not answer a notification`);
-        }
-        this.#core.acknowledgeNotification({ sessionId, notificationId: delegate.notificationId });
-      }
+      this.#core.completeToolCall({ sessionId, invocationId, outcome });
     } catch (err) {
-      if (err instanceof FatalError) throw err;
       this.#log.debug("code-mode delegate response ignored", { error: messageOf(err) });
     }
   }
 
+  /** Ends a notification's delivery; a failure is logged as Codex's host logs it. */
+  #acknowledge(delegate: Delegate & { kind: "notification" }, failure: string | undefined): void {
+    if (failure !== undefined) this.#log.warn(`failed to deliver code mode notification: ${failure}`);
+    try {
+      this.#core.acknowledgeNotification({
+        sessionId: delegate.sessionId,
+        notificationId: delegate.notificationId,
+      });
+    } catch (err) {
+      this.#log.debug("code-mode notification acknowledgement ignored", { error: messageOf(err) });
+    }
+  }
+
+  #delegateResponse(delegateId: bigint, result: DelegateResult): void {
+    const delegate = this.#delegates.get(delegateId);
+    if (!delegate) return; // cancelled, finished, or never sent: a late response is ignored
+    this.#delegates.delete(delegateId);
+    if (delegate.kind === "tool") {
+      this.#sessions.get(delegate.sessionId)?.delegates.delete(delegate.invocationId);
+      this.#complete(
+        delegate.sessionId,
+        delegate.invocationId,
+        result.status === "error"
+          ? { type: "failed", message: result.message }
+          : result.value.type === "tool/result"
+          ? { type: "succeeded", outputJson: new TextEncoder().encode(JSON.stringify(result.value.result)) }
+          : { type: "failed", message: "code-mode client returned an invalid tool result" },
+      );
+      return;
+    }
+    this.#acknowledge(
+      delegate,
+      result.status === "error"
+        ? result.message
+        : result.value.type === "notification/delivered"
+        ? undefined
+        : "code-mode client returned an invalid notification result",
+    );
+  }
+
   async #execute(
-    id: number,
-    sessionId: string,
-    inner: Record<string, unknown>,
+    id: bigint,
+    request: Extract<Request, { method: "session/execute" }>,
     active: ActiveRequest,
   ): Promise<void> {
+    const sessionId = request.sessionId;
+    const fields = request.request;
+    if (fields.maxOutputTokens !== undefined && fields.maxOutputTokens < 0) {
+      // An i32 that does not convert to a token count fails only this request.
+      return await this.#answer(
+        id,
+        error("invalid code-mode execute request: number too small to fit in target type"),
+      );
+    }
     const executionId = crypto.randomUUID();
     active.observationId = executionId;
-    let request;
+    const core: ExecuteRequest = {
+      sessionId,
+      executionId,
+      toolCallId: fields.toolCallId,
+      source: fields.source,
+      enabledTools: fields.enabledTools,
+      yieldTimeMs: fields.yieldTimeMs,
+      maxOutputTokens: fields.maxOutputTokens === undefined ? undefined : BigInt(fields.maxOutputTokens),
+      catalogRevision: fields.catalogRevision,
+    };
+    // `operation/cancel` does not stop an execute; only the connection's end does.
+    const signal = this.#closed.signal;
+    let state: SessionState | undefined;
+    let cellId: string | undefined;
     try {
-      request = parseExecute(sessionId, executionId, inner);
-    } catch (err) {
-      return await this.#refuseExecute(id, error(`invalid code-mode execute request: ${messageOf(err)}`));
-    }
-    const signal = active.abort.signal;
-    let gate: PromiseWithResolvers<void> | undefined;
-    let started = false;
-    try {
-      for await (const event of this.#core.execute(request, { signal })) {
+      for await (const event of this.#core.execute(core, { signal })) {
         if (event.type === "started") {
-          started = true;
-          const state = this.#sessions.get(sessionId);
-          gate = state ? this.#gate(state, event.cellId) : undefined;
-          await this.#answer(id, ok({ type: "execution/started", cellId: event.cellId }));
+          cellId = event.cellId;
+          state = this.#sessions.get(sessionId);
+          await this.#answer(id, ok({ type: "execution/started", cellId }));
+          if (state) this.#gate(state.startedSent, cellId).resolve();
         } else {
-          await this.#initial(id, ok(runtimeResponse(event.outcome)));
+          const result = ok(runtimeResponse(event.outcome));
+          if (state) await this.#delivering(state, event.outcome, () => this.#initial(id, result));
+          else await this.#initial(id, result);
         }
       }
-      if (signal.aborted && started) await this.#initial(id, error("code-mode request cancelled"));
+      if (cellId !== undefined && signal.aborted) {
+        await this.#initial(id, error("code-mode request cancelled"));
+      }
     } catch (err) {
       const message = signal.aborted ? "code-mode request cancelled" : messageOf(err);
-      if (started) await this.#initial(id, error(message));
-      else await this.#refuseExecute(id, error(message));
+      if (cellId !== undefined) {
+        await this.#initial(id, error(message));
+        if (state) this.#gate(state.finalSent, cellId).resolve();
+      } else await this.#answer(id, error(message));
     } finally {
-      gate?.resolve();
+      if (state && cellId !== undefined) {
+        this.#gate(state.startedSent, cellId).resolve();
+        this.#gate(state.initialSent, cellId).resolve();
+      }
     }
   }
 
-  /**
-   * An execute that never started still gets its one `execute/initialResponse` (the id stays
-   * active until then, SPEC §9.10), with the same error as its `operation/response`.
-   */
-  async #refuseExecute(id: number, result: Record<string, unknown>): Promise<void> {
-    await this.#answer(id, result);
-    await this.#initial(id, result);
-  }
-
-  #initial(id: number, result: Record<string, unknown>): Promise<void> {
-    return this.#send({ type: "execute/initialResponse", id, result }, true);
+  #initial(id: bigint, result: Record<string, unknown>): Promise<void> {
+    return this.#send(
+      { type: "execute/initialResponse", id: wireId(id), result },
+      "code-mode initial response",
+    )
+      .then(() => {});
   }
 
   /**
    * Queues a message. A response that does not fit in a frame is replaced by the error result
-   * (`replace`); any other oversized message is a host fault (logged, not sent).
+   * `{what} exceeds the IPC frame limit: code-mode IPC frame length {n} exceeds {max} bytes`; any
+   * other oversized message is not sent (logged).
+   *
+   * @returns whether the message itself was queued
    */
-  async #send(message: Record<string, unknown>, replace = false): Promise<void> {
+  async #send(message: Record<string, unknown>, what?: string): Promise<boolean> {
     let frame = encodeFrame(message);
-    if (frame.length - 4 > this.#maxFrame) {
-      const detail = `${frame.length - 4} bytes`;
-      if (!replace) {
-        this.#log.error("code-mode host message exceeded the IPC frame limit", { error: detail });
-        return;
-      }
-      frame = encodeFrame({
-        ...message,
-        result: error(
-          `code-mode host response exceeded the ${this.#maxFrame}-byte IPC frame limit: ${detail}`,
-        ),
-      });
+    if (frame.length - 4 <= this.#maxFrame) {
+      await this.#writer.send(frame);
+      return true;
     }
+    const detail = frameTooLarge(frame.length - 4, this.#maxFrame);
+    if (what === undefined) {
+      this.#log.error("code-mode host message exceeded the IPC frame limit", { error: detail });
+      return false;
+    }
+    frame = encodeFrame({ ...message, result: error(`${what} exceeds the IPC frame limit: ${detail}`) });
     await this.#writer.send(frame);
+    return false;
   }
 
   async #shutdownSession(sessionId: string): Promise<void> {
     const state = this.#sessions.get(sessionId);
-    await this.#core.closeSession(sessionId);
+    const closing = this.#core.closeSession(sessionId);
+    if (state) this.#ending(state);
+    await closing;
     if (state) {
       await state.pumped;
       await this.#writer.flushed();
     }
   }
 
-  /** Cancels every request and shuts every session down, bounded; then drains the queue. */
+  /** Cancels every request and shuts every session down, bounded. */
   async #close(): Promise<boolean> {
     if (this.#ended) return false;
     this.#ended = true;
+    this.#closed.abort();
     for (const active of this.#active.values()) active.abort.abort();
+    for (const [delegateId, delegate] of this.#delegates) {
+      if (delegate.kind !== "notification") continue;
+      this.#delegates.delete(delegateId);
+      this.#acknowledge(delegate, "code-mode client connection closed");
+    }
+    // Nothing more is written: release every cell still waiting on a gate.
+    for (const state of this.#sessions.values()) {
+      this.#ending(state);
+      for (const gates of [state.startedSent, state.initialSent]) {
+        for (const gate of gates.values()) gate.resolve();
+      }
+    }
     let timer: ReturnType<typeof setTimeout> | undefined;
     const late = new Promise<"late">((resolve) => timer = setTimeout(() => resolve("late"), EOF_SHUTDOWN_MS));
     const done = (async () => {
       await Promise.all(
         [...this.#sessions.keys()].map((id) => this.#core.closeSession(id).catch(() => {})),
       );
-      await Promise.all([...this.#sessions.values()].map((s) => s.pumped));
       for (const s of this.#sessions.values()) s.stop.abort();
+      await Promise.all([...this.#sessions.values()].map((s) => s.pumped));
       await Promise.all([...this.#tasks]);
     })();
     const result = await Promise.race([done, late]);
     clearTimeout(timer);
     if (result === "late") this.#log.error("timed out shutting down code-mode host state");
-    let flushTimer: ReturnType<typeof setTimeout> | undefined;
-    await Promise.race([this.#writer.close(), new Promise((r) => flushTimer = setTimeout(r, 1_000))]);
-    clearTimeout(flushTimer);
+    let closeTimer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([this.#writer.close(), new Promise((r) => closeTimer = setTimeout(r, 1_000))]);
+    clearTimeout(closeTimer);
     return result === "late";
   }
 }

@@ -1,71 +1,53 @@
 /**
- * The wire forms of JSON "host V1" (SPEC §9.10) and their conversion to and from the core's
- * types: strict parsers (unknown fields are rejected everywhere) for what the client sends, and
- * builders for what the host sends. Nothing here does I/O.
+ * The wire forms of JSON "host V1" and their conversion to and from the core's types, as Codex's
+ * own host (0.171) speaks them: strict decoders (`serde.ts`: unknown fields, missing fields and
+ * wrong types are fatal, with serde's texts) for what the client sends, and builders for what the
+ * host sends, whose key order is the reference's. Nothing here does I/O.
+ *
+ * - Capabilities do not gate fields: `outputTruncation`, `cellExecutionLimits`, `catalog_revision`
+ *   and `operation/yield` are taken whether or not their capability was granted (as the reference
+ *   does); only `delegate-capacity-4096` changes behaviour (the connection's delegate capacity).
+ * - Request and delegate IDs are exact signed 64-bit integers (`bigint`), echoed as written.
  *
  * @module
  */
 import type {
   ContentItem,
-  ExecuteRequest,
   ExecutionOutcome,
   ObservationResult,
   ToolCall,
   ToolDefinition,
 } from "../../core/code_mode_core.ts";
 import { TOOL_KIND_FREEFORM, TOOL_KIND_FUNCTION } from "../../core/code_mode_core.ts";
+import {
+  DecodeError,
+  identifier,
+  int,
+  optInt,
+  optStr,
+  parseJson,
+  rawJson,
+  seq,
+  str,
+  struct,
+  tagOf,
+  tagPosition,
+  variant,
+  withoutTag,
+} from "./serde.ts";
 
-/** The capabilities this host knows. */
-export const KNOWN_CAPABILITIES = ["session-cell-execution-resource-limits", "yield-observation"] as const;
-/** `session-cell-execution-resource-limits`. */
-export const CAP_LIMITS = KNOWN_CAPABILITIES[0];
-/** `yield-observation`. */
-export const CAP_YIELD = KNOWN_CAPABILITIES[1];
-
-/** A message that breaks the wire rules; its message says which. */
-export class WireError extends Error {
-  override name = "WireError";
-}
+/** Every capability this host knows and grants when offered (in the reference's order). */
+export const KNOWN_CAPABILITIES = [
+  "bounded-output-v1",
+  "delegate-capacity-4096",
+  "session-cell-execution-resource-limits",
+  "tool-catalog-revision-v1",
+  "yield-observation",
+] as const;
+/** `delegate-capacity-4096`: the connection may hold 4,096 pending delegate calls (else 1,024). */
+export const CAP_DELEGATE_4096 = "delegate-capacity-4096";
 
 type Json = Record<string, unknown>;
-
-function object(value: unknown, what: string): Json {
-  if (typeof value !== "object" || value === null || Array.isArray(value)) {
-    throw new WireError(`${what} must be an object`);
-  }
-  return value as Json;
-}
-
-/** Checks that `value` has only `allowed` fields and every `required` one. */
-function fields(value: Json, what: string, required: readonly string[], optional: readonly string[] = []) {
-  for (const key of Object.keys(value)) {
-    if (!required.includes(key) && !optional.includes(key)) {
-      throw new WireError(`unknown field \`${key}\` in ${what}`);
-    }
-  }
-  for (const key of required) {
-    if (!(key in value)) throw new WireError(`missing field \`${key}\` in ${what}`);
-  }
-}
-
-function string(value: unknown, what: string): string {
-  if (typeof value !== "string") throw new WireError(`${what} must be a string`);
-  return value;
-}
-
-function integer(value: unknown, what: string): number {
-  if (typeof value !== "number" || !Number.isSafeInteger(value)) {
-    throw new WireError(`${what} must be an integer`);
-  }
-  return value;
-}
-
-function unsigned(value: unknown, what: string): bigint {
-  if (typeof value !== "number" || !Number.isInteger(value) || value < 0) {
-    throw new WireError(`${what} must be a non-negative integer`);
-  }
-  return BigInt(value);
-}
 
 /** `connection/hello`, validated. */
 export interface Hello {
@@ -74,109 +56,20 @@ export interface Hello {
   optionalCapabilities: string[];
 }
 
-function distinctStrings(value: unknown, what: string): string[] {
-  if (!Array.isArray(value)) throw new WireError(`${what} must be an array`);
-  const seen = new Set<string>();
-  for (const item of value) {
-    if (typeof item !== "string" || item.trim() === "") {
-      throw new WireError(`${what} must hold non-blank strings`);
-    }
-    if (seen.has(item)) throw new WireError(`${what} lists \`${item}\` twice`);
-    seen.add(item);
-  }
-  return value as string[];
-}
-
-/**
- * Validates a hello's fields (its `type` already read).
- *
- * @param message the decoded frame
- * @returns the hello
- * @throws {WireError} the `invalidHello` message
- */
-export function parseHello(message: Json): Hello {
-  fields(message, "connection/hello", [
-    "type",
-    "supportedVersions",
-    "requiredCapabilities",
-    "optionalCapabilities",
-  ]);
-  const versions = message.supportedVersions;
-  if (!Array.isArray(versions) || versions.length === 0) {
-    throw new WireError("supportedVersions must be a non-empty array");
-  }
-  if (
-    !versions.every((v) => Number.isSafeInteger(v) && v > 0) || new Set(versions).size !== versions.length
-  ) {
-    throw new WireError("supportedVersions must hold distinct positive integers");
-  }
-  const required = distinctStrings(message.requiredCapabilities, "requiredCapabilities");
-  const optional = distinctStrings(message.optionalCapabilities, "optionalCapabilities");
-  const both = required.find((c) => optional.includes(c));
-  if (both !== undefined) throw new WireError(`capability \`${both}\` is both required and optional`);
-  return { supportedVersions: versions, requiredCapabilities: required, optionalCapabilities: optional };
-}
-
-/** The client's messages after the hello. */
-export type ClientMessage =
-  | { type: "connection/hello" }
-  | { type: "operation/request"; id: number; request: Json }
-  | { type: "operation/cancel"; id: number }
-  | { type: "operation/yield"; id: number }
-  | { type: "delegate/response"; id: number; result: DelegateResult };
-
 /** A delegate response's result. */
 export type DelegateResult =
   | { status: "ok"; value: { type: "tool/result"; result: unknown } | { type: "notification/delivered" } }
   | { status: "error"; message: string };
 
-/**
- * Reads the envelope of a message (the request's own fields are read by {@link parseRequest}).
- *
- * @param value the decoded frame
- * @returns the message
- * @throws {WireError} an invalid message (fatal)
- */
-export function parseClientMessage(value: unknown): ClientMessage {
-  const message = object(value, "message");
-  const type = message.type;
-  switch (type) {
-    case "connection/hello":
-      return { type };
-    case "operation/request":
-      fields(message, type, ["type", "id", "request"]);
-      return { type, id: integer(message.id, "id"), request: object(message.request, "request") };
-    case "operation/cancel":
-    case "operation/yield":
-      fields(message, type, ["type", "id"]);
-      return { type, id: integer(message.id, "id") };
-    case "delegate/response": {
-      fields(message, type, ["type", "id", "result"]);
-      return { type, id: integer(message.id, "id"), result: parseDelegateResult(message.result) };
-    }
-    default:
-      throw new WireError(`unknown message type ${JSON.stringify(type)}`);
-  }
-}
-
-function parseDelegateResult(value: unknown): DelegateResult {
-  const result = object(value, "result");
-  if (result.status === "error") {
-    fields(result, "error result", ["status", "message"]);
-    return { status: "error", message: string(result.message, "message") };
-  }
-  if (result.status !== "ok") throw new WireError("result status must be `ok` or `error`");
-  fields(result, "ok result", ["status", "value"]);
-  const inner = object(result.value, "value");
-  if (inner.type === "tool/result") {
-    fields(inner, "tool/result", ["type", "result"]);
-    return { status: "ok", value: { type: "tool/result", result: inner.result } };
-  }
-  if (inner.type === "notification/delivered") {
-    fields(inner, "notification/delivered", ["type"]);
-    return { status: "ok", value: { type: "notification/delivered" } };
-  }
-  throw new WireError(`unknown delegate result type ${JSON.stringify(inner.type)}`);
+/** The tool definitions and fields of a `session/execute`'s inner request. */
+export interface ExecuteFields {
+  catalogRevision?: bigint;
+  toolCallId: string;
+  enabledTools: ToolDefinition[];
+  source: string;
+  yieldTimeMs?: bigint;
+  /** An `i32`: a negative value fails only this request (`number too small to fit in target type`). */
+  maxOutputTokens?: number;
 }
 
 /** A request's method and its parsed fields. */
@@ -185,165 +78,370 @@ export type Request =
     method: "session/open";
     sessionId: string;
     limits?: { maxYieldTimeMs?: bigint; maxHeapSizeBytes?: bigint };
+    outputTruncation?: "client" | "server";
   }
-  | { method: "session/execute"; sessionId: string; request: Json }
-  | { method: "session/wait"; sessionId: string; cellId: string; yieldTimeMs: bigint }
-  | { method: "session/terminate"; sessionId: string; cellId: string }
+  | { method: "session/execute"; sessionId: string; request: ExecuteFields }
+  | {
+    method: "session/wait";
+    sessionId: string;
+    cellId: string;
+    yieldTimeMs: bigint;
+    maxOutputTokens?: bigint;
+  }
+  | { method: "session/terminate"; sessionId: string; cellId: string; maxOutputTokens?: bigint }
   | { method: "session/shutdown"; sessionId: string };
 
-/** Invalid session execution limits (a response error, not fatal). */
-export class LimitsError extends Error {
-  override name = "LimitsError";
+/** Every message a client sends. */
+export type ClientMessage =
+  | { type: "connection/hello"; hello: Hello }
+  | { type: "operation/request"; id: bigint; request: Request }
+  | { type: "operation/cancel"; id: bigint }
+  | { type: "operation/yield"; id: bigint }
+  | { type: "delegate/response"; id: bigint; result: DelegateResult };
+
+const MESSAGE_TYPES = [
+  "connection/hello",
+  "operation/request",
+  "operation/cancel",
+  "operation/yield",
+  "delegate/response",
+] as const;
+const METHODS = [
+  "session/open",
+  "session/execute",
+  "session/wait",
+  "session/terminate",
+  "session/shutdown",
+] as const;
+
+function capabilities(value: unknown, seen: Set<string>): string[] {
+  const out: string[] = [];
+  for (const item of seq(value)) {
+    const name = identifier(item);
+    if (seen.has(name)) throw new DecodeError(`duplicate capability \`${name}\``);
+    seen.add(name);
+    out.push(name);
+  }
+  return out;
+}
+
+function hello(fields: Json): Hello {
+  const out: Partial<Hello> = {};
+  const versions = new Set<bigint>();
+  const required = new Set<string>();
+  const optional = new Set<string>();
+  struct(
+    fields,
+    "struct ClientHello",
+    ["supportedVersions", "requiredCapabilities", "optionalCapabilities"],
+    ["supportedVersions", "requiredCapabilities", "optionalCapabilities"],
+    (key, value) => {
+      if (key === "supportedVersions") {
+        out.supportedVersions = seq(value).map((v) => {
+          const n = int(v, "u32");
+          if (n === 0n) throw new DecodeError("invalid value: integer `0`, expected a nonzero u32");
+          if (versions.has(n)) throw new DecodeError(`duplicate protocol version ${n}`);
+          versions.add(n);
+          return Number(n);
+        });
+        if (out.supportedVersions.length === 0) {
+          throw new DecodeError("at least one protocol version is required");
+        }
+      } else if (key === "requiredCapabilities") out.requiredCapabilities = capabilities(value, required);
+      else out.optionalCapabilities = capabilities(value, optional);
+    },
+  );
+  const both = out.requiredCapabilities!.find((c) => optional.has(c));
+  if (both !== undefined) {
+    throw new DecodeError(`capability \`${both}\` cannot be both required and optional`);
+  }
+  return out as Hello;
 }
 
 /**
- * Reads an `operation/request`'s `request`. The execute's inner request is parsed later by
- * {@link parseExecute}, because its faults fail only that request.
+ * Decodes one client message (its JSON already parsed by `parseJson`).
  *
- * @param request the `request` object
- * @param limitsGranted whether `session-cell-execution-resource-limits` was granted
- * @returns the request
- * @throws {WireError} an invalid message (fatal); {@link LimitsError} invalid limits
+ * @param value the frame's JSON
+ * @param text the frame's JSON text, for the position serde names in a top-level tag error
+ * @returns the message
+ * @throws {DecodeError} serde's text; fatal to the connection
  */
-export function parseRequest(request: Json, limitsGranted: boolean): Request {
-  const method = request.method;
-  switch (method) {
-    case "session/open": {
-      fields(request, method, ["method", "sessionId"], limitsGranted ? ["cellExecutionLimits"] : []);
-      const sessionId = string(request.sessionId, "sessionId");
-      const raw = request.cellExecutionLimits;
-      if (raw === undefined || raw === null) return { method, sessionId };
-      try {
-        const limits = object(raw, "cellExecutionLimits");
-        fields(limits, "cellExecutionLimits", [], ["max_yield_time_ms", "max_heap_size_bytes"]);
-        const read = (key: string) =>
-          limits[key] === undefined || limits[key] === null ? undefined : unsigned(limits[key], key);
-        return {
-          method,
-          sessionId,
-          limits: {
-            maxYieldTimeMs: read("max_yield_time_ms"),
-            maxHeapSizeBytes: read("max_heap_size_bytes"),
-          },
-        };
-      } catch (error) {
-        throw new LimitsError((error as Error).message);
-      }
+export function decodeClientMessage(value: unknown, text?: string): ClientMessage {
+  let type: (typeof MESSAGE_TYPES)[number];
+  try {
+    type = tagOf(value, "type", MESSAGE_TYPES, "internally tagged enum ClientMessage");
+  } catch (error) {
+    // The top-level tag is read by serde_json's streaming decoder, which names a position.
+    if (error instanceof DecodeError && text !== undefined) {
+      throw new DecodeError(error.message + tagPosition(text, "type"));
     }
-    case "session/execute":
-      fields(request, method, ["method", "sessionId", "request"]);
-      return {
-        method,
-        sessionId: string(request.sessionId, "sessionId"),
-        request: object(request.request, "request"),
-      };
-    case "session/wait": {
-      fields(request, method, ["method", "sessionId", "request"]);
-      const inner = object(request.request, "request");
-      fields(inner, "wait request", ["cell_id"], ["yield_time_ms"]);
-      const ms = inner.yield_time_ms;
-      return {
-        method,
-        sessionId: string(request.sessionId, "sessionId"),
-        cellId: string(inner.cell_id, "cell_id"),
-        yieldTimeMs: ms === undefined || ms === null ? 0n : unsigned(ms, "yield_time_ms"),
-      };
+    throw error;
+  }
+  const fields = withoutTag(value, "type");
+  switch (type) {
+    case "connection/hello":
+      return { type, hello: hello(fields) };
+    case "operation/request": {
+      let id: bigint | undefined;
+      let request: Request | undefined;
+      struct(fields, "struct OperationRequest", ["id", "request"], ["id", "request"], (key, v) => {
+        if (key === "id") id = int(v, "i64");
+        else request = decodeRequest(v);
+      });
+      return { type, id: id!, request: request! };
     }
-    case "session/terminate":
-      fields(request, method, ["method", "sessionId", "cellId"]);
-      return {
-        method,
-        sessionId: string(request.sessionId, "sessionId"),
-        cellId: string(request.cellId, "cellId"),
-      };
-    case "session/shutdown":
-      fields(request, method, ["method", "sessionId"]);
-      return { method, sessionId: string(request.sessionId, "sessionId") };
-    default:
-      throw new WireError(`unknown request method ${JSON.stringify(method)}`);
+    case "operation/cancel":
+    case "operation/yield": {
+      let id: bigint | undefined;
+      struct(fields, "struct OperationId", ["id"], ["id"], (_key, v) => id = int(v, "i64"));
+      return { type, id: id! };
+    }
+    case "delegate/response": {
+      let id: bigint | undefined;
+      let result: DelegateResult | undefined;
+      struct(fields, "struct DelegateResponse", ["id", "result"], ["id", "result"], (key, v) => {
+        if (key === "id") id = int(v, "i64");
+        else result = delegateResult(v);
+      });
+      return { type, id: id!, result: result! };
+    }
   }
 }
+
+function delegateResult(value: unknown): DelegateResult {
+  const status = tagOf(value, "status", ["ok", "error"] as const, "internally tagged enum DelegateResult");
+  const fields = withoutTag(value, "status");
+  if (status === "error") {
+    let message = "";
+    struct(fields, "struct DelegateError", ["message"], ["message"], (_key, v) => message = str(v));
+    return { status, message };
+  }
+  let inner: DelegateResult & { status: "ok" } | undefined;
+  struct(fields, "struct DelegateOk", ["value"], ["value"], (_key, v) => {
+    const type = tagOf(
+      v,
+      "type",
+      ["tool/result", "notification/delivered"] as const,
+      "internally tagged enum DelegateValue",
+    );
+    if (type === "notification/delivered") {
+      // A unit variant: serde ignores its other fields.
+      inner = { status, value: { type } };
+      return;
+    }
+    let result: unknown;
+    struct(withoutTag(v, "type"), "struct ToolResult", ["result"], ["result"], (_key, r) => result = r);
+    inner = { status, value: { type, result } };
+  });
+  return inner!;
+}
+
+function decodeRequest(value: unknown): Request {
+  const method = tagOf(value, "method", METHODS, "internally tagged enum HostRequest");
+  const fields = withoutTag(value, "method");
+  switch (method) {
+    case "session/open": {
+      const out: Extract<Request, { method: "session/open" }> = { method, sessionId: "" };
+      struct(
+        fields,
+        "struct SessionOpenRequest",
+        ["sessionId", "cellExecutionLimits", "outputTruncation"],
+        ["sessionId"],
+        (key, v) => {
+          if (key === "sessionId") out.sessionId = identifier(v);
+          else if (key === "outputTruncation") {
+            if (v !== null) out.outputTruncation = variant(v, ["client", "server"] as const);
+          } else if (v !== null) {
+            const limits: { maxYieldTimeMs?: bigint; maxHeapSizeBytes?: bigint } = {};
+            struct(
+              v,
+              "struct SessionCellExecutionLimits",
+              ["maxYieldTimeMs", "maxHeapSizeBytes"],
+              [],
+              (k, n) => {
+                if (k === "maxYieldTimeMs") limits.maxYieldTimeMs = optInt(n, "u64");
+                else limits.maxHeapSizeBytes = optInt(n, "u64");
+              },
+            );
+            out.limits = limits;
+          }
+        },
+      );
+      return out;
+    }
+    case "session/execute": {
+      let sessionId = "";
+      let request: ExecuteFields | undefined;
+      struct(
+        fields,
+        "struct SessionExecuteRequest",
+        ["sessionId", "request"],
+        ["sessionId", "request"],
+        (key, v) => {
+          if (key === "sessionId") sessionId = identifier(v);
+          else request = executeFields(v);
+        },
+      );
+      return { method, sessionId, request: request! };
+    }
+    case "session/wait": {
+      const out: Extract<Request, { method: "session/wait" }> = {
+        method,
+        sessionId: "",
+        cellId: "",
+        yieldTimeMs: 0n,
+      };
+      struct(
+        fields,
+        "struct SessionWaitRequest",
+        ["sessionId", "request", "maxOutputTokens"],
+        ["sessionId", "request"],
+        (key, v) => {
+          if (key === "sessionId") out.sessionId = identifier(v);
+          else if (key === "maxOutputTokens") out.maxOutputTokens = optInt(v, "usize");
+          else {
+            struct(
+              v,
+              "struct WaitRequest",
+              ["cell_id", "yield_time_ms"],
+              ["cell_id", "yield_time_ms"],
+              (k, n) => {
+                if (k === "cell_id") out.cellId = str(n);
+                else out.yieldTimeMs = int(n, "u64");
+              },
+            );
+          }
+        },
+      );
+      return out;
+    }
+    case "session/terminate": {
+      const out: Extract<Request, { method: "session/terminate" }> = { method, sessionId: "", cellId: "" };
+      struct(
+        fields,
+        "struct SessionTerminateRequest",
+        ["sessionId", "cellId", "maxOutputTokens"],
+        ["sessionId", "cellId"],
+        (key, v) => {
+          if (key === "sessionId") out.sessionId = identifier(v);
+          else if (key === "cellId") out.cellId = str(v);
+          else out.maxOutputTokens = optInt(v, "usize");
+        },
+      );
+      return out;
+    }
+    case "session/shutdown": {
+      let sessionId = "";
+      struct(fields, "struct SessionShutdownRequest", ["sessionId"], ["sessionId"], (_key, v) => {
+        sessionId = identifier(v);
+      });
+      return { method, sessionId };
+    }
+  }
+}
+
+const EXECUTE_FIELDS = [
+  "catalog_revision",
+  "tool_call_id",
+  "enabled_tools",
+  "source",
+  "yield_time_ms",
+  "max_output_tokens",
+];
+
+function executeFields(value: unknown): ExecuteFields {
+  const out: ExecuteFields = { toolCallId: "", enabledTools: [], source: "" };
+  struct(
+    value,
+    "struct ExecuteRequest",
+    EXECUTE_FIELDS,
+    ["tool_call_id", "enabled_tools", "source"],
+    (key, v) => {
+      switch (key) {
+        case "catalog_revision":
+          out.catalogRevision = optInt(v, "u64");
+          break;
+        case "tool_call_id":
+          out.toolCallId = str(v);
+          break;
+        case "enabled_tools":
+          out.enabledTools = seq(v).map(toolDefinition);
+          break;
+        case "source":
+          out.source = str(v);
+          break;
+        case "yield_time_ms":
+          out.yieldTimeMs = optInt(v, "u64");
+          break;
+        case "max_output_tokens": {
+          const n = optInt(v, "i32");
+          out.maxOutputTokens = n === undefined ? undefined : Number(n);
+          break;
+        }
+      }
+    },
+  );
+  return out;
+}
+
+const TOOL_FIELDS = ["name", "tool_name", "description", "kind", "input_schema", "output_schema"];
 
 function jsonBytes(value: unknown): Uint8Array | undefined {
   return value === undefined || value === null ? undefined : new TextEncoder().encode(JSON.stringify(value));
 }
 
-function toolDefinition(value: unknown, index: number): ToolDefinition {
-  const what = `enabled_tools[${index}]`;
-  const def = object(value, what);
-  fields(def, what, ["name", "tool_name", "kind"], ["description", "input_schema", "output_schema"]);
-  const name = object(def.tool_name, `${what}.tool_name`);
-  fields(name, `${what}.tool_name`, ["name"], ["namespace"]);
-  const namespace = name.namespace === undefined || name.namespace === null
-    ? undefined
-    : string(name.namespace, `${what}.tool_name.namespace`);
-  const kind = def.kind === "function"
-    ? TOOL_KIND_FUNCTION
-    : def.kind === "freeform"
-    ? TOOL_KIND_FREEFORM
-    : (() => {
-      throw new WireError(`${what}.kind must be \`function\` or \`freeform\``);
-    })();
-  return {
-    name: string(def.name, `${what}.name`),
-    toolName: namespace === undefined
-      ? { name: string(name.name, `${what}.tool_name.name`) }
-      : { name: string(name.name, `${what}.tool_name.name`), namespace },
-    description: def.description === undefined || def.description === null
-      ? undefined
-      : string(def.description, `${what}.description`),
-    kind,
-    inputSchemaJson: jsonBytes(def.input_schema),
-    outputSchemaJson: jsonBytes(def.output_schema),
-  };
-}
-
-/**
- * Reads a `session/execute`'s inner request into a core Execute.
- *
- * @param sessionId the session
- * @param executionId the door's execution ID for this request
- * @param request the inner `request`
- * @returns the core request
- * @throws {WireError} the detail of `invalid code-mode execute request: {error}`
- */
-export function parseExecute(sessionId: string, executionId: string, request: Json): ExecuteRequest {
-  fields(request, "execute request", ["tool_call_id", "source"], [
-    "enabled_tools",
-    "yield_time_ms",
-    "max_output_tokens",
-  ]);
-  const tools = request.enabled_tools ?? [];
-  if (!Array.isArray(tools)) throw new WireError("enabled_tools must be an array");
-  const yieldMs = request.yield_time_ms;
-  const tokens = request.max_output_tokens;
-  let maxOutputTokens: bigint | undefined;
-  if (tokens !== undefined && tokens !== null) {
-    if (typeof tokens !== "number" || !Number.isInteger(tokens) || tokens < 0 || tokens > 2 ** 31 - 1) {
-      throw new WireError("max_output_tokens must be an integer from 0 to 2147483647");
-    }
-    maxOutputTokens = BigInt(tokens);
-  }
-  return {
-    sessionId,
-    executionId,
-    toolCallId: string(request.tool_call_id, "tool_call_id"),
-    source: string(request.source, "source"),
-    enabledTools: tools.map(toolDefinition),
-    yieldTimeMs: yieldMs === undefined || yieldMs === null ? undefined : unsigned(yieldMs, "yield_time_ms"),
-    maxOutputTokens,
-  };
+function toolDefinition(value: unknown): ToolDefinition {
+  const def: ToolDefinition = { name: "" };
+  struct(
+    value,
+    "struct ToolDefinition",
+    TOOL_FIELDS,
+    ["name", "tool_name", "description", "kind"],
+    (key, v) => {
+      switch (key) {
+        case "name":
+          def.name = str(v);
+          break;
+        case "tool_name": {
+          let name = "";
+          let namespace: string | undefined;
+          struct(v, "struct ToolName", ["name", "namespace"], ["name"], (k, n) => {
+            if (k === "name") name = str(n);
+            else namespace = optStr(n);
+          });
+          def.toolName = namespace === undefined ? { name } : { name, namespace };
+          break;
+        }
+        case "description":
+          def.description = str(v);
+          break;
+        case "kind":
+          def.kind = variant(v, ["function", "freeform"] as const) === "function"
+            ? TOOL_KIND_FUNCTION
+            : TOOL_KIND_FREEFORM;
+          break;
+        case "input_schema":
+          def.inputSchemaJson = jsonBytes(v);
+          break;
+        case "output_schema":
+          def.outputSchemaJson = jsonBytes(v);
+          break;
+      }
+    },
+  );
+  return def;
 }
 
 /** A content item on the wire. */
 export type WireContentItem =
   | { type: "input_text"; text: string }
-  | { type: "input_image"; image_url: string; detail?: string };
+  | { type: "input_image"; image_url: string; detail?: string }
+  | { type: "input_audio"; audio_url: string };
 
 const DETAILS: Record<number, string> = { 1: "auto", 2: "low", 3: "high", 4: "original" };
 
 /**
- * Converts content items (text and images; V1 has no audio item, so audio is dropped).
+ * Converts content items.
  *
  * @param items the core's items
  * @returns the wire items
@@ -359,27 +457,50 @@ export function wireContentItems(items: readonly ContentItem[]): WireContentItem
           ? { type: "input_image", image_url: item.image.imageUrl }
           : { type: "input_image", image_url: item.image.imageUrl, detail },
       );
-    }
+    } else if ("audio" in item) out.push({ type: "input_audio", audio_url: item.audio.audioUrl });
   }
   return out;
 }
 
 /**
- * A runtime response (externally tagged).
+ * A runtime response (externally tagged), fields in the reference's order:
+ * `{"Yielded":{cell_id, content_items, code_mode_host_duration_ns}}`, the same for `Terminated`,
+ * and `{"Result":{cell_id, content_items, error_text, result_buffered_for_ns,
+ * code_mode_host_duration_ns}}` (`error_text` null on success).
  *
- * @param outcome the core's outcome
- * @returns `Yielded`, `Terminated` or `Result`
+ * @param outcome the core's outcome (`resultBufferedForNs`: how long a completion waited for its
+ *   observer; 0 when the core does not report it)
+ * @returns the wire value
  */
 export function runtimeResponse(outcome: ExecutionOutcome): Json {
-  const base = { cell_id: outcome.cellId, content_items: wireContentItems(outcome.contentItems) };
+  const cell_id = outcome.cellId;
+  const content_items = wireContentItems(outcome.contentItems);
+  const code_mode_host_duration_ns = nanos(outcome.hostDurationNs);
   switch (outcome.kind) {
     case "yielded":
-      return { Yielded: base };
+      return { Yielded: { cell_id, content_items, code_mode_host_duration_ns } };
     case "terminated":
-      return { Terminated: base };
-    case "completed":
-      return { Result: { ...base, error_text: outcome.errorText ?? null } };
+      return { Terminated: { cell_id, content_items, code_mode_host_duration_ns } };
+    case "completed": {
+      const buffered = (outcome as ExecutionOutcome & { resultBufferedForNs?: number | bigint })
+        .resultBufferedForNs ?? 0;
+      return {
+        Result: {
+          cell_id,
+          content_items,
+          error_text: outcome.errorText ?? null,
+          result_buffered_for_ns: nanos(buffered),
+          code_mode_host_duration_ns,
+        },
+      };
+    }
   }
+}
+
+/** A nanosecond count as a JSON integer (exact past 2^53). */
+function nanos(value: number | bigint): unknown {
+  if (typeof value === "bigint") return rawJson(String(value));
+  return Number.isSafeInteger(value) ? value : rawJson(BigInt(Math.round(value)).toString());
 }
 
 /**
@@ -401,7 +522,8 @@ export function waitOutcome(result: ObservationResult): Json {
  * @returns the wire request
  */
 export function toolInvoke(call: ToolCall): Json {
-  const input = call.inputJson === undefined ? null : JSON.parse(new TextDecoder().decode(call.inputJson));
+  // Parsed keeping every number's exact text, so the input reaches the client as the cell wrote it.
+  const input = call.inputJson === undefined ? null : parseJson(call.inputJson);
   return {
     type: "tool/invoke",
     invocation: {
@@ -412,6 +534,11 @@ export function toolInvoke(call: ToolCall): Json {
       input,
     },
   };
+}
+
+/** A request or delegate ID as a JSON integer, exact. */
+export function wireId(id: bigint): unknown {
+  return Number.isSafeInteger(Number(id)) ? Number(id) : rawJson(String(id));
 }
 
 /** An ok result. */

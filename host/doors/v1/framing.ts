@@ -1,8 +1,8 @@
 /**
- * Frames of the JSON "host V1" protocol (SPEC §9.10): a 4-byte little-endian payload length, then
- * that many bytes of UTF-8 JSON. A frame longer than {@link MAX_FRAME_BYTES} is never buffered:
- * its payload is discarded as it arrives, and only its first {@link OVERSIZED_HEAD_BYTES} bytes
- * are kept so that the caller can answer the request by its id.
+ * Frames of the JSON "host V1" protocol: a 4-byte little-endian payload length, then that many
+ * bytes of UTF-8 JSON. As in Codex's own host, a length over {@link MAX_FRAME_BYTES} is refused as
+ * soon as the 4 length bytes are read (nothing of its payload is buffered) and EOF inside a frame
+ * is `early eof`; both end the connection.
  *
  * The writer side is a bounded queue of encoded frames ({@link FrameWriter}): a producer waits for
  * room, so a client that stops reading holds producers back instead of growing memory.
@@ -12,19 +12,17 @@
 
 /** Largest payload of one frame (64 MiB). */
 export const MAX_FRAME_BYTES = 67_108_864;
-/** How much of an oversized frame is kept to find its `id`. */
-export const OVERSIZED_HEAD_BYTES = 4_096;
 /** Frames the outgoing queue holds at most. */
 export const OUTGOING_QUEUE_FRAMES = 128;
 
-/** What the reader yields. */
-export type IncomingFrame =
-  | { type: "frame"; payload: Uint8Array }
-  | { type: "oversized"; length: number; head: Uint8Array };
-
-/** The stream ended inside a frame. */
+/** The stream ended inside a frame, or announced a frame over the limit. */
 export class FramingError extends Error {
   override name = "FramingError";
+}
+
+/** The message of a frame over the limit, both ways (Codex's host's text). */
+export function frameTooLarge(length: number, maxBytes: number = MAX_FRAME_BYTES): string {
+  return `code-mode IPC frame length ${length} exceeds ${maxBytes} bytes`;
 }
 
 /**
@@ -32,8 +30,9 @@ export class FramingError extends Error {
  *
  * @param readable the byte stream (the host's stdin)
  * @param maxBytes the payload limit (default {@link MAX_FRAME_BYTES})
- * @returns the frames in order
- * @throws {FramingError} on EOF inside a frame
+ * @returns the frames' payloads in order
+ * @throws {FramingError} `early eof` inside a frame, or {@link frameTooLarge} for a length over
+ *   `maxBytes`
  * @example
  * ```ts
  * import assert from "node:assert/strict";
@@ -47,7 +46,7 @@ export class FramingError extends Error {
 export async function* readFrames(
   readable: ReadableStream<Uint8Array>,
   maxBytes: number = MAX_FRAME_BYTES,
-): AsyncGenerator<IncomingFrame> {
+): AsyncGenerator<Uint8Array> {
   const reader = readable.getReader();
   let chunk: Uint8Array = new Uint8Array(0);
   let at = 0;
@@ -70,7 +69,7 @@ export async function* readFrames(
       while (have < 4) {
         if (at === chunk.length && !(await more())) {
           if (have === 0) return;
-          throw new FramingError("code-mode IPC stream ended inside a frame length");
+          throw new FramingError("early eof");
         }
         const n = Math.min(4 - have, chunk.length - at);
         prefix.set(chunk.subarray(at, at + n), have);
@@ -78,20 +77,17 @@ export async function* readFrames(
         at += n;
       }
       const length = new DataView(prefix.buffer).getUint32(0, true);
-      const oversized = length > maxBytes;
-      const keep = oversized ? Math.min(length, OVERSIZED_HEAD_BYTES) : length;
-      const payload = new Uint8Array(keep);
+      if (length > maxBytes) throw new FramingError(frameTooLarge(length, maxBytes));
+      const payload = new Uint8Array(length);
       let got = 0;
       while (got < length) {
-        if (at === chunk.length && !(await more())) {
-          throw new FramingError(`code-mode IPC stream ended inside a ${length}-byte frame`);
-        }
+        if (at === chunk.length && !(await more())) throw new FramingError("early eof");
         const n = Math.min(length - got, chunk.length - at);
-        if (got < keep) payload.set(chunk.subarray(at, at + Math.min(n, keep - got)), got);
+        payload.set(chunk.subarray(at, at + n), got);
         got += n;
         at += n;
       }
-      yield oversized ? { type: "oversized", length, head: payload } : { type: "frame", payload };
+      yield payload;
     }
   } finally {
     reader.releaseLock();
@@ -116,12 +112,16 @@ export function encodeFrame(message: unknown): Uint8Array {
  * The outgoing side: a FIFO of encoded frames, at most `capacity`, written one at a time and
  * each flushed as it is written. After a write fails (the client closed its end) frames are
  * dropped.
+ *
+ * - Fair: producers waiting for room get it in the order they came; a later producer never takes
+ *   a freed place ahead of them (else a busy producer could starve another one for ever).
  */
 export class FrameWriter {
   #writer: WritableStreamDefaultWriter<Uint8Array>;
   #queue: Uint8Array[] = [];
   #capacity: number;
-  #room: PromiseWithResolvers<void>[] = [];
+  /** Frames waiting for room, in order; each is moved into the queue when a place frees. */
+  #waiting: { frame: Uint8Array; queued: PromiseWithResolvers<void> }[] = [];
   #idle: PromiseWithResolvers<void> | undefined;
   #writing = false;
   #broken = false;
@@ -151,14 +151,28 @@ export class FrameWriter {
    * @param frame an encoded frame
    */
   async send(frame: Uint8Array): Promise<void> {
-    while (!this.#broken && this.#queue.length >= this.#capacity) {
-      const room = Promise.withResolvers<void>();
-      this.#room.push(room);
-      await room.promise;
-    }
     if (this.#broken) return;
+    if (this.#waiting.length > 0 || this.#queue.length >= this.#capacity) {
+      const queued = Promise.withResolvers<void>();
+      this.#waiting.push({ frame, queued });
+      return await queued.promise;
+    }
     this.#queue.push(frame);
     if (!this.#writing) void this.#pump();
+  }
+
+  /** Moves waiting frames into the queue while it has room. */
+  #admit(): void {
+    while (this.#waiting.length > 0 && this.#queue.length < this.#capacity) {
+      const next = this.#waiting.shift()!;
+      this.#queue.push(next.frame);
+      next.queued.resolve();
+    }
+  }
+
+  /** Releases every waiting producer (its frame is dropped). */
+  #releaseAll(): void {
+    for (const waiting of this.#waiting.splice(0)) waiting.queued.resolve();
   }
 
   /** Resolves once every queued frame has been written (or dropped). */
@@ -174,17 +188,29 @@ export class FrameWriter {
     await this.#writer.close().catch(() => {});
   }
 
+  /**
+   * Stops writing: frames queued and not yet written are dropped, later ones too, and producers
+   * waiting for room go on (the connection ended: Codex's host writes nothing after its client's
+   * EOF or a fatal error).
+   */
+  stop(): void {
+    this.#broken = true;
+    this.#queue.length = 0;
+    this.#releaseAll();
+  }
+
   async #pump(): Promise<void> {
     this.#writing = true;
     while (this.#queue.length > 0) {
       const frame = this.#queue.shift()!;
-      this.#room.shift()?.resolve();
+      this.#admit();
       if (this.#broken) continue;
       try {
         await this.#writer.write(frame);
       } catch {
         this.#broken = true;
-        for (const room of this.#room.splice(0)) room.resolve();
+        this.#queue.length = 0;
+        this.#releaseAll();
       }
     }
     this.#writing = false;

@@ -20,8 +20,8 @@ export interface V1Io {
  *
  * @param options the engine's options (`clientSessionIds` is forced on)
  * @param io the streams (default `Deno.stdin.readable` and `Deno.stdout.writable`)
- * @returns the exit code: 0 after an orderly EOF, 1 after a rejected hello, a fatal error or a
- *   shutdown that timed out
+ * @returns the exit code, as Codex's own host exits: 0 after EOF or a rejected hello, 1 after a
+ *   fatal error or a shutdown that timed out
  */
 export async function serveV1Stdio(options: EngineOptions, io?: V1Io): Promise<number> {
   const engine = await startEngine({ ...options, clientSessionIds: true });
@@ -46,5 +46,5 @@ export async function serveV1Stdio(options: EngineOptions, io?: V1Io): Promise<n
       return 1;
     }
   }
-  return end.type === "eof" && !end.timedOut ? 0 : 1;
+  return end.type !== "fatal" && !end.timedOut ? 0 : 1;
 }
