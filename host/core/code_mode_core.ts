@@ -12,6 +12,10 @@
  * - A UUID identifier (session, invocation, notification) is accepted in any form Codex's host
  *   parses (`validate.ts` `parseUuid`) and looked up by its canonical form.
  * - Cancellation is an `AbortSignal` in an options bag: the caller went away.
+ * - A session's closure (not a crash) cancels its pending Waits (`code-mode wait was cancelled`)
+ *   and marks what the closure produced: an Execute outcome released while the session closes, and
+ *   the `CellClosed` of a cell it ended, carry `closing` (Codex's host sends neither; the gRPC
+ *   door drops them).
  * - Notifications before outcomes: an outcome of a cell (Execute, Wait, Terminate) is returned only
  *   after every notification that cell published before it has been handed to the lease stream's
  *   transport, or after `NOTIFICATION_FLUSH_MS` (250 ms) when the lease is not being read
@@ -97,7 +101,17 @@ export type LeaseEvent =
     callId: string;
     text: string;
   }
-  | { type: "cellClosed"; executionId: string; cellId: string; finalToolCallSequence: number };
+  | {
+    type: "cellClosed";
+    executionId: string;
+    cellId: string;
+    finalToolCallSequence: number;
+    /**
+     * Set when the cell ended because its session was closing: Codex's host sends no `CellClosed`
+     * for such a cell (the gRPC door drops it).
+     */
+    closing?: true;
+  };
 
 /** An open session's lease. */
 export interface Lease {
@@ -174,7 +188,15 @@ export type ExecutionOutcome =
 /** What an Execute streams: `started` once, then (unless the caller went away) `outcome`. */
 export type ExecuteEvent =
   | { type: "started"; executionId: string; cellId: string }
-  | { type: "outcome"; outcome: ExecutionOutcome };
+  | {
+    type: "outcome";
+    outcome: ExecutionOutcome;
+    /**
+     * Set when the session began closing before the outcome was released (its cell was ended by
+     * the closure): Codex's host ends such an Execute with no outcome (the gRPC door drops it).
+     */
+    closing?: true;
+  };
 
 /** What Wait and Terminate answer: the cell's outcome, or the missing-cell outcome (SPEC §4.11). */
 export interface ObservationResult {
@@ -691,7 +713,9 @@ export class CodeModeCore {
         session.abandon(cell);
         return;
       }
-      yield { type: "outcome", outcome: toOutcome(cell.id, outcome, start) };
+      const event: ExecuteEvent = { type: "outcome", outcome: toOutcome(cell.id, outcome, start) };
+      if (session.closing) event.closing = true;
+      yield event;
     } finally {
       session.releaseExecution(executionId);
     }

@@ -57,7 +57,15 @@ export type SessionEvent =
       text: string;
     };
   }
-  | { cellClosed: { executionId: string; cellId: string; finalToolCallSequence: number } };
+  | {
+    cellClosed: {
+      executionId: string;
+      cellId: string;
+      finalToolCallSequence: number;
+      /** The cell ended because its session was closing (Codex's host sends no `CellClosed` then). */
+      closing?: true;
+    };
+  };
 
 /** Construction options of a {@link Session}. */
 export interface SessionOptions {
@@ -225,6 +233,11 @@ export class Session {
   /** Whether the session accepts new work. */
   get open(): boolean {
     return this.#state === "open";
+  }
+
+  /** Whether the session is closing or closed (by a request, its lease, the host; not a crash). */
+  get closing(): boolean {
+    return (this.#state === "closing" || this.#state === "closed") && !this.#crashed;
   }
 
   /** Observations in flight: Executes awaiting their outcome, Waits and Terminates. */
@@ -637,6 +650,7 @@ export class Session {
         executionId: cell.executionId,
         cellId: cell.id,
         finalToolCallSequence: cell.lastSequence,
+        ...(this.#state === "closing" ? { closing: true } : {}),
       },
     });
     for (const permit of permits) permit.release();
@@ -899,8 +913,9 @@ export class Session {
     this.#closing.abort();
     this.#clearIdleTimer();
     if (this.#restarting) await this.#restarting;
-    const closed = new HostError("session_closed", CLOSED_MESSAGE);
-    for (const wait of this.#activeWaits.values()) wait.cancel.abort(closed);
+    // A Wait pending at the closure is cancelled, in Codex's host's words.
+    const cancelled = new HostError("cancelled", "code-mode wait was cancelled");
+    for (const wait of this.#activeWaits.values()) wait.cancel.abort(cancelled);
     // Pending tool invocations are dropped and subscription streams end (SPEC §3.4 steps 4–5).
     this.#bridge.closeAll();
     const terminations: Promise<Outcome | void>[] = [];

@@ -149,8 +149,13 @@ function wireLeaseEvent(event: LeaseEvent): SessionEventInit {
       return { notification: { notificationId, executionId, cellId, callId, text } };
     }
     case "cellClosed": {
+      // Like prost, the reference leaves a 0 sequence out.
       const { executionId, cellId, finalToolCallSequence } = event;
-      return { cellClosed: { executionId, cellId, finalToolCallSequence } };
+      return {
+        cellClosed: finalToolCallSequence === 0
+          ? { executionId, cellId }
+          : { executionId, cellId, finalToolCallSequence },
+      };
     }
   }
 }
@@ -184,6 +189,8 @@ export function createCodeModeService(options: ServiceOptions): CodeModeHostImpl
         context.signal.addEventListener("abort", () => resolve(), { once: true });
       });
       for await (const event of lease.events(context.signal)) {
+        // A cell ended by its session's closure gets no CellClosed on the reference.
+        if (event.type === "cellClosed" && event.closing) continue;
         if (event.type !== "notification" || !options.confirmsWrites) {
           yield wireLeaseEvent(event);
           continue;
@@ -216,6 +223,9 @@ export function createCodeModeService(options: ServiceOptions): CodeModeHostImpl
         traceparent: context.metadata.get("traceparent") ?? undefined,
       }, { signal: context.signal });
       for await (const event of events) {
+        // An Execute whose cell the session's closure ended ends OK without an outcome, as on
+        // the reference.
+        if (event.type === "outcome" && event.closing) continue;
         yield event.type === "started"
           ? { started: { executionId: event.executionId, cellId: event.cellId } }
           : { outcome: wireOutcome(event.outcome) };
