@@ -23,8 +23,6 @@ export type RawClient = Record<string, (request: Msg, options?: Msg) => Msg>;
 
 /** The stale-generation text (§10.5 rule 2). */
 const STALE_MESSAGE = "cell belongs to a stale code-mode host generation";
-/** More outstanding delegate callbacks than this are refused (§10.12 step 5). */
-const MAX_PENDING_DELEGATE_CALLS = 1_024;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/i;
 
 /** What a binding needs from its provider. */
@@ -107,6 +105,13 @@ export class Binding {
   readonly #seenInvocations = new Set<string>();
   readonly #cancelledInvocations = new Set<string>();
   #pendingDelegateCalls = 0;
+  /** More outstanding delegate callbacks than this are refused (§10.12 step 5). */
+  readonly #maxPendingDelegateCalls: number;
+  /** The host takes `catalog_revision` (its `SessionOpened.supports_catalog_revision`). */
+  readonly supportsCatalogRevision: boolean;
+  /** The last tool set sent under a revision; `confirmed` once an Execute carrying it started. */
+  #catalog: { key: string; revision: number; confirmed: boolean } | undefined;
+  #lastRevision = 0;
 
   /**
    * @param options the opened session and its transport
@@ -115,6 +120,10 @@ export class Binding {
     sessionId: string;
     generation: number;
     route: string | undefined;
+    /** Default false. */
+    supportsCatalogRevision?: boolean;
+    /** Default 4096. */
+    maxPendingDelegateCalls?: number;
     client: RawClient;
     host: BindingHost;
     release: () => void;
@@ -124,6 +133,8 @@ export class Binding {
     this.sessionId = options.sessionId;
     this.generation = options.generation;
     this.route = options.route;
+    this.supportsCatalogRevision = options.supportsCatalogRevision ?? false;
+    this.#maxPendingDelegateCalls = options.maxPendingDelegateCalls ?? 4096;
     this.client = options.client;
     this.#host = options.host;
     this.#release = options.release;
@@ -136,6 +147,38 @@ export class Binding {
   /** Whether the binding can still serve calls. */
   get live(): boolean {
     return this.failure === undefined;
+  }
+
+  /**
+   * How an Execute names its tools (catalog revisions, as Codex 0.171 sends them): the host keeps
+   * the last tool set registered under a revision, so the same tools go as the revision alone once
+   * an Execute that registered them has started; another tool set registers the next revision.
+   *
+   * @param key the tool set as sent (any encoding that is equal exactly when the sets are)
+   * @returns the revision and whether the tools go with it; `undefined`: no revision (the host
+   *   does not take them, or there are no tools)
+   */
+  catalogFor(key: string): { revision: number; withTools: boolean } | undefined {
+    if (!this.supportsCatalogRevision || key === "[]") return undefined;
+    if (this.#catalog?.key === key) {
+      return { revision: this.#catalog.revision, withTools: !this.#catalog.confirmed };
+    }
+    this.#catalog = { key, revision: ++this.#lastRevision, confirmed: false };
+    return { revision: this.#catalog.revision, withTools: true };
+  }
+
+  /**
+   * An Execute that carried `revision` with its tools has started: the host knows them.
+   *
+   * @param revision the revision
+   */
+  confirmCatalog(revision: number): void {
+    if (this.#catalog?.revision === revision) this.#catalog.confirmed = true;
+  }
+
+  /** The host did not know the revision sent alone: the next Execute sends its tools again. */
+  forgetCatalog(): void {
+    this.#catalog = undefined;
   }
 
   /** Metadata of an RPC of this binding. */
@@ -367,7 +410,7 @@ export class Binding {
         failed: { message: `code-mode tool ${name} is not enabled for this execution` },
       });
     }
-    if (this.#pendingDelegateCalls >= MAX_PENDING_DELEGATE_CALLS) {
+    if (this.#pendingDelegateCalls >= this.#maxPendingDelegateCalls) {
       return this.#complete(id, {
         failed: { message: "code-mode host exceeded its pending delegate callback limit" },
       });

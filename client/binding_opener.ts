@@ -16,6 +16,8 @@ export interface OpeningRequest {
   pinned: boolean;
   /** The cell limits sent with OpenSession. */
   limits: CodeModeSessionOptions["cellExecutionLimits"];
+  /** OpenSession's `max_pending_delegate_calls` (default 4096). */
+  maxPendingDelegateCalls?: number;
   /** Aborts the opening (the session's shutdown). */
   signal?: AbortSignal;
 }

@@ -75,6 +75,9 @@ export function useConnector(provider: GrpcCodeModeSessionProvider, connector: C
 }
 
 const MAX_ROUTE_BYTES = 256;
+/** OpenSession's `max_pending_delegate_calls` when the session does not choose: Codex 0.171's. */
+const DEFAULT_PENDING_DELEGATE_CALLS = 4096;
+const MAX_UINT32 = 4_294_967_295;
 /**
  * The HTTP/2 receive window of the channel, per stream and for the connection (grpc-js otherwise
  * keeps the 64 KiB default): a large outcome (up to the 64 MiB message limit) then streams without
@@ -261,6 +264,11 @@ export class GrpcCodeModeSessionProvider implements CodeModeSessionProvider {
       };
     }
     if (request.mode === "server") openRequest.outputTruncation = 2;
+    const capacity = request.maxPendingDelegateCalls ?? DEFAULT_PENDING_DELEGATE_CALLS;
+    if (!Number.isInteger(capacity) || capacity < 1 || capacity > MAX_UINT32) {
+      throw new CodeModeError(undefined, `invalid code-mode delegate capacity: ${capacity}`);
+    }
+    openRequest.maxPendingDelegateCalls = capacity;
     let lastError: CodeModeError | undefined;
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       if (attempt > 0) {
@@ -334,6 +342,8 @@ export class GrpcCodeModeSessionProvider implements CodeModeSessionProvider {
         sessionId,
         generation,
         route,
+        supportsCatalogRevision: opened.supportsCatalogRevision === true,
+        maxPendingDelegateCalls: openRequest.maxPendingDelegateCalls,
         client: hold.client,
         host: this,
         release: hold.release,

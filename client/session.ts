@@ -9,9 +9,12 @@
  * - `terminate` never reopens.
  * - A failed call sends no RPC before returning its error.
  * - The output mode of the first binding is pinned for the whole session.
+ * - Tools travel by catalog revision when the host supports it (`Binding.catalogFor`); an Execute
+ *   that named an unknown revision alone is sent again once, with its tools.
  *
  * @module
  */
+import { ClientError, Status } from "nice-grpc";
 import { CodeModeError, type CodeModeErrorCode } from "../proto/errors.ts";
 import { TIMED_OUT, withDeadline } from "./clock.ts";
 import { deferred } from "./deferred.ts";
@@ -104,6 +107,28 @@ function routeLostIn(trailer: Trailer): boolean {
   return trailer.get("x-code-mode-route-lost") === "true";
 }
 
+/** The tool set of an Execute as one string: equal exactly when the wire definitions are. */
+function catalogKey(tools: Msg[]): string {
+  const text = (bytes?: Uint8Array) => (bytes === undefined ? null : new TextDecoder().decode(bytes));
+  return JSON.stringify(
+    tools.map((t) => [
+      t.name,
+      t.toolName.name,
+      t.toolName.namespace ?? null,
+      t.description,
+      t.kind,
+      text(t.inputSchemaJson),
+      text(t.outputSchemaJson),
+    ]),
+  );
+}
+
+/** Whether an Execute was refused because the host does not know the catalog revision it named. */
+function isUnknownRevision(error: unknown): boolean {
+  return error instanceof ClientError && error.code === Status.FAILED_PRECONDITION &&
+    error.details === "unknown code-mode catalog revision";
+}
+
 /** The session implementation behind {@link CodeModeSession}. */
 export class GrpcCodeModeSession implements CodeModeSession {
   readonly outputTruncation: CodeModeOutputTruncation;
@@ -144,6 +169,7 @@ export class GrpcCodeModeSession implements CodeModeSession {
       mode: options.outputTruncation ?? "client",
       pinned: false,
       limits: options.cellExecutionLimits,
+      maxPendingDelegateCalls: options.maxPendingDelegateCalls,
     });
     return new GrpcCodeModeSession(provider, options, binding, mode);
   }
@@ -157,6 +183,7 @@ export class GrpcCodeModeSession implements CodeModeSession {
           mode: this.outputTruncation,
           pinned: true,
           limits: this.#options.cellExecutionLimits,
+          maxPendingDelegateCalls: this.#options.maxPendingDelegateCalls,
           signal: this.#openingAbort.signal,
         });
         if (this.#shutdown) {
@@ -220,19 +247,24 @@ export class GrpcCodeModeSession implements CodeModeSession {
     const cancel = new AbortController();
     let routeLost = false;
     const encode = (value: unknown) => new TextEncoder().encode(JSON.stringify(value));
+    const tools = request.enabledTools.map((t) => ({
+      name: t.name,
+      toolName: t.toolName,
+      description: t.description,
+      kind: t.kind === "freeform" ? 2 : 1,
+      ...(t.inputSchema === undefined ? {} : { inputSchemaJson: encode(t.inputSchema) }),
+      ...(t.outputSchema === undefined ? {} : { outputSchemaJson: encode(t.outputSchema) }),
+    }));
+    const catalog = this.#options.catalogRevisions === false
+      ? undefined
+      : binding.catalogFor(catalogKey(tools));
     const stream = binding.client.execute({
       sessionId: binding.sessionId,
       executionId,
       toolCallId: request.toolCallId,
       source: request.source,
-      enabledTools: request.enabledTools.map((t) => ({
-        name: t.name,
-        toolName: t.toolName,
-        description: t.description,
-        kind: t.kind === "freeform" ? 2 : 1,
-        ...(t.inputSchema === undefined ? {} : { inputSchemaJson: encode(t.inputSchema) }),
-        ...(t.outputSchema === undefined ? {} : { outputSchemaJson: encode(t.outputSchema) }),
-      })),
+      enabledTools: catalog?.withTools === false ? [] : tools,
+      ...(catalog === undefined ? {} : { catalogRevision: catalog.revision }),
       ...(request.yieldTimeMs === undefined ? {} : { yieldTimeMs: request.yieldTimeMs }),
       ...(request.maxOutputTokens === undefined ? {} : { maxOutputTokens: request.maxOutputTokens }),
     }, {
@@ -255,6 +287,11 @@ export class GrpcCodeModeSession implements CodeModeSession {
     } catch (error) {
       cancel.abort();
       binding.removeExecution(cell);
+      if (catalog?.withTools === false && isUnknownRevision(error)) {
+        // The host no longer knows the revision (another tool set replaced it): send the tools.
+        binding.forgetCatalog();
+        return await this.execute(request, delegate, options);
+      }
       throw this.#callFailed(binding, "execution", error, routeLost);
     }
     if (first.done || !first.value.started) {
@@ -278,6 +315,7 @@ export class GrpcCodeModeSession implements CodeModeSession {
     }
     const hostId: string = started.cellId;
     binding.bindCell(cell, hostId);
+    if (catalog?.withTools) binding.confirmCatalog(catalog.revision);
     const onPreempt = () => {
       void binding.client.yieldObservation({ sessionId: binding.sessionId, executionId }, {
         metadata: binding.metadata(),

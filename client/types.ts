@@ -14,6 +14,21 @@ export interface CodeModeSessionOptions {
   outputTruncation?: CodeModeOutputTruncation;
   /** Limits sent with OpenSession when at least one is set. */
   cellExecutionLimits?: { maxYieldTimeMs?: number; maxHeapSizeBytes?: number };
+  /**
+   * How many tool calls the session may leave unanswered at once: sent as OpenSession's
+   * `max_pending_delegate_calls` (the host refuses calls beyond it, `code-mode session has too many
+   * pending delegate calls`), and the most the session serves at once (calls beyond it are failed
+   * with `code-mode host exceeded its pending delegate callback limit`). An integer from 1 to
+   * 4,294,967,295; default 4096, what Codex 0.171 sends.
+   */
+  maxPendingDelegateCalls?: number;
+  /**
+   * Whether Executes name their tools by catalog revision when the host supports it
+   * (`SessionOpened.supports_catalog_revision`), as Codex 0.171 does: the first Execute of a tool
+   * set sends the tools with a new revision, later Executes with the same tools send only the
+   * revision (default true). Without host support, or with no tools, the tools are sent each time.
+   */
+  catalogRevisions?: boolean;
 }
 
 /** The provider's time source: its deadlines, delays and idle bookkeeping (SPEC §10.3). */

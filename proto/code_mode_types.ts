@@ -43,10 +43,14 @@ export interface OpenSessionRequest {
   cellExecutionLimits?: SessionCellExecutionLimits;
   /** `optional OutputTruncationMode output_truncation = 2`; an {@link OutputTruncationMode} number */
   outputTruncation?: number;
+  /** `optional uint32 max_pending_delegate_calls = 3` */
+  maxPendingDelegateCalls?: number;
   /** Set to the field's name when `cellExecutionLimits` is present. */
   _cellExecutionLimits?: "cellExecutionLimits";
   /** Set to the field's name when `outputTruncation` is present. */
   _outputTruncation?: "outputTruncation";
+  /** Set to the field's name when `maxPendingDelegateCalls` is present. */
+  _maxPendingDelegateCalls?: "maxPendingDelegateCalls";
 }
 
 /** `codex.code_mode.v1.OpenSessionRequest` as the encoder takes it. */
@@ -55,6 +59,8 @@ export interface OpenSessionRequestInit {
   cellExecutionLimits?: SessionCellExecutionLimitsInit;
   /** `optional OutputTruncationMode output_truncation = 2`; an {@link OutputTruncationMode} number */
   outputTruncation?: number;
+  /** `optional uint32 max_pending_delegate_calls = 3` */
+  maxPendingDelegateCalls?: number;
 }
 
 /** `codex.code_mode.v1.SessionCellExecutionLimits` as decoded. */
@@ -181,6 +187,8 @@ export interface SessionOpened {
   sessionId?: string;
   /** `optional OutputTruncationMode output_truncation = 2`; an {@link OutputTruncationMode} number */
   outputTruncation?: number;
+  /** `bool supports_catalog_revision = 3` */
+  supportsCatalogRevision?: boolean;
   /** Set to the field's name when `outputTruncation` is present. */
   _outputTruncation?: "outputTruncation";
 }
@@ -191,6 +199,8 @@ export interface SessionOpenedInit {
   sessionId?: string;
   /** `optional OutputTruncationMode output_truncation = 2`; an {@link OutputTruncationMode} number */
   outputTruncation?: number;
+  /** `bool supports_catalog_revision = 3` */
+  supportsCatalogRevision?: boolean;
 }
 
 /** `codex.code_mode.v1.CloseSessionRequest` as decoded. */
@@ -219,6 +229,8 @@ export interface SubscribeToToolCallsRequest {
   sessionId?: string;
   /** `repeated ToolName tool_names = 2` */
   toolNames?: ToolName[];
+  /** `uint32 heartbeat_interval_s = 4` */
+  heartbeatIntervalS?: number;
 }
 
 /** `codex.code_mode.v1.SubscribeToToolCallsRequest` as the encoder takes it. */
@@ -227,6 +239,8 @@ export interface SubscribeToToolCallsRequestInit {
   sessionId?: string;
   /** `repeated ToolName tool_names = 2` */
   toolNames?: ToolNameInit[];
+  /** `uint32 heartbeat_interval_s = 4` */
+  heartbeatIntervalS?: number;
 }
 
 /** `codex.code_mode.v1.ToolCall` as decoded. */
@@ -251,10 +265,14 @@ export interface ToolCall {
   sequence?: string;
   /** `optional string traceparent = 10` */
   traceparent?: string;
+  /** `optional ToolCallHeartbeat heartbeat = 11` */
+  heartbeat?: ToolCallHeartbeat;
   /** Set to the field's name when `inputJson` is present. */
   _inputJson?: "inputJson";
   /** Set to the field's name when `traceparent` is present. */
   _traceparent?: "traceparent";
+  /** Set to the field's name when `heartbeat` is present. */
+  _heartbeat?: "heartbeat";
 }
 
 /** `codex.code_mode.v1.ToolCall` as the encoder takes it. */
@@ -279,7 +297,17 @@ export interface ToolCallInit {
   sequence?: number;
   /** `optional string traceparent = 10` */
   traceparent?: string;
+  /** `optional ToolCallHeartbeat heartbeat = 11` */
+  heartbeat?: ToolCallHeartbeatInit;
 }
+
+/** `codex.code_mode.v1.ToolCallHeartbeat` as decoded. */
+// deno-lint-ignore no-empty-interface
+export interface ToolCallHeartbeat {}
+
+/** `codex.code_mode.v1.ToolCallHeartbeat` as the encoder takes it. */
+// deno-lint-ignore no-empty-interface
+export interface ToolCallHeartbeatInit {}
 
 /** `codex.code_mode.v1.CompleteToolCallRequest` as decoded. */
 export type CompleteToolCallRequest =
@@ -476,10 +504,14 @@ export interface ExecuteRequest {
   yieldTimeMs?: string;
   /** `optional uint64 max_output_tokens = 7`; 64-bit */
   maxOutputTokens?: string;
+  /** `optional uint64 catalog_revision = 8`; 64-bit */
+  catalogRevision?: string;
   /** Set to the field's name when `yieldTimeMs` is present. */
   _yieldTimeMs?: "yieldTimeMs";
   /** Set to the field's name when `maxOutputTokens` is present. */
   _maxOutputTokens?: "maxOutputTokens";
+  /** Set to the field's name when `catalogRevision` is present. */
+  _catalogRevision?: "catalogRevision";
 }
 
 /** `codex.code_mode.v1.ExecuteRequest` as the encoder takes it. */
@@ -498,6 +530,8 @@ export interface ExecuteRequestInit {
   yieldTimeMs?: number;
   /** `optional uint64 max_output_tokens = 7`; 64-bit */
   maxOutputTokens?: number;
+  /** `optional uint64 catalog_revision = 8`; 64-bit */
+  catalogRevision?: number;
 }
 
 /** `codex.code_mode.v1.ExecuteEvent` as decoded. */
@@ -961,6 +995,34 @@ export interface AudioContentInit {
   audioUrl?: string;
 }
 
+/** `codex.code_mode.v1.GetProcessMetricsRequest` as decoded. */
+// deno-lint-ignore no-empty-interface
+export interface GetProcessMetricsRequest {}
+
+/** `codex.code_mode.v1.GetProcessMetricsRequest` as the encoder takes it. */
+// deno-lint-ignore no-empty-interface
+export interface GetProcessMetricsRequestInit {}
+
+/** `codex.code_mode.v1.GetProcessMetricsResponse` as decoded. */
+export interface GetProcessMetricsResponse {
+  /** `double cpu_seconds_total = 1` */
+  cpuSecondsTotal?: number;
+  /** `uint64 resident_memory_bytes = 2`; 64-bit */
+  residentMemoryBytes?: string;
+  /** `double process_start_time_seconds = 3` */
+  processStartTimeSeconds?: number;
+}
+
+/** `codex.code_mode.v1.GetProcessMetricsResponse` as the encoder takes it. */
+export interface GetProcessMetricsResponseInit {
+  /** `double cpu_seconds_total = 1` */
+  cpuSecondsTotal?: number;
+  /** `uint64 resident_memory_bytes = 2`; 64-bit */
+  residentMemoryBytes?: number;
+  /** `double process_start_time_seconds = 3` */
+  processStartTimeSeconds?: number;
+}
+
 /**
  * A server implementation of `codex.code_mode.v1.CodeModeHost`, keyed like the loader's definition;
  * `Context` is the server's call context.
@@ -1016,4 +1078,9 @@ export interface CodeModeHostImplementation<Context> {
     request: TerminateRequest,
     context: Context,
   ): Promise<WaitResponseInit>;
+  /** `rpc GetProcessMetrics(GetProcessMetricsRequest) returns (GetProcessMetricsResponse)` */
+  getProcessMetrics(
+    request: GetProcessMetricsRequest,
+    context: Context,
+  ): Promise<GetProcessMetricsResponseInit>;
 }

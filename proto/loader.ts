@@ -12,6 +12,7 @@
 import { readFileSync } from "node:fs";
 import protobuf, { asBuffer } from "./protobuf_runtime.ts";
 import descriptor from "protobufjs/ext/descriptor/index.js";
+import { DECODE_ERROR_PREFIX, prostDecodeError } from "./prost_check.ts";
 
 /** Conversion options for every decoded message (see the module doc). */
 export const DECODE_OPTIONS: protobuf.IConversionOptions = {
@@ -96,81 +97,22 @@ export function plainDecoder(type: protobuf.Type): (bytes: Uint8Array) => any {
 
 /**
  * What {@link requestDecoder} returns for bytes that are not a valid message of the request type:
- * the service refuses the call with `INVALID_ARGUMENT` and {@link UndecodableRequest.detail}
- * (grpc-js answers a decoder that throws with `INTERNAL Error deserializing request`).
+ * the service refuses the call with `INTERNAL` and {@link UndecodableRequest.detail}, as Codex's
+ * host (tonic) does (grpc-js answers a decoder that throws with `INTERNAL Error deserializing
+ * request`).
  */
 export class UndecodableRequest {
   /**
-   * @param detail the refusal's message, e.g. `code-mode request is malformed: …`
+   * @param detail the refusal's message: `failed to decode Protobuf message: …` (prost's text)
    */
   constructor(readonly detail: string) {}
 }
 
-/** The wire types a field may come with: its own, and 2 (packed) for a repeated number. */
-function wireTypesOf(field: protobuf.Field): number[] {
-  if (field.map || field.resolvedType instanceof protobuf.Type) return [2];
-  const own = field.resolvedType instanceof protobuf.Enum
-    ? 0
-    : WIRE_TYPE[field.type as keyof typeof WIRE_TYPE] ?? 2;
-  return field.repeated && own !== 2 ? [own, 2] : [own];
-}
-
-const WIRE_TYPE = {
-  double: 1,
-  float: 5,
-  int32: 0,
-  uint32: 0,
-  sint32: 0,
-  int64: 0,
-  uint64: 0,
-  sint64: 0,
-  fixed32: 5,
-  sfixed32: 5,
-  fixed64: 1,
-  sfixed64: 1,
-  bool: 0,
-  string: 2,
-  bytes: 2,
-} as const;
-
 /**
- * The first known field of `type` (or of a message inside it) whose wire type is not its type's,
- * as a refusal message; undefined when there is none. Strings and bytes are skipped by their
- * length, so this reads only the tags and lengths of the request.
- */
-function wireTypeMismatch(type: protobuf.Type, bytes: Uint8Array): string | undefined {
-  const reader = protobuf.Reader.create(bytes);
-  while (reader.pos < reader.len) {
-    const tag = reader.uint32();
-    const no = tag >>> 3;
-    const wireType = tag & 7;
-    const field = type.fieldsById[no];
-    if (field === undefined) {
-      reader.skipType(wireType);
-      continue;
-    }
-    const expected = wireTypesOf(field);
-    if (!expected.includes(wireType)) {
-      return `code-mode request is malformed: field ${field.name} (${no}) of ${type.fullName.slice(1)} ` +
-        `has wire type ${wireType}, expected ${expected[0]}`;
-    }
-    if (wireType === 2 && !field.map && field.resolvedType instanceof protobuf.Type) {
-      const length = reader.uint32();
-      const inner = wireTypeMismatch(field.resolvedType, bytes.subarray(reader.pos, reader.pos + length));
-      if (inner !== undefined) return inner;
-      reader.skip(length);
-      continue;
-    }
-    reader.skipType(wireType);
-  }
-  return undefined;
-}
-
-/**
- * The server's request decoder: {@link plainDecoder}, but bytes that are not a message of `type`
- * (a known field with another wire type, a truncated field, …) give an {@link UndecodableRequest}
- * instead of an exception, so that the call is refused as `INVALID_ARGUMENT`. A known field with
- * another wire type is refused, not skipped: protobufjs would read it as its own type.
+ * The server's request decoder: {@link plainDecoder}, but bytes that prost would not decode as a
+ * message of `type` (`prost_check.ts`: a known field with another wire type, a truncated field, a
+ * string that is not UTF-8, …) give an {@link UndecodableRequest} with prost's text instead of an
+ * exception or a lenient reading.
  *
  * @param type the request type
  * @returns the decode function
@@ -179,14 +121,13 @@ function wireTypeMismatch(type: protobuf.Type, bytes: Uint8Array): string | unde
 export function requestDecoder(type: protobuf.Type): (bytes: Uint8Array) => any {
   const decode = plainDecoder(type);
   return (bytes) => {
-    let mismatch: string | undefined;
+    const refusal = prostDecodeError(type, bytes);
+    if (refusal !== undefined) return new UndecodableRequest(refusal);
     try {
-      mismatch = wireTypeMismatch(type, bytes);
-      if (mismatch === undefined) return decode(bytes);
+      return decode(bytes);
     } catch (error) {
-      return new UndecodableRequest(`code-mode request is malformed: ${(error as Error).message}`);
+      return new UndecodableRequest(`${DECODE_ERROR_PREFIX}${(error as Error).message}`);
     }
-    return new UndecodableRequest(mismatch);
   };
 }
 

@@ -1,9 +1,11 @@
 /**
- * Request bytes that are no message of the request type (issue 20, item 7), sent raw to a real
- * host: a known field with another wire type (e.g. `WaitRequest.yield_time_ms` length-delimited)
- * is refused with `INVALID_ARGUMENT` and a message naming the field, not `INTERNAL Error
- * deserializing request`; so are truncated and otherwise undecodable bytes. Well-formed raw bytes,
- * unknown fields of any wire type included, still work.
+ * Request bytes that are no message of the request type (issue 20, item 7; issue 25), sent raw to a
+ * real host: as Codex's own host (prost under tonic) answers them, `INTERNAL` with
+ * `failed to decode Protobuf message: ` and prost's description, after the path of the field
+ * (innermost first): a known field with another wire type (e.g. `WaitRequest.yield_time_ms`
+ * length-delimited), truncated bytes, strings that are not UTF-8, bad keys. Well-formed raw bytes,
+ * unknown fields of any wire type included (groups too), still work. Every text below was
+ * recorded from `codex-code-mode-host` 0.171.
  */
 import assert from "node:assert/strict";
 import { createChannel, createClient, Status } from "nice-grpc";
@@ -36,39 +38,106 @@ function ld(no: number, payload: Uint8Array | string): number[] {
   return [(no << 3) | 2, bytes.length, ...bytes];
 }
 
-Deno.test("A known field with the wrong wire type is INVALID_ARGUMENT naming the field; undecodable bytes too", async () => {
+Deno.test("Undecodable request bytes are INTERNAL with prost's text and the field's path, as on the reference", async () => {
   await using h = await startHost();
   await using s = await openSession(h.client);
   const { client, channel } = bytesClient(h.address);
   try {
     const waitHead = [...ld(1, s.id), ...ld(2, "1"), ...ld(3, "w1")];
     // yield_time_ms (4, uint64) sent length-delimited.
-    assert.deepEqual(await grpcError(client.wait(new Uint8Array([...waitHead, ...ld(4, "10")]))), {
-      code: Status.INVALID_ARGUMENT,
-      details: "code-mode request is malformed: field yieldTimeMs (4) of codex.code_mode.v1.WaitRequest " +
-        "has wire type 2, expected 0",
+    const refused = (details: string) => ({
+      code: Status.INTERNAL,
+      details: `failed to decode Protobuf message: ${details}`,
     });
+    assert.deepEqual(
+      await grpcError(client.wait(new Uint8Array([...waitHead, ...ld(4, "10")]))),
+      refused("WaitRequest.yield_time_ms: invalid wire type: LengthDelimited (expected Varint)"),
+    );
     // session_id (1, string) sent as a varint.
-    assert.deepEqual(await grpcError(client.wait(new Uint8Array([0x08, 0x01]))), {
-      code: Status.INVALID_ARGUMENT,
-      details: "code-mode request is malformed: field sessionId (1) of codex.code_mode.v1.WaitRequest " +
-        "has wire type 0, expected 2",
-    });
+    assert.deepEqual(
+      await grpcError(client.wait(new Uint8Array([0x08, 0x01]))),
+      refused("WaitRequest.session_id: invalid wire type: Varint (expected LengthDelimited)"),
+    );
     // Inside a nested message: ExecuteRequest.enabled_tools[0].kind (4, enum) as a fixed32.
     const tool = [...ld(1, "t"), (4 << 3) | 5, 1, 0, 0, 0];
     const execute = [...ld(1, s.id), ...ld(2, "e1"), ...ld(4, "text(1)"), ...ld(5, new Uint8Array(tool))];
-    const refused = await grpcError(collect(client.execute(new Uint8Array(execute))));
-    assert.equal(refused.code, Status.INVALID_ARGUMENT);
-    assert.match(
-      refused.details,
-      /^code-mode request is malformed: field kind \(4\) of codex\.code_mode\.v1\.\w+ has wire type 5, expected 0$/,
+    assert.deepEqual(
+      await grpcError(collect(client.execute(new Uint8Array(execute)))),
+      refused(
+        "ToolDefinition.kind: ExecuteRequest.enabled_tools: invalid wire type: ThirtyTwoBit (expected Varint)",
+      ),
     );
-    // Truncated: a length beyond the end.
-    const truncated = await grpcError(client.wait(new Uint8Array([0x0a, 0x10, 0x61])));
-    assert.equal(truncated.code, Status.INVALID_ARGUMENT);
-    assert.match(truncated.details, /^code-mode request is malformed: /);
+    // Two levels down, and a oneof member (named by its oneof).
+    assert.deepEqual(
+      await grpcError(collect(client.execute(new Uint8Array([0x2a, 0x04, 0x12, 0x02, 0x08, 0x01])))),
+      refused(
+        "ToolName.name: ToolDefinition.tool_name: ExecuteRequest.enabled_tools: invalid wire type: Varint (expected LengthDelimited)",
+      ),
+    );
+    assert.deepEqual(
+      await grpcError(client.completeToolCall(new Uint8Array([0x22, 0x04, 0x0a, 0x02, 0xc3, 0x28]))),
+      refused(
+        "ToolCallFailed.message: CompleteToolCallRequest.outcome: invalid string value: data is not UTF-8 encoded",
+      ),
+    );
+    assert.deepEqual(
+      await grpcError(client.yieldObservation(new Uint8Array([0x18, 0x01]))),
+      refused("YieldObservationRequest.observation: invalid wire type: Varint (expected LengthDelimited)"),
+    );
+    // Truncated: a length beyond the end; an unfinished varint; bad keys; stray end-group tags.
+    assert.deepEqual(
+      await grpcError(client.wait(new Uint8Array([0x0a, 0x10, 0x61]))),
+      refused("WaitRequest.session_id: buffer underflow"),
+    );
+    assert.deepEqual(
+      await grpcError(client.wait(new Uint8Array([0xff, 0xff, 0xff]))),
+      refused("invalid varint"),
+    );
+    assert.deepEqual(
+      await grpcError(client.wait(new Uint8Array([0x00, 0x01]))),
+      refused("invalid tag value: 0"),
+    );
+    assert.deepEqual(
+      await grpcError(client.wait(new Uint8Array([0x0e, 0x01]))),
+      refused("invalid wire type value: 6"),
+    );
+    assert.deepEqual(
+      await grpcError(client.wait(new Uint8Array([0x80, 0x80, 0x80, 0x80, 0x10]))),
+      refused("invalid key value: 4294967296"),
+    );
+    assert.deepEqual(
+      await grpcError(client.wait(new Uint8Array([0x4c]))),
+      refused("unexpected end group tag"),
+    );
+    assert.deepEqual(await grpcError(client.wait(new Uint8Array([0x49, 1, 2]))), refused("buffer underflow"));
+    // Even GetProcessMetrics decodes its request first.
+    assert.deepEqual(
+      await grpcError(client.getProcessMetrics(new Uint8Array([0xff]))),
+      refused("invalid varint"),
+    );
     // Well-formed bytes with unknown fields of every wire type are accepted: a missing cell.
-    const unknown = [0x78, 0x01, 0x79, 1, 2, 3, 4, 5, 6, 7, 8, ...ld(14, "x"), 0x85, 0x01, 1, 2, 3, 4];
+    const group = [0x83, 0x01, 0x08, 0x01, 0x84, 0x01]; // field 16: a group holding a varint
+    const unknown = [
+      0x78,
+      0x01,
+      0x79,
+      1,
+      2,
+      3,
+      4,
+      5,
+      6,
+      7,
+      8,
+      ...ld(14, "x"),
+      0x85,
+      0x01,
+      1,
+      2,
+      3,
+      4,
+      ...group,
+    ];
     const ok = await client.wait(new Uint8Array([...waitHead, 4 << 3, 1, ...unknown]));
     assert.ok(ok.missingCell, JSON.stringify(ok));
   } finally {

@@ -55,6 +55,8 @@ export interface Outcome {
   kind: "yielded" | "completed" | "terminated";
   items: ContentItem[];
   errorText?: string;
+  /** `completed`: nanoseconds the completion waited for an observer (A6; 0 when one was waiting). */
+  resultBufferedForNs?: number;
 }
 
 const DETAILS: Record<string, number> = { auto: 1, low: 2, high: 3, original: 4 };
@@ -137,11 +139,12 @@ function toOutcome(event: CellEvent, mode: OutputMode, maxTokens: number): Outco
     ? serverContent(event.content, maxTokens)
     : toContentItems(event.content.render());
   if (event.type === "completed") {
-    if (event.errorText === undefined) return { kind: "completed", items };
+    const resultBufferedForNs = Math.max(0, Math.round(event.resultBufferedForMs * 1e6));
+    if (event.errorText === undefined) return { kind: "completed", items, resultBufferedForNs };
     const errorText = mode === "server"
       ? diagnosticErrorText(event.errorText)
       : errorTextString(event.errorText);
-    return { kind: "completed", items, errorText };
+    return { kind: "completed", items, errorText, resultBufferedForNs };
   }
   if (event.type === "pending") return { kind: "yielded", items };
   return { kind: event.type, items };

@@ -5,10 +5,23 @@
  * (identifiers, limits, permits, tool definitions, tool output JSON, missing cells, effective
  * yield) is checked here, so every door gives the same answers and the same messages.
  *
- * - Failures are {@link HostError}s with the SPEC's exact messages; the door maps the codes.
- * - Validation happens in the SPEC's order (it decides which message a request with several
+ * - Failures are {@link HostError}s with the exact messages of Codex's own host (where it and the
+ *   SPEC differ, the reference wins); the door maps the codes.
+ * - Validation happens in the reference's order (it decides which message a request with several
  *   faults gets).
+ * - A UUID identifier (session, invocation, notification) is accepted in any form Codex's host
+ *   parses (`validate.ts` `parseUuid`) and looked up by its canonical form.
  * - Cancellation is an `AbortSignal` in an options bag: the caller went away.
+ * - A session's closure (not a crash) cancels its pending Waits (`code-mode wait was cancelled`)
+ *   and marks what the closure produced: an Execute outcome released while the session closes, and
+ *   the `CellClosed` of a cell it ended, carry `closing` (Codex's host sends neither; the gRPC
+ *   door drops them).
+ * - Notifications before outcomes: an outcome of a cell (Execute, Wait, Terminate) is returned only
+ *   after every notification that cell published before it has been handed to the lease stream's
+ *   transport, or after `NOTIFICATION_FLUSH_MS` (250 ms) when the lease is not being read
+ *   (`Session.notificationsFlushed`). A door that writes each lease event to its transport before
+ *   it asks for the next one therefore never sends a notification after its cell's outcome while
+ *   its lease is read.
  *
  * @module
  */
@@ -23,8 +36,9 @@ import type { Permit, Permits } from "./permits.ts";
 import { OUTPUT_CLIENT, OUTPUT_SERVER, type Session, type SessionEvent } from "./session.ts";
 import type { SessionManager } from "./session_manager.ts";
 import type { ToolDefinitionInfo, ToolNameInfo } from "./tool_bridge.ts";
+import { parseUuid, validateIdentifier } from "./validate.ts";
+import { serdeJsonError } from "./serde_json.ts";
 import { ToolCatalog } from "./tool_catalog.ts";
-import { validateIdentifier } from "./validate.ts";
 import { type HostSpan, NO_METRICS, NO_SPAN, type Telemetry, type TimedMethod } from "../ops/telemetry.ts";
 
 export type { ContentItem } from "./cell.ts";
@@ -51,14 +65,19 @@ export interface OpenSessionRequest {
   outputMode?: SessionOutputMode;
   /** The session's cap on every yield time. */
   maxYieldTimeMs?: bigint;
-  /** Heap limit of each cell's isolate (default `limits.defaultMaxHeapSizeBytes`). */
+  /**
+   * Heap limit of each cell's isolate (default `limits.defaultMaxHeapSizeBytes`). Every value is
+   * accepted, as Codex's host accepts it; the limit applied is kept between
+   * `limits.minHeapSizeBytes` (an isolate needs that much to start) and 2^53 − 1.
+   */
   maxHeapSizeBytes?: bigint;
   /** W3C trace parent of the request: its span continues that trace. */
   traceparent?: string;
   /**
    * Pending delegate calls (tool calls and notifications being delivered) the session may hold
-   * at once (default `limits.maxPendingDelegateCallsPerSession`); past it a tool call fails
-   * `code-mode session has too many pending delegate calls`.
+   * at once (gRPC's `max_pending_delegate_calls`; default `limits.maxPendingDelegateCallsPerSession`);
+   * past it a tool call fails `code-mode session has too many pending delegate calls`. 0 is
+   * refused `callback capacity must be positive`, the reference's text.
    */
   maxPendingDelegateCalls?: number;
   /**
@@ -82,7 +101,17 @@ export type LeaseEvent =
     callId: string;
     text: string;
   }
-  | { type: "cellClosed"; executionId: string; cellId: string; finalToolCallSequence: number };
+  | {
+    type: "cellClosed";
+    executionId: string;
+    cellId: string;
+    finalToolCallSequence: number;
+    /**
+     * Set when the cell ended because its session was closing: Codex's host sends no `CellClosed`
+     * for such a cell (the gRPC door drops it).
+     */
+    closing?: true;
+  };
 
 /** An open session's lease. */
 export interface Lease {
@@ -128,7 +157,7 @@ export interface ExecuteRequest {
   enabledTools?: readonly ToolDefinition[];
   /** Default `limits.defaultExecYieldTimeMs`. */
   yieldTimeMs?: bigint;
-  /** Server mode: the output token budget (default `limits.defaultMaxOutputTokens`). */
+  /** Server mode: the output token budget (default `limits.defaultMaxOutputTokens`); any value. */
   maxOutputTokens?: bigint;
   /** W3C trace parent, passed to tool calls. */
   traceparent?: string;
@@ -146,13 +175,28 @@ export type ExecutionOutcome =
     contentItems: ContentItem[];
     /** Time the host spent on the request, in nanoseconds. */
     hostDurationNs: number;
+    /**
+     * Set on a cell's `completed` outcome (not on a missing cell's): how long, in nanoseconds, the
+     * completion waited for an observer (0 when an observer was waiting when the cell completed).
+     * The gRPC door sends it as the `codex-code-mode-result-buffered-for-ns` header of Wait and
+     * Terminate, as Codex's host does.
+     */
+    resultBufferedForNs?: number;
   }
   & ({ kind: "yielded" } | { kind: "terminated" } | { kind: "completed"; errorText?: string });
 
 /** What an Execute streams: `started` once, then (unless the caller went away) `outcome`. */
 export type ExecuteEvent =
   | { type: "started"; executionId: string; cellId: string }
-  | { type: "outcome"; outcome: ExecutionOutcome };
+  | {
+    type: "outcome";
+    outcome: ExecutionOutcome;
+    /**
+     * Set when the session began closing before the outcome was released (its cell was ended by
+     * the closure): Codex's host ends such an Execute with no outcome (the gRPC door drops it).
+     */
+    closing?: true;
+  };
 
 /** What Wait and Terminate answer: the cell's outcome, or the missing-cell outcome (SPEC §4.11). */
 export interface ObservationResult {
@@ -200,6 +244,8 @@ export interface ToolCall {
 
 /** A registered tool subscription (SPEC §7.6). Dispose it (or call `close`) when its stream ends. */
 export interface ToolCallSubscription extends Disposable {
+  /** The session's ID in its canonical form (the request may have named it in another UUID form). */
+  readonly sessionId: string;
   /**
    * The calls routed to this subscription, until the session ends or `signal` aborts; it throws
    * `session_crashed` when the session crashed.
@@ -280,9 +326,10 @@ function nanosSince(start: number): number {
 function toOutcome(cellId: string, outcome: Outcome, start: number): ExecutionOutcome {
   const base = { cellId, contentItems: outcome.items, hostDurationNs: nanosSince(start) };
   if (outcome.kind === "completed") {
+    const buffered = { ...base, resultBufferedForNs: outcome.resultBufferedForNs ?? 0 };
     return outcome.errorText === undefined
-      ? { ...base, kind: "completed" }
-      : { ...base, kind: "completed", errorText: outcome.errorText };
+      ? { ...buffered, kind: "completed" }
+      : { ...buffered, kind: "completed", errorText: outcome.errorText };
   }
   return { ...base, kind: outcome.kind };
 }
@@ -305,11 +352,15 @@ function isAbort(error: unknown, signal: AbortSignal): boolean {
   return signal.aborted && (error === signal.reason || (error as Error)?.name === "AbortError");
 }
 
+/** Bytes that must be one JSON value, as text; throws serde_json's error text (Codex's host's). */
 function parseJsonBytes(bytes: Uint8Array): string {
-  const text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
-  JSON.parse(text);
-  return text;
+  const error = serdeJsonError(bytes);
+  if (error !== undefined) throw new SyntaxError(error);
+  return new TextDecoder().decode(bytes);
 }
+
+/** The refusal of `max_pending_delegate_calls` = 0, in the reference's words. */
+export const CALLBACK_CAPACITY_MESSAGE = "callback capacity must be positive";
 
 /**
  * The host's operations over a session manager.
@@ -490,22 +541,16 @@ export class CodeModeCore {
     let sessionId: string | undefined;
     let heapBytes = request.maxHeapSizeBytes;
     try {
-      if (heapBytes !== undefined && this.#lenientIds) {
+      if (request.maxPendingDelegateCalls === 0) {
+        throw new HostError("invalid_request", CALLBACK_CAPACITY_MESSAGE);
+      }
+      if (heapBytes !== undefined) {
         // Codex's own host takes any u64 here and runs cells anyway: clamp into what works.
         const min = BigInt(limits.minHeapSizeBytes);
         heapBytes = heapBytes < min ? min : heapBytes > MAX_SAFE ? MAX_SAFE : heapBytes;
       }
       if (heapBytes !== undefined && !this.#resourceLimits) {
         throw new HostError("unsupported", NO_RESOURCE_LIMITS);
-      }
-      if (heapBytes !== undefined && heapBytes > MAX_SAFE) {
-        throw new HostError("invalid_request", "maximum heap size exceeds this platform");
-      }
-      if (heapBytes !== undefined && heapBytes < BigInt(limits.minHeapSizeBytes)) {
-        throw new HostError(
-          "invalid_request",
-          `maximum heap size must be at least ${limits.minHeapSizeBytes} bytes`,
-        );
       }
       if (request.sessionId !== undefined || this.#clientSessionIds) {
         if (!this.#clientSessionIds) {
@@ -658,6 +703,8 @@ export class CodeModeCore {
       let outcome: Outcome;
       try {
         outcome = await session.track(() => cell.initial);
+        const flushed = session.notificationsFlushed(cell);
+        if (flushed) await flushed;
       } catch (error) {
         if (signal.aborted) session.abandon(cell);
         throw error;
@@ -666,7 +713,9 @@ export class CodeModeCore {
         session.abandon(cell);
         return;
       }
-      yield { type: "outcome", outcome: toOutcome(cell.id, outcome, start) };
+      const event: ExecuteEvent = { type: "outcome", outcome: toOutcome(cell.id, outcome, start) };
+      if (session.closing) event.closing = true;
+      yield event;
     } finally {
       session.releaseExecution(executionId);
     }
@@ -710,6 +759,8 @@ export class CodeModeCore {
         outcome = await session.track(() =>
           cell.observe(yieldMs, { signal, yieldSignal: wait.yieldNow, startedAt: start, maxTokens })
         );
+        const flushed = session.notificationsFlushed(cell);
+        if (flushed) await flushed;
       } catch (error) {
         if (wait.cancel.aborted) throw wait.cancel.reason;
         if (isAbort(error, callerSignal)) {
@@ -755,6 +806,8 @@ export class CodeModeCore {
       : tokenBudget(request.maxTokens);
     if (!cell) return this.#missingCell(cellId, session, start, maxTokens);
     const outcome = await session.track(() => cell.terminate(start, maxTokens));
+    const flushed = session.notificationsFlushed(cell);
+    if (flushed) await flushed;
     return { state: "liveCell", outcome: toOutcome(cellId, outcome, start) };
   }
 
@@ -833,6 +886,7 @@ export class CodeModeCore {
       session.unsubscribe(subscription);
     };
     return {
+      sessionId: session.id,
       calls: (signal) => subscription.stream(signal ?? NEVER),
       close,
       [Symbol.dispose]: close,
@@ -843,6 +897,10 @@ export class CodeModeCore {
    * Delivers a tool call's result (SPEC §7.4); a finished or cancelled invocation accepts and
    * ignores it.
    *
+   * Checks in Codex's host's order: the session, the invocation ID (any UUID form; the refusal
+   * quotes its canonical form), the outcome's presence, the output JSON, then whether the
+   * invocation was ever issued.
+   *
    * @param request the session, invocation and outcome
    * @throws {HostError} `invalid_request` (IDs, output JSON, missing outcome), `unknown_session`,
    *   `overloaded`, `unknown_invocation`
@@ -850,34 +908,32 @@ export class CodeModeCore {
   completeToolCall(request: CompleteToolCallRequest): void {
     const session = this.#lookup(request.sessionId);
     using _permit = this.#manager.permit("control");
-    const invocationId = validateIdentifier(
+    const invocationId = parseUuid(validateIdentifier(
       request.invocationId,
       "tool invocation ID",
       this.#limits.maxIdentifierBytes,
       { uuid: true },
-    );
-    if (!session.issuedInvocation(invocationId)) {
-      throw new HostError("unknown_invocation", `unknown code-mode tool invocation ${invocationId}`);
-    }
+    ))!;
     const outcome = request.outcome;
+    let completion: { outputJson: string } | { failed: string };
     if (outcome?.type === "succeeded") {
-      let text: string;
       try {
-        text = parseJsonBytes(outcome.outputJson);
+        completion = { outputJson: parseJsonBytes(outcome.outputJson) };
       } catch (error) {
         throw new HostError(
           "invalid_request",
           `invalid code-mode tool output JSON: ${(error as Error).message}`,
-          {
-            cause: error,
-          },
+          { cause: error },
         );
       }
-      session.completeToolCall(invocationId, { outputJson: text });
     } else if (outcome?.type === "failed") {
-      session.completeToolCall(invocationId, { failed: outcome.message });
+      completion = { failed: outcome.message };
     } else {
       throw new HostError("invalid_request", "tool completion is missing its outcome");
     }
+    if (!session.issuedInvocation(invocationId)) {
+      throw new HostError("unknown_invocation", `unknown code-mode tool invocation ${invocationId}`);
+    }
+    session.completeToolCall(invocationId, completion);
   }
 }

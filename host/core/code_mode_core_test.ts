@@ -80,19 +80,32 @@ Deno.test("CodeModeCore validates session IDs with the SPEC messages before anyt
   for (const [work, code, message] of cases) assert.deepEqual(await refusal(work), { code, message });
 });
 
-Deno.test("CodeModeCore.openSession checks the heap size and gives the slot back", async () => {
+Deno.test("CodeModeCore.openSession refuses max_pending_delegate_calls 0 in the reference's words and gives the slot back", async () => {
   const c = core({ maxSessions: 1 });
-  assert.deepEqual(await refusal(() => c.openSession({ maxHeapSizeBytes: 2n ** 53n })), {
-    code: "invalid_request",
-    message: "maximum heap size exceeds this platform",
-  });
-  const min = c.limits.minHeapSizeBytes;
-  assert.deepEqual(await refusal(() => c.openSession({ maxHeapSizeBytes: BigInt(min - 1) })), {
-    code: "invalid_request",
-    message: `maximum heap size must be at least ${min} bytes`,
-  });
-  // The one slot came back both times: the next refusal is the heap again, not "too many sessions".
-  assert.equal((await refusal(() => c.openSession({ maxHeapSizeBytes: 1n }))).code, "invalid_request");
+  for (let i = 0; i < 2; i++) {
+    // The one slot came back: the second refusal is the capacity again, not "too many sessions".
+    assert.deepEqual(await refusal(() => c.openSession({ maxPendingDelegateCalls: 0 })), {
+      code: "invalid_request",
+      message: "callback capacity must be positive",
+    });
+  }
+});
+
+Deno.test("CodeModeCore looks a session up by any UUID form and quotes the ID as it was sent", async () => {
+  const c = core();
+  const upper = "ABCDEF12-2222-4333-8444-555555555555";
+  for (const id of [upper, `{${upper}}`, `urn:uuid:${upper}`, upper.replaceAll("-", "")]) {
+    assert.deepEqual(await refusal(() => c.closeSession(id)), {
+      code: "unknown_session",
+      message: `unknown code-mode session ${id}`,
+    });
+  }
+  for (const id of [`{${upper.replaceAll("-", "")}}`, `URN:UUID:${upper}`, ` ${upper}`]) {
+    assert.deepEqual(await refusal(() => c.closeSession(id)), {
+      code: "invalid_request",
+      message: "code-mode session ID must be a UUID",
+    });
+  }
 });
 
 Deno.test("CodeModeCore admission: no request permit, no session slot", async () => {

@@ -3,6 +3,11 @@
  * subscription (SPEC §7.6). Items in order, a fixed capacity, and an end that is either OK or a
  * status error.
  *
+ * - Items are numbered 1, 2, … as they are pushed ({@link LeaseQueue.pushed}).
+ * - An item is *handed off* once the consumer, having taken it, comes back for the next one: a
+ *   gRPC server stream asks for the next message only after it wrote the previous one to its
+ *   transport. {@link LeaseQueue.handedOff} waits for that.
+ *
  * @module
  */
 
@@ -14,6 +19,11 @@ export class LeaseQueue<T> {
   #ended = false;
   #error: unknown;
   #onTake: (() => void) | undefined;
+  #pushed = 0;
+  #handed = 0;
+  /** The consumer stopped (ended, or left): nothing more will be handed off. */
+  #stopped = false;
+  #handoffs: { seq: number; resolve: () => void }[] = [];
 
   /**
    * @param capacity items held at most
@@ -34,6 +44,33 @@ export class LeaseQueue<T> {
     return this.#items.length;
   }
 
+  /** How many items were pushed so far: the number of the last one. */
+  get pushed(): number {
+    return this.#pushed;
+  }
+
+  /**
+   * Waits until item `seq` has been handed off, or the consumer stopped.
+   *
+   * @param seq an item number ({@link LeaseQueue.pushed} right after its push)
+   * @returns resolves then (at once when it already was)
+   */
+  handedOff(seq: number): Promise<void> {
+    if (seq <= this.#handed || this.#stopped) return Promise.resolve();
+    const { promise, resolve } = Promise.withResolvers<void>();
+    this.#handoffs.push({ seq, resolve });
+    return promise;
+  }
+
+  #handOff(): void {
+    this.#handed++;
+    if (this.#handoffs.length === 0) return;
+    const ready = this.#handoffs.filter((h) => h.seq <= this.#handed);
+    if (ready.length === 0) return;
+    this.#handoffs = this.#handoffs.filter((h) => h.seq > this.#handed);
+    for (const h of ready) h.resolve();
+  }
+
   /** Whether {@link LeaseQueue.end} was called. */
   get ended(): boolean {
     return this.#ended;
@@ -48,6 +85,7 @@ export class LeaseQueue<T> {
   push(item: T): boolean {
     if (this.#ended || this.#items.length >= this.#capacity) return false;
     this.#items.push(item);
+    this.#pushed++;
     this.#waiter?.resolve();
     return true;
   }
@@ -78,6 +116,7 @@ export class LeaseQueue<T> {
           const item = this.#items.shift()!;
           this.#onTake?.();
           yield item;
+          this.#handOff();
           continue;
         }
         if (this.#ended) {
@@ -90,6 +129,8 @@ export class LeaseQueue<T> {
       }
     } finally {
       signal?.removeEventListener("abort", onAbort);
+      this.#stopped = true;
+      for (const h of this.#handoffs.splice(0)) h.resolve();
     }
   }
 }

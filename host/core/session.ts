@@ -57,7 +57,15 @@ export type SessionEvent =
       text: string;
     };
   }
-  | { cellClosed: { executionId: string; cellId: string; finalToolCallSequence: number } };
+  | {
+    cellClosed: {
+      executionId: string;
+      cellId: string;
+      finalToolCallSequence: number;
+      /** The cell ended because its session was closing (Codex's host sends no `CellClosed` then). */
+      closing?: true;
+    };
+  };
 
 /** Construction options of a {@link Session}. */
 export interface SessionOptions {
@@ -125,6 +133,12 @@ interface ActiveWait {
 
 const CLOSED_MESSAGE = "code-mode session is closed";
 /**
+ * How long a cell's outcome waits, at most, for its notifications to be handed to the lease's
+ * transport ({@link Session.notificationsFlushed}): a lease that is read hands them off within
+ * microtasks; one that is not read must not hold the outcome back (SPEC §7.8).
+ */
+export const NOTIFICATION_FLUSH_MS = 250;
+/**
  * Cooperative-stop deadlines a cell whose isolate has not begun gets before its runtime is
  * restarted: 5 × `cooperativeStopMs` (500 ms), inside Terminate's 1 s bound (SPEC §4.5).
  */
@@ -173,6 +187,8 @@ export class Session {
   /** The session's runtime crashed (its cells' outcome is `crashed`). */
   #crashed = false;
   #watches = new Map<Cell, CellWatch>();
+  /** The lease item number of each cell's last published notification. */
+  #lastNotification = new WeakMap<Cell, number>();
 
   /** @param options see {@link SessionOptions} */
   constructor(options: SessionOptions) {
@@ -219,6 +235,11 @@ export class Session {
     return this.#state === "open";
   }
 
+  /** Whether the session is closing or closed (by a request, its lease, the host; not a crash). */
+  get closing(): boolean {
+    return (this.#state === "closing" || this.#state === "closed") && !this.#crashed;
+  }
+
   /** Observations in flight: Executes awaiting their outcome, Waits and Terminates. */
   get inFlight(): number {
     return this.#inFlight;
@@ -242,6 +263,31 @@ export class Session {
   /** The lease stream: `opened` first, then session events, until the session ends. */
   lease(signal?: AbortSignal): AsyncGenerator<SessionEvent> {
     return this.#lease.drain(signal);
+  }
+
+  /**
+   * Publication before release (item 4 of issue 25): a cell's outcome (Execute, Wait, Terminate)
+   * is released only after every notification the cell published before it has been handed to the
+   * lease's transport, as Codex's host writes a cell's notifications before its outcome.
+   *
+   * - A notification is published when it is queued on the lease (in order, before the cell's
+   *   `CellClosed`); it is handed off when the lease's reader has taken it and asked for the next
+   *   event, i.e. written it to the lease stream.
+   * - The wait ends at the latest after {@link NOTIFICATION_FLUSH_MS}, or when the lease's reader
+   *   stops: a client that does not read its lease delays its outcomes by that much at most, and
+   *   then receives the notifications after the outcome.
+   *
+   * @param cell the cell whose outcome is about to be released
+   * @returns a promise to await first, or `undefined` when there is nothing to wait for
+   */
+  notificationsFlushed(cell: Cell): Promise<void> | undefined {
+    const seq = this.#lastNotification.get(cell);
+    if (seq === undefined) return undefined;
+    const handedOff = this.#lease.handedOff(seq);
+    const clock = this.#options.clock;
+    let timer: unknown;
+    const bound = new Promise<void>((resolve) => timer = clock.setTimeout(resolve, NOTIFICATION_FLUSH_MS));
+    return Promise.race([handedOff, bound]).finally(() => clock.clearTimeout(timer));
   }
 
   /** Lease events queued and not yet taken by the lease's reader. */
@@ -549,7 +595,7 @@ export class Session {
         );
         return;
       }
-      this.#lease.push({
+      const queued = this.#lease.push({
         notification: {
           notificationId: crypto.randomUUID(),
           executionId: cell.executionId,
@@ -558,6 +604,7 @@ export class Session {
           text,
         },
       });
+      if (queued) this.#lastNotification.set(cell, this.#lease.pushed);
     } finally {
       session?.release();
       host?.release();
@@ -603,6 +650,7 @@ export class Session {
         executionId: cell.executionId,
         cellId: cell.id,
         finalToolCallSequence: cell.lastSequence,
+        ...(this.#state === "closing" ? { closing: true } : {}),
       },
     });
     for (const permit of permits) permit.release();
@@ -865,8 +913,9 @@ export class Session {
     this.#closing.abort();
     this.#clearIdleTimer();
     if (this.#restarting) await this.#restarting;
-    const closed = new HostError("session_closed", CLOSED_MESSAGE);
-    for (const wait of this.#activeWaits.values()) wait.cancel.abort(closed);
+    // A Wait pending at the closure is cancelled, in Codex's host's words.
+    const cancelled = new HostError("cancelled", "code-mode wait was cancelled");
+    for (const wait of this.#activeWaits.values()) wait.cancel.abort(cancelled);
     // Pending tool invocations are dropped and subscription streams end (SPEC §3.4 steps 4–5).
     this.#bridge.closeAll();
     const terminations: Promise<Outcome | void>[] = [];

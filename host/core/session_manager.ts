@@ -11,7 +11,7 @@ import type { Logger } from "../ops/log.ts";
 import { type Permit, Permits, RecentIds } from "./permits.ts";
 import type { RuntimeTransport } from "../runtime/runtime_transport.ts";
 import { Session } from "./session.ts";
-import { validateIdentifier } from "./validate.ts";
+import { parseUuid, validateIdentifier } from "./validate.ts";
 import { spawnWorkerProcess } from "../runtime/worker_process.ts";
 import { MemoryWatchdog } from "../runtime/memory_watchdog.ts";
 import type { OsSandbox } from "../runtime/os_sandbox.ts";
@@ -308,13 +308,15 @@ export class SessionManager implements AsyncDisposable {
    * @throws {HostError} `invalid_request` for a malformed ID, `unknown_session` for an unknown one
    */
   lookup(sessionId: string | undefined, options: { uuid?: boolean; unchecked?: boolean } = {}): Session {
+    const uuid = !options.unchecked && (options.uuid ?? true);
     const id = options.unchecked ? sessionId ?? "" : validateIdentifier(
       sessionId,
       "session ID",
       this.limits.maxIdentifierBytes,
-      { uuid: options.uuid ?? true },
+      { uuid },
     );
-    const session = this.#sessions.get(id);
+    // Any form of the UUID names the session; the refusal quotes the ID as it was sent.
+    const session = this.#sessions.get(uuid ? parseUuid(id)! : id);
     if (!session) throw new HostError("unknown_session", `unknown code-mode session ${id}`);
     session.touch();
     return session;

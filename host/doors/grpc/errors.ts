@@ -4,6 +4,8 @@
  *
  * - A {@link HostError} becomes the status of its code ({@link STATUS_OF}) with its message.
  * - A `ServerError` passes as it is.
+ * - Request bytes that are no message of the request type become `INTERNAL`
+ *   `failed to decode Protobuf message: …` (prost's text, as Codex's host answers them).
  * - Anything else becomes `INTERNAL` `code-mode host internal error`; its stack is logged.
  * - A streaming call whose client already went away ends quietly: the failure is the client's
  *   cancellation, and nobody is left to receive a status.
@@ -70,9 +72,10 @@ export function errorMiddleware(log: Logger): ServerMiddleware {
     call: ServerMiddlewareCall<Request, Response>,
     context: CallContext,
   ): AsyncGenerator<Response, Response | void, undefined> {
-    // Request bytes that are no message of the request type (proto/loader.ts requestDecoder).
+    // Request bytes that are no message of the request type (proto/loader.ts requestDecoder):
+    // INTERNAL with prost's text, as Codex's host (tonic) answers them.
     if (call.request instanceof UndecodableRequest) {
-      throw new ServerError(Status.INVALID_ARGUMENT, call.request.detail);
+      throw new ServerError(Status.INTERNAL, call.request.detail);
     }
     try {
       return yield* call.next(call.request, context);

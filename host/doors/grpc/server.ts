@@ -5,7 +5,8 @@
  *
  * @module
  */
-import { createServer, type Server, type ServerMiddleware } from "nice-grpc";
+import { createServer, type Server, type ServerMiddleware, Status } from "nice-grpc";
+import { ServerInterceptingCall, type ServerInterceptor } from "@grpc/grpc-js";
 import { HealthDefinition, HealthServiceImpl, HealthState } from "nice-grpc-server-health";
 import { ServerReflection, ServerReflectionService } from "nice-grpc-server-reflection";
 import {
@@ -16,7 +17,7 @@ import {
   type ServiceDefinition,
 } from "../../../proto/loader.ts";
 import { type EngineOptions, type HostState, startEngine } from "../../engine.ts";
-import { createCodeModeService } from "./service.ts";
+import { createCodeModeService, ON_SENT, type WithOnSent } from "./service.ts";
 import { errorMiddleware } from "./errors.ts";
 import { bearerTokenMiddleware } from "./access.ts";
 import { checkTlsPem, startTlsTerminator, type TlsTerminator } from "./tls_terminator.ts";
@@ -104,13 +105,17 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
   const { limits, log, core } = engine;
   routeGrpcLog(log);
 
-  const plain: Server = createServer({
-    "grpc.max_receive_message_length": limits.maxMessageBytes,
-    "grpc.max_send_message_length": limits.maxMessageBytes,
-    "grpc.keepalive_time_ms": limits.serverKeepaliveTimeMs,
-    "grpc.keepalive_timeout_ms": limits.serverKeepaliveTimeoutMs,
-    "grpc.keepalive_permit_without_calls": 1,
-  });
+  const plain: Server = createServer(
+    {
+      "grpc.max_receive_message_length": limits.maxMessageBytes,
+      "grpc.max_send_message_length": limits.maxMessageBytes,
+      "grpc.keepalive_time_ms": limits.serverKeepaliveTimeMs,
+      "grpc.keepalive_timeout_ms": limits.serverKeepaliveTimeoutMs,
+      "grpc.keepalive_permit_without_calls": 1,
+      // grpc-js's own option, passed through by nice-grpc to `new grpc.Server`.
+      interceptors: [okWithoutMessage],
+    } as Parameters<typeof createServer>[0],
+  );
   // The RPC log line sees every call's final status; the token check wraps every service
   // added below (code mode, health, reflection).
   const logged: Server = plain.use(rpcLogMiddleware(log));
@@ -127,7 +132,11 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
   type AnyImplementation = Parameters<Server["add"]>[1];
   server.with(errorMiddleware(log)).add(
     withoutSerializeCopy(codeModeHostDefinition()) as unknown as AnyDefinition,
-    createCodeModeService({ core, routeToken: options.routeToken }) as unknown as AnyImplementation,
+    createCodeModeService({
+      core,
+      routeToken: options.routeToken,
+      confirmsWrites: true,
+    }) as unknown as AnyImplementation,
   );
   const health = HealthState();
   server.add(HealthDefinition, HealthServiceImpl(health));
@@ -241,6 +250,22 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
     [Symbol.asyncDispose]: shutdown,
   };
 }
+
+/**
+ * - grpc-js ends every successful call with the status message `OK`; Codex's host ends them with
+ *   none, so a client reads an empty message either way.
+ * - A response carrying an {@link ON_SENT} callback has it called as grpc-js hands it to the
+ *   HTTP/2 stream.
+ */
+const okWithoutMessage: ServerInterceptor = (_method, call) =>
+  new ServerInterceptingCall(call, {
+    sendMessage: (message: WithOnSent<object>, next) => {
+      const onSent = message?.[ON_SENT];
+      next(message);
+      onSent?.();
+    },
+    sendStatus: (status, next) => next(status.code === Status.OK ? { ...status, details: "" } : status),
+  });
 
 /** `: {cause}` of a bind failure, as a user reads it (`: address already in use`), or nothing. */
 function bindCause(error: unknown): string {

@@ -3,9 +3,19 @@
  * the decoded wire message to a core request, calls {@link CodeModeCore}, and converts the result
  * back. Every rule lives in the core; every failure becomes a status in `errors.ts`.
  *
+ * What this door adds on the wire, as Codex 0.171's own host does (docs/codex-0.171-wire.md):
+ * - `SessionOpened` carries `output_truncation` only for a Server-mode session, and always
+ *   `supports_catalog_revision` = true; an `output_truncation` that is no mode is refused
+ *   `unknown code-mode output truncation mode` (after the delegate capacity check).
+ * - Wait and Terminate answers with a cell's completion carry the response header
+ *   `codex-code-mode-result-buffered-for-ns` (how long it waited for an observer).
+ * - A tool subscription with `heartbeat_interval_s` > 0 sends a heartbeat (`ToolCall` with
+ *   `session_id` and `heartbeat` only) whenever it has sent nothing for that many seconds.
+ * - `GetProcessMetrics` answers `UNIMPLEMENTED` `process metrics are unsupported`.
+ *
  * @module
  */
-import type { CallContext } from "nice-grpc";
+import { type CallContext, ServerError, Status } from "nice-grpc";
 import {
   type CodeModeHostImplementation,
   type ExecutionOutcomeInit,
@@ -23,6 +33,25 @@ import type {
   ToolDefinition,
   ToolName,
 } from "../../core/code_mode_core.ts";
+import { CALLBACK_CAPACITY_MESSAGE } from "../../core/code_mode_core.ts";
+import { HostError } from "../../core/errors.ts";
+
+/** The response header of Wait and Terminate with a cell's completion. */
+export const RESULT_BUFFERED_HEADER = "codex-code-mode-result-buffered-for-ns";
+/**
+ * A response message may carry a function under this key: the server's interceptor
+ * (`server.ts`) calls it when grpc-js hands the message to the HTTP/2 stream (grpc-js queues a
+ * stream's messages and writes them one after another, so a message can wait there after its
+ * `write`). The lease uses it so that a notification is on the HTTP/2 stream before the cell's
+ * outcome is released (the core waits for the lease to come back for the next event).
+ */
+export const ON_SENT: unique symbol = Symbol("code-mode message sent");
+
+/** A response object with an {@link ON_SENT} callback. */
+export type WithOnSent<T> = T & { [ON_SENT]?: () => void };
+
+/** The answer to GetProcessMetrics, the reference's on Linux. */
+export const PROCESS_METRICS_UNSUPPORTED = "process metrics are unsupported";
 
 /** Options of {@link createCodeModeService}. */
 export interface ServiceOptions {
@@ -30,6 +59,13 @@ export interface ServiceOptions {
   core: CodeModeCore;
   /** `--route-token`: sent as the `x-code-mode-route` response header of OpenSession. */
   routeToken?: string;
+  /**
+   * Whether the transport calls a response's {@link ON_SENT} callback as it writes the response
+   * (`server.ts`'s interceptor does). Then the lease asks for the event after a notification only
+   * once the notification is written, so the cell's outcome cannot overtake it. Default false: the
+   * lease reads on at once (an in-process caller, `host/doors/embedded.ts`, queues in order anyway).
+   */
+  confirmsWrites?: boolean;
 }
 
 /** Reads an optional uint64 (decoded as a decimal string) exactly. */
@@ -70,21 +106,41 @@ function wireOutcome(outcome: ExecutionOutcome): ExecutionOutcomeInit {
   }
 }
 
-function wireObservation(result: ObservationResult): WaitResponseInit {
+function wireObservation(result: ObservationResult, context: CallContext): WaitResponseInit {
   const outcome = wireOutcome(result.outcome);
+  const buffered = result.outcome.resultBufferedForNs;
+  if (result.state === "liveCell" && result.outcome.kind === "completed" && buffered !== undefined) {
+    context.header.set(RESULT_BUFFERED_HEADER, String(buffered));
+  }
   return result.state === "liveCell" ? { liveCell: outcome } : { missingCell: outcome };
+}
+
+/** The session's output mode, or a refusal for a number that is no mode (reference behaviour). */
+function outputModeOf(truncation: number | undefined): "client" | "server" {
+  switch (truncation) {
+    case undefined:
+    case OutputTruncationMode.OUTPUT_TRUNCATION_MODE_UNSPECIFIED:
+    case OutputTruncationMode.OUTPUT_TRUNCATION_MODE_CLIENT:
+      return "client";
+    case OutputTruncationMode.OUTPUT_TRUNCATION_MODE_SERVER:
+      return "server";
+    default:
+      throw new HostError("invalid_request", "unknown code-mode output truncation mode");
+  }
 }
 
 function wireLeaseEvent(event: LeaseEvent): SessionEventInit {
   switch (event.type) {
     case "opened":
+      // The reference names the mode only when it is SERVER.
       return {
-        opened: {
-          sessionId: event.sessionId,
-          outputTruncation: event.outputMode === "server"
-            ? OutputTruncationMode.OUTPUT_TRUNCATION_MODE_SERVER
-            : OutputTruncationMode.OUTPUT_TRUNCATION_MODE_CLIENT,
-        },
+        opened: event.outputMode === "server"
+          ? {
+            sessionId: event.sessionId,
+            outputTruncation: OutputTruncationMode.OUTPUT_TRUNCATION_MODE_SERVER,
+            supportsCatalogRevision: true,
+          }
+          : { sessionId: event.sessionId, supportsCatalogRevision: true },
       };
     case "toolCallCancelled":
       return { toolCallCancelled: { invocationId: event.invocationId } };
@@ -93,8 +149,13 @@ function wireLeaseEvent(event: LeaseEvent): SessionEventInit {
       return { notification: { notificationId, executionId, cellId, callId, text } };
     }
     case "cellClosed": {
+      // Like prost, the reference leaves a 0 sequence out.
       const { executionId, cellId, finalToolCallSequence } = event;
-      return { cellClosed: { executionId, cellId, finalToolCallSequence } };
+      return {
+        cellClosed: finalToolCallSequence === 0
+          ? { executionId, cellId }
+          : { executionId, cellId, finalToolCallSequence },
+      };
     }
   }
 }
@@ -111,17 +172,37 @@ export function createCodeModeService(options: ServiceOptions): CodeModeHostImpl
   return {
     async *openSession(request, context) {
       const limits = request.cellExecutionLimits;
+      const maxPendingDelegateCalls = request.maxPendingDelegateCalls;
+      // The reference checks the delegate capacity before the mode.
+      if (maxPendingDelegateCalls === 0) throw new HostError("invalid_request", CALLBACK_CAPACITY_MESSAGE);
       const lease = await core.openSession({
-        outputMode: request.outputTruncation === OutputTruncationMode.OUTPUT_TRUNCATION_MODE_SERVER
-          ? "server"
-          : "client",
+        outputMode: outputModeOf(request.outputTruncation),
         maxYieldTimeMs: u64(limits?.maxYieldTimeMs),
         maxHeapSizeBytes: u64(limits?.maxHeapSizeBytes),
+        maxPendingDelegateCalls,
         traceparent: context.metadata.get("traceparent") ?? undefined,
       });
       if (options.routeToken !== undefined) context.header.set("x-code-mode-route", options.routeToken);
       context.sendHeader();
-      for await (const event of lease.events(context.signal)) yield wireLeaseEvent(event);
+      const gone = new Promise<void>((resolve) => {
+        if (context.signal.aborted) resolve();
+        context.signal.addEventListener("abort", () => resolve(), { once: true });
+      });
+      for await (const event of lease.events(context.signal)) {
+        // A cell ended by its session's closure gets no CellClosed on the reference.
+        if (event.type === "cellClosed" && event.closing) continue;
+        if (event.type !== "notification" || !options.confirmsWrites) {
+          yield wireLeaseEvent(event);
+          continue;
+        }
+        // Ask for the next event (which releases the cell's outcome) only once this one is on
+        // the HTTP/2 stream.
+        const sent = Promise.withResolvers<void>();
+        const wire: WithOnSent<SessionEventInit> = wireLeaseEvent(event);
+        wire[ON_SENT] = sent.resolve;
+        yield wire;
+        await Promise.race([sent.promise, gone]);
+      }
     },
 
     async closeSession(request) {
@@ -138,9 +219,13 @@ export function createCodeModeService(options: ServiceOptions): CodeModeHostImpl
         enabledTools: request.enabledTools?.map(toolDefinition),
         yieldTimeMs: u64(request.yieldTimeMs),
         maxOutputTokens: u64(request.maxOutputTokens),
+        catalogRevision: u64(request.catalogRevision),
         traceparent: context.metadata.get("traceparent") ?? undefined,
       }, { signal: context.signal });
       for await (const event of events) {
+        // An Execute whose cell the session's closure ended ends OK without an outcome, as on
+        // the reference.
+        if (event.type === "outcome" && event.closing) continue;
         yield event.type === "started"
           ? { started: { executionId: event.executionId, cellId: event.cellId } }
           : { outcome: wireOutcome(event.outcome) };
@@ -157,6 +242,7 @@ export function createCodeModeService(options: ServiceOptions): CodeModeHostImpl
           maxTokens: u64(request.maxTokens),
           traceparent: context.metadata.get("traceparent") ?? undefined,
         }, { signal: context.signal }),
+        context,
       );
     },
 
@@ -167,6 +253,7 @@ export function createCodeModeService(options: ServiceOptions): CodeModeHostImpl
           cellId: request.cellId ?? "",
           traceparent: context.metadata.get("traceparent") ?? undefined,
         }),
+        context,
       );
     },
 
@@ -204,7 +291,36 @@ export function createCodeModeService(options: ServiceOptions): CodeModeHostImpl
       // sends no header block when it is empty, so name the event in one.
       context.header.set("x-code-mode-subscription", "registered");
       context.sendHeader();
-      yield* subscription.calls(context.signal);
+      const intervalMs = (request.heartbeatIntervalS ?? 0) * 1000;
+      if (intervalMs === 0) return yield* subscription.calls(context.signal);
+      // Heartbeats: whenever nothing was sent for the interval (the timer restarts after each
+      // message, once it has been written).
+      const calls = subscription.calls(context.signal);
+      let next = calls.next();
+      try {
+        for (;;) {
+          let timer: ReturnType<typeof setTimeout> | undefined;
+          const tick = new Promise<"tick">((resolve) =>
+            timer = setTimeout(() => resolve("tick"), intervalMs)
+          );
+          const result = await Promise.race([next, tick]).finally(() => clearTimeout(timer));
+          if (result === "tick") {
+            yield { sessionId: subscription.sessionId, heartbeat: {} };
+            continue;
+          }
+          if (result.done) return;
+          yield result.value;
+          next = calls.next();
+        }
+      } finally {
+        // Closing the subscription ends its stream, which settles the pending `next`.
+        subscription.close();
+        await calls.return(undefined);
+      }
+    },
+
+    getProcessMetrics() {
+      return Promise.reject(new ServerError(Status.UNIMPLEMENTED, PROCESS_METRICS_UNSUPPORTED));
     },
 
     completeToolCall(request) {
