@@ -146,10 +146,15 @@ export const WAIT_TOOL_PARAMETERS: {
 
 /** The `wait` tool of a Responses API request (a function tool), exactly as Codex 0.171 sends it. */
 export interface WaitToolDefinition {
+  /** A function tool. */
   type: "function";
+  /** `wait`. */
   name: "wait";
+  /** {@link WAIT_TOOL_DESCRIPTION}. */
   description: string;
+  /** Codex sends `false`. */
   strict: false;
+  /** {@link WAIT_TOOL_PARAMETERS}. */
   parameters: typeof WAIT_TOOL_PARAMETERS;
 }
 
@@ -164,9 +169,13 @@ export const WAIT_TOOL_DEFINITION: WaitToolDefinition = deepFreeze({
 
 /** The `exec` tool of a Responses API request (a custom, freeform tool with a Lark grammar). */
 export interface ExecToolDefinition {
+  /** A custom (freeform) tool. */
   type: "custom";
+  /** `exec`. */
   name: "exec";
+  /** {@link buildExecToolDescription}'s text. */
   description: string;
+  /** The input's grammar: {@link EXEC_TOOL_GRAMMAR}, a Lark grammar. */
   format: { type: "grammar"; syntax: "lark"; definition: string };
 }
 
