@@ -32,7 +32,7 @@ export {
 } from "./host/doors/grpc/server.ts";
 export type { EngineOptions, Isolation } from "./host/engine.ts";
 export type { TraceExportOptions } from "./host/ops/telemetry.ts";
-export { InProcessCodeModeSessionProvider, type InProcessProviderOptions } from "./host/doors/embedded.ts";
+export { InProcessCodeModeSessionProvider, type InProcessProviderOptions } from "./embedded/provider.ts";
 // The MCP front door's listeners and its upstream tool bridge (a delegate that forwards cells' calls to MCP
 // servers).
 export {
@@ -52,7 +52,7 @@ export {
   readMcpConfig,
   serveMcpHttp,
   serveMcpStdio,
-} from "./host/doors/mcp/mod.ts";
+} from "./mcp/mod.ts";
 export { DEFAULT_LIMITS, type Limits, resolveLimits } from "./host/core/limits.ts";
 export { CodeModeError, type CodeModeErrorCode } from "./proto/errors.ts";
 export { type LogFields, Logger, type LogLevel } from "./host/ops/log.ts";

@@ -38,7 +38,7 @@ import {
   NoopCodeModeSessionDelegate,
   ProcessOwnedGrpcCodeModeSessionProvider,
 } from "../mod.ts";
-import { InProcessCodeModeSessionProvider } from "../host/doors/embedded.ts";
+import { InProcessCodeModeSessionProvider } from "../embedded/provider.ts";
 import { V1Client } from "../tests/_v1_client.ts";
 import {
   childPids,

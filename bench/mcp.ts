@@ -18,7 +18,7 @@
 import { createChannel, createClient } from "nice-grpc";
 import { HealthDefinition } from "nice-grpc-server-health";
 import { GrpcCodeModeSessionProvider, NoopCodeModeSessionDelegate } from "../mod.ts";
-import { Client, StdioClientTransport, StreamableHTTPClientTransport } from "../host/doors/mcp/sdk.ts";
+import { Client, StdioClientTransport, StreamableHTTPClientTransport } from "../mcp/sdk.ts";
 import { hostArgs, startHost } from "../tests/_mcp_helpers.ts";
 
 const ROUNDS = Number(Deno.env.get("BENCH_ROUNDS") ?? 100);

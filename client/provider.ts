@@ -56,7 +56,7 @@ export interface ProviderOptions {
 
 /**
  * An in-memory stand-in for the provider's channel: hands out a client and takes it back. Set by
- * the host's embedded provider (`host/doors/embedded.ts`) through {@link useConnector}; a provider
+ * the host's embedded provider (`embedded/`) through {@link useConnector}; a provider
  * with one has no endpoint, no connection and no channel to discard.
  */
 export type Connector = () => { client: RawClient; release(): void };

@@ -11,7 +11,7 @@ import { Logger, type LogLevel } from "./ops/log.ts";
 import { createHost } from "./doors/grpc/server.ts";
 import { checkTlsPem, TlsPemError } from "./doors/grpc/tls_terminator.ts";
 import { serveV1Stdio } from "./doors/v1/mod.ts";
-import { McpConfigError, readMcpConfig, serveMcpHttp, serveMcpStdio } from "./doors/mcp/mod.ts";
+import { McpConfigError, readMcpConfig, serveMcpHttp, serveMcpStdio } from "../mcp/mod.ts";
 import { runSelfSpawnedRuntime, SELF_RUNTIME_ARG } from "./runtime/self_runtime.ts";
 import denoConfig from "../deno.json" with { type: "json" };
 

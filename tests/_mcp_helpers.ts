@@ -13,7 +13,7 @@ import {
   LoggingMessageNotificationSchema,
   StdioClientTransport,
   StreamableHTTPClientTransport,
-} from "../host/doors/mcp/sdk.ts";
+} from "../mcp/sdk.ts";
 
 export const ROOT: string = join(dirname(fileURLToPath(import.meta.url)), "..");
 export const FIXTURE: string = join(ROOT, "tests", "mcp_fixture_server.ts");

@@ -3,7 +3,7 @@
  * client-library scenarios the gRPC provider runs (tests/_provider_suite.ts), with no gRPC server.
  */
 import assert from "node:assert/strict";
-import { InProcessCodeModeSessionProvider } from "../host/doors/embedded.ts";
+import { InProcessCodeModeSessionProvider } from "../embedded/provider.ts";
 import { CapturedLog } from "./_harness.ts";
 import { providerScenarios } from "./_provider_suite.ts";
 

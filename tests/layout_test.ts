@@ -2,25 +2,30 @@
  * The import rules of the tree (README, "How it works"), read from the sources themselves:
  *
  * - no import cycle among production files;
- * - `worker/` and `client/` import only `proto/` (and their own folder); `client/example.ts`, a program
- *   that nothing imports, uses the public barrel `mod.ts` as a user would;
+ * - `worker/` and `client/` import only `proto/` (and their own folder);
  * - `proto/` imports nothing of the project outside `proto/`;
+ * - `host/` never imports the rooms built on a provider or on the host: `client/`, `embedded/`,
+ *   `mcp/`, `cli/`;
  * - `host/core/` imports nothing from a front door (`host/doors/`);
+ * - `examples/` import only the public barrel `mod.ts` (and their own folder), as a user would;
  * - no production file imports a test file (`*_test.ts`, `tests/`) or `host/testing.ts`.
  *
  * @module
  */
 import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
 import { dirname, join, normalize, relative } from "node:path";
 
 const ROOT = normalize(join(dirname(new URL(import.meta.url).pathname), ".."));
-const FOLDERS = ["host", "worker", "proto", "client"];
+const FOLDERS = ["host", "worker", "proto", "client", "embedded", "mcp", "examples", "cli"];
 
 function isTestFile(path: string): boolean {
   return path.endsWith("_test.ts") || path.startsWith("tests/") || path === "host/testing.ts";
 }
 
 function* sourceFiles(dir: string): Generator<string> {
+  // A room another branch has not created yet has no files.
+  if (!existsSync(join(ROOT, dir))) return;
   for (const entry of Deno.readDirSync(join(ROOT, dir))) {
     const path = `${dir}/${entry.name}`;
     if (entry.isDirectory && entry.name !== "dist") yield* sourceFiles(path);
@@ -39,6 +44,13 @@ function importsOf(path: string): string[] {
   }
   return out;
 }
+
+/**
+ * The command line's entry, still at `host/main.ts` on this branch: it starts every door, the MCP one
+ * included, so it is the one file of `host/` that imports `mcp/`. It moves to `cli/` (issue 26);
+ * this exception goes with it.
+ */
+const HOST_ENTRY_EXCEPTION = new Set(["host/main.ts"]);
 
 const production = FOLDERS.flatMap((dir) => [...sourceFiles(dir)]).filter((path) => !isTestFile(path));
 production.push("mod.ts");
@@ -72,11 +84,29 @@ Deno.test("worker/ and client/ import only proto/ and their own folder; proto/ o
     const folder = path.split("/")[0];
     if (folder !== "worker" && folder !== "client" && folder !== "proto") continue;
     for (const target of imports) {
-      const allowed = target.startsWith(`${folder}/`) || target.startsWith("proto/") ||
-        (path === "client/example.ts" && target === "mod.ts");
+      const allowed = target.startsWith(`${folder}/`) || target.startsWith("proto/");
       if (!allowed) wrong.push(`${path} → ${target}`);
     }
   }
+  assert.deepEqual(wrong, []);
+});
+
+Deno.test("host/ imports nothing from client/, embedded/, mcp/ or cli/", () => {
+  const above = ["client/", "embedded/", "mcp/", "cli/"];
+  const wrong = [...graph].flatMap(([path, imports]) =>
+    path.startsWith("host/") && !HOST_ENTRY_EXCEPTION.has(path)
+      ? imports.filter((t) => above.some((room) => t.startsWith(room))).map((t) => `${path} → ${t}`)
+      : []
+  );
+  assert.deepEqual(wrong, []);
+});
+
+Deno.test("examples/ import only mod.ts and their own folder, as a user would", () => {
+  const wrong = [...graph].flatMap(([path, imports]) =>
+    path.startsWith("examples/")
+      ? imports.filter((t) => t !== "mod.ts" && !t.startsWith("examples/")).map((t) => `${path} → ${t}`)
+      : []
+  );
   assert.deepEqual(wrong, []);
 });
 

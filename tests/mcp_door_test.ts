@@ -14,7 +14,7 @@ import {
   WAIT_TOOL_DESCRIPTION,
   WAIT_TOOL_PARAMETERS,
 } from "../client/harness/mod.ts";
-import type { CallToolResult, Client } from "../host/doors/mcp/sdk.ts";
+import type { CallToolResult, Client } from "../mcp/sdk.ts";
 import {
   connectHttp,
   connectStdio,

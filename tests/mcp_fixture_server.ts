@@ -17,7 +17,7 @@
  *
  * @module
  */
-// Straight from the SDK's server modules (not ../host/doors/mcp/sdk.ts, which also loads the client's,
+// Straight from the SDK's server modules (not ../mcp/sdk.ts, which also loads the client's,
 // whose process spawning reads environment variables this server is not granted).
 // @ts-types="@modelcontextprotocol/sdk/server/mcp"
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";

@@ -6,7 +6,7 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { serveMcpHttp } from "../host/doors/mcp/serve.ts";
+import { serveMcpHttp } from "../mcp/serve.ts";
 import { connectHttp, exec, texts } from "./_mcp_helpers.ts";
 import { eventually } from "./_harness.ts";
 import { scrape } from "./_ops.ts";

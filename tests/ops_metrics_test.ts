@@ -18,7 +18,7 @@ import {
   texts,
 } from "./_harness.ts";
 import { answerTools, scrape } from "./_ops.ts";
-import { InProcessCodeModeSessionProvider } from "../host/doors/embedded.ts";
+import { InProcessCodeModeSessionProvider } from "../embedded/provider.ts";
 import { NoopCodeModeSessionDelegate } from "../client/session.ts";
 
 const encoder = new TextEncoder();

@@ -34,7 +34,7 @@ import {
   WAIT_TOOL_DEFINITION,
 } from "../../client/harness/mod.ts";
 import type { ToolDefinition } from "../../client/types.ts";
-import { Client, StdioClientTransport } from "../../host/doors/mcp/sdk.ts";
+import { Client, StdioClientTransport } from "../../mcp/sdk.ts";
 
 const FIXTURE = join(REPO_ROOT, "tests", "mcp_fixture_server.ts");
 

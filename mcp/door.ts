@@ -48,7 +48,7 @@ import {
   WAIT_TOOL_DESCRIPTION,
   WAIT_TOOL_NAME,
   WAIT_TOOL_PARAMETERS,
-} from "../../../client/harness/mod.ts";
+} from "../client/harness/mod.ts";
 import type {
   CodeModeSession,
   CodeModeSessionDelegate,
@@ -56,9 +56,9 @@ import type {
   FunctionCallOutputContentItem,
   RuntimeResponse,
   ToolDefinition,
-} from "../../../client/types.ts";
-import type { Logger } from "../../ops/log.ts";
-import denoConfig from "../../../deno.json" with { type: "json" };
+} from "../client/types.ts";
+import type { Logger } from "../host/ops/log.ts";
+import denoConfig from "../deno.json" with { type: "json" };
 import type { McpToolBridge } from "./upstream.ts";
 
 /** The JSON Schema of the `exec` tool's arguments (MCP has no freeform tools). */

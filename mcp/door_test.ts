@@ -1,8 +1,8 @@
 import assert from "node:assert/strict";
 import { McpFrontDoor, toMcpContent } from "./door.ts";
 import { type CallToolResult, Client, InMemoryTransport } from "./sdk.ts";
-import { Logger } from "../../ops/log.ts";
-import type { CodeModeSession, CodeModeSessionProvider } from "../../../client/types.ts";
+import { Logger } from "../host/ops/log.ts";
+import type { CodeModeSession, CodeModeSessionProvider } from "../client/types.ts";
 
 Deno.test("toMcpContent() turns data: URLs into MCP image and audio blocks and keeps text", () => {
   assert.deepEqual(toMcpContent({ type: "input_text", text: "hi" }), { type: "text", text: "hi" });

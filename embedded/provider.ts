@@ -16,22 +16,22 @@
  * @module
  */
 import { ClientError, Metadata, type Metadata as MetadataType, ServerError, Status } from "nice-grpc";
-import { codeModeHostDefinition } from "../../proto/loader.ts";
-import { CodeModeError } from "../../proto/errors.ts";
-import type { RawClient } from "../../client/binding.ts";
-import { type Connector, GrpcCodeModeSessionProvider, useConnector } from "../../client/provider.ts";
+import { codeModeHostDefinition } from "../proto/loader.ts";
+import { CodeModeError } from "../proto/errors.ts";
+import type { RawClient } from "../client/binding.ts";
+import { type Connector, GrpcCodeModeSessionProvider, useConnector } from "../client/provider.ts";
 import type {
   Clock,
   CodeModeOutputTruncation,
   CodeModeSession,
   CodeModeSessionOptions,
-} from "../../client/types.ts";
-import type { Limits } from "../core/limits.ts";
-import { HostError } from "../core/errors.ts";
-import { type Engine, type EngineOptions, type Isolation, startEngine } from "../engine.ts";
-import { Logger, type LogLevel } from "../ops/log.ts";
-import { createCodeModeService } from "./grpc/service.ts";
-import { GRPC_CODE_OF } from "./status_codes.ts";
+} from "../client/types.ts";
+import type { Limits } from "../host/core/limits.ts";
+import { HostError } from "../host/core/errors.ts";
+import { type Engine, type EngineOptions, type Isolation, startEngine } from "../host/engine.ts";
+import { Logger, type LogLevel } from "../host/ops/log.ts";
+import { createCodeModeService } from "../host/doors/grpc/service.ts";
+import { GRPC_CODE_OF } from "../host/doors/status_codes.ts";
 
 /** The message of a failure the host did not expect (as the gRPC door's). */
 const INTERNAL_MESSAGE = "code-mode host internal error";
@@ -228,7 +228,7 @@ export function inMemoryClient(engine: Engine): RawClient {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { InProcessCodeModeSessionProvider, NoopCodeModeSessionDelegate } from "../../mod.ts";
+ * import { InProcessCodeModeSessionProvider, NoopCodeModeSessionDelegate } from "../mod.ts";
  *
  * await using provider = new InProcessCodeModeSessionProvider({ warmSessions: 0, log: "error" });
  * await using session = await provider.createSession();

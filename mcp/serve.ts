@@ -22,9 +22,9 @@ import type {
   ReadableStream as NodeReadableStream,
   WritableStream as NodeWritableStream,
 } from "node:stream/web";
-import { InProcessCodeModeSessionProvider, type InProcessProviderOptions } from "../embedded.ts";
-import { bearerTokenCheck, UNAUTHENTICATED_MESSAGE } from "../grpc/access.ts";
-import { Logger } from "../../ops/log.ts";
+import { InProcessCodeModeSessionProvider, type InProcessProviderOptions } from "../embedded/provider.ts";
+import { bearerTokenCheck, UNAUTHENTICATED_MESSAGE } from "../host/doors/grpc/access.ts";
+import { Logger } from "../host/ops/log.ts";
 import { McpFrontDoor } from "./door.ts";
 import {
   isInitializeRequest,

@@ -25,10 +25,10 @@ import {
   type Tool,
   type Transport,
 } from "./sdk.ts";
-import type { CodeModeSessionDelegate, CodeModeToolCall, ToolDefinition } from "../../../client/types.ts";
-import { NoopCodeModeSessionDelegate } from "../../../client/session.ts";
-import { Logger, type LogLevel } from "../../ops/log.ts";
-import denoConfig from "../../../deno.json" with { type: "json" };
+import type { CodeModeSessionDelegate, CodeModeToolCall, ToolDefinition } from "../client/types.ts";
+import { NoopCodeModeSessionDelegate } from "../client/session.ts";
+import { Logger, type LogLevel } from "../host/ops/log.ts";
+import denoConfig from "../deno.json" with { type: "json" };
 import type { McpServerConfig, McpServersConfig } from "./config.ts";
 
 /** Options of {@link McpToolBridge.connect}; every field has a default. */
