@@ -31,7 +31,7 @@ import { HostError } from "../host/core/errors.ts";
 import { type Engine, type EngineOptions, type Isolation, startEngine } from "../host/engine.ts";
 import { Logger, type LogLevel } from "../host/ops/log.ts";
 import { createCodeModeService } from "../host/doors/grpc/service.ts";
-import { GRPC_CODE_OF } from "../host/doors/status_codes.ts";
+import { GRPC_CODE_OF } from "../host/doors/wire_errors.ts";
 
 /** The message of a failure the host did not expect (as the gRPC door's). */
 const INTERNAL_MESSAGE = "code-mode host internal error";

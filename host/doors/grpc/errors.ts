@@ -2,11 +2,12 @@
  * The one place where failures become gRPC statuses (STYLE: Errors): a nice-grpc server
  * middleware over the code-mode service.
  *
- * - A {@link HostError} becomes the status of its code ({@link STATUS_OF}) with its message.
+ * - A {@link HostError} becomes the status of its kind with its message, and anything else
+ *   `INTERNAL` `code-mode host internal error` with its stack logged: the table every door shares
+ *   (`../wire_errors.ts`).
  * - A `ServerError` passes as it is.
  * - Request bytes that are no message of the request type become `INTERNAL`
  *   `failed to decode Protobuf message: …` (prost's text, as Codex's host answers them).
- * - Anything else becomes `INTERNAL` `code-mode host internal error`; its stack is logged.
  * - A streaming call whose client already went away ends quietly: the failure is the client's
  *   cancellation, and nobody is left to receive a status.
  *
@@ -19,24 +20,22 @@ import {
   type ServerMiddlewareCall,
   Status,
 } from "nice-grpc";
-import { HostError, type HostErrorCode } from "../../core/errors.ts";
-import type { Logger } from "../../ops/log.ts";
-import { GRPC_CODE_OF } from "../status_codes.ts";
+import type { HostErrorCode } from "../../core/errors.ts";
+import type { LogFields, Logger } from "../../ops/log.ts";
+import { GRPC_CODE_OF, wireError } from "../wire_errors.ts";
 import { UndecodableRequest } from "../../../proto/loader.ts";
 
-/** The gRPC status of each domain code (the table shared by every door, `../status_codes.ts`). */
-export const STATUS_OF: Readonly<Record<HostErrorCode, Status>> = GRPC_CODE_OF as Readonly<
-  Record<HostErrorCode, Status>
->;
+export { INTERNAL_MESSAGE } from "../wire_errors.ts";
 
-/** The message of a failure the host did not expect. */
-export const INTERNAL_MESSAGE = "code-mode host internal error";
+/** The gRPC status of each domain code (the table shared by every door, `../wire_errors.ts`). */
+export const STATUS_OF: Readonly<Record<HostErrorCode, Status>> = GRPC_CODE_OF;
 
 /**
  * Maps a failure to the status a client receives, logging what the host did not expect.
  *
  * @param error what was thrown
  * @param log where an unexpected failure's stack goes
+ * @param context logged with an unexpected failure (default none)
  * @returns the error to end the call with
  * @example
  * ```ts
@@ -50,11 +49,10 @@ export const INTERNAL_MESSAGE = "code-mode host internal error";
  * assert.equal(e.details, "unknown code-mode session x");
  * ```
  */
-export function toServerError(error: unknown, log: Logger): ServerError {
+export function toServerError(error: unknown, log: Logger, context: LogFields = {}): ServerError {
   if (error instanceof ServerError) return error;
-  if (error instanceof HostError) return new ServerError(STATUS_OF[error.code], error.message);
-  log.error("unexpected failure in an RPC", { error: String((error as Error)?.stack ?? error) });
-  return new ServerError(Status.INTERNAL, INTERNAL_MESSAGE);
+  const { code, message } = wireError(error, log, context);
+  return new ServerError(code, message);
 }
 
 /**
@@ -81,7 +79,7 @@ export function errorMiddleware(log: Logger): ServerMiddleware {
       return yield* call.next(call.request, context);
     } catch (error) {
       if (call.responseStream && context.signal.aborted) return;
-      throw toServerError(error, log);
+      throw toServerError(error, log, { rpc: call.method.path });
     }
   };
 }

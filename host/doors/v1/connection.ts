@@ -34,6 +34,7 @@ import type {
 } from "../../core/code_mode_core.ts";
 import { Permits } from "../../core/permits.ts";
 import type { Logger } from "../../ops/log.ts";
+import { wireError } from "../wire_errors.ts";
 import {
   CAP_DELEGATE_4096,
   type ClientMessage,
@@ -415,11 +416,19 @@ export class V1Connection {
           await this.#shutdownSession(request.sessionId);
           result = ok({ type: "session/closed", sessionId: request.sessionId });
         } catch (err) {
-          result = error(messageOf(err));
+          result = error(this.#failure(id, err));
         }
         return await this.#answer(id, result);
       }
     }
+  }
+
+  /**
+   * The message of a request's failure, from the table every door shares (`../wire_errors.ts`): a
+   * domain error's own text; anything else is logged and answered with the generic text.
+   */
+  #failure(id: bigint, err: unknown): string {
+    return wireError(err, this.#log, { door: "json-v1", request: this.#active.get(id)?.kind }).message;
   }
 
   /** Answers a wait or terminate with its outcome, after the session's earlier lease events. */
@@ -436,7 +445,7 @@ export class V1Connection {
       if (observed.state === "liveCell") outcome = observed.outcome;
       result = ok({ type: "wait/completed", outcome: waitOutcome(observed) });
     } catch (err) {
-      result = error(signal?.aborted ? "code-mode request cancelled" : messageOf(err));
+      result = error(signal?.aborted ? "code-mode request cancelled" : this.#failure(id, err));
     }
     const state = this.#sessions.get(sessionId);
     if (!state || !outcome) return await this.#answer(id, result);
@@ -481,7 +490,7 @@ export class V1Connection {
         delegatePermits: this.#delegatePool,
       });
     } catch (err) {
-      return await this.#answer(id, error(messageOf(err)));
+      return await this.#answer(id, error(this.#failure(id, err)));
     }
     const sessionId = lease.sessionId;
     let subscription: ToolCallSubscription;
@@ -489,7 +498,7 @@ export class V1Connection {
       subscription = this.#core.subscribeToToolCalls({ sessionId });
     } catch (err) {
       void this.#core.closeSession(sessionId).catch(() => {});
-      return await this.#answer(id, error(messageOf(err)));
+      return await this.#answer(id, error(this.#failure(id, err)));
     }
     const state: SessionState = {
       lease,
@@ -790,7 +799,7 @@ export class V1Connection {
         await this.#initial(id, error("code-mode request cancelled"));
       }
     } catch (err) {
-      const message = signal.aborted ? "code-mode request cancelled" : messageOf(err);
+      const message = signal.aborted ? "code-mode request cancelled" : this.#failure(id, err);
       if (cellId !== undefined) {
         await this.#initial(id, error(message));
         if (state) this.#gate(state.finalSent, cellId).resolve();
