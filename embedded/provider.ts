@@ -1,24 +1,21 @@
 /**
- * The embedded front door (SPEC §9.8): {@link InProcessCodeModeSessionProvider}, the client
+ * The embedded provider (SPEC §9.8): {@link InProcessCodeModeSessionProvider}, the client
  * library's `CodeModeSessionProvider` over an engine in this process — no gRPC transport, no
- * HTTP/2, no socket. A harness switches from `GrpcCodeModeSessionProvider` by changing one
- * constructor.
+ * HTTP/2, no socket, no protobuf encoding. A harness switches from `GrpcCodeModeSessionProvider` by
+ * changing one constructor.
  *
  * How it stays exactly like the gRPC provider: the public sessions are the client library's own
  * (`client/session.ts`, `client/binding.ts`: public IDs, delegates, tool calls, notifications,
- * `cellClosed`, waits, terminate, output modes and the texts of SPEC §10.9), and their client is
- * an in-memory one ({@link inMemoryClient}) that calls the service methods over `engine.core`
- * directly. Each message still goes through its protobuf encoding and decoding in memory (what
- * the wire would do to field presence, 64-bit values and enums), and each failure reaches the
- * client as the status the gRPC door would send: a {@link HostError}'s code through the table
- * shared by both doors (`status_codes.ts`), anything else `INTERNAL`.
+ * `cellClosed`, waits, terminate, output modes and the texts of SPEC §10.9), opened by a
+ * `GrpcCodeModeSessionProvider` whose client is {@link coreClient}: the core's operations called
+ * directly, with the messages a gRPC client would receive and the failures it would see
+ * (`core_client.ts`, `messages.ts`).
+ *
+ * An `exec` of the MCP door thus goes door → client session and binding → core client → core.
  *
  * @module
  */
-import { ClientError, Metadata, type Metadata as MetadataType, ServerError, Status } from "nice-grpc";
-import { codeModeHostDefinition } from "../proto/loader.ts";
 import { CodeModeError } from "../proto/errors.ts";
-import type { RawClient } from "../client/binding.ts";
 import { type Connector, GrpcCodeModeSessionProvider, useConnector } from "../client/provider.ts";
 import type {
   Clock,
@@ -27,14 +24,9 @@ import type {
   CodeModeSessionOptions,
 } from "../client/types.ts";
 import type { Limits } from "../host/core/limits.ts";
-import { HostError } from "../host/core/errors.ts";
 import { type Engine, type EngineOptions, type Isolation, startEngine } from "../host/engine.ts";
 import { Logger, type LogLevel } from "../host/ops/log.ts";
-import { createCodeModeService } from "../host/doors/grpc/service.ts";
-import { GRPC_CODE_OF } from "../host/doors/wire_errors.ts";
-
-/** The message of a failure the host did not expect (as the gRPC door's). */
-const INTERNAL_MESSAGE = "code-mode host internal error";
+import { type CoreClient, coreClient } from "./core_client.ts";
 
 /** Options of {@link InProcessCodeModeSessionProvider}; every field has a default. */
 export interface InProcessProviderOptions {
@@ -82,144 +74,6 @@ export function canSpawn(deno: string = Deno.execPath()): boolean {
   }
 }
 
-function abortError(): Error {
-  const error = new Error("The operation has been aborted");
-  error.name = "AbortError";
-  return error;
-}
-
-/** The status a client of the gRPC door would receive for `error` (`grpc/errors.ts`). */
-function toClientError(path: string, error: unknown, log: Logger): ClientError {
-  if (error instanceof ClientError) return error;
-  if (error instanceof ServerError) return new ClientError(path, error.code, error.details);
-  if (error instanceof HostError) return new ClientError(path, GRPC_CODE_OF[error.code], error.message);
-  log.error("unexpected failure in an RPC", { error: String((error as Error)?.stack ?? error) });
-  return new ClientError(path, Status.INTERNAL, INTERNAL_MESSAGE);
-}
-
-/** Call options of the client library (what nice-grpc's clients take). */
-interface CallOptions {
-  signal?: AbortSignal;
-  metadata?: MetadataType;
-  onHeader?: (header: MetadataType) => void;
-}
-
-/**
- * A client of the code-mode service with nice-grpc's calling conventions whose calls run the
- * service methods over `engine.core` in this process.
- *
- * @param engine the engine whose core serves the calls
- * @returns the client
- */
-export function inMemoryClient(engine: Engine): RawClient {
-  const definition = codeModeHostDefinition();
-  // deno-lint-ignore no-explicit-any
-  const service = createCodeModeService({ core: engine.core }) as unknown as Record<string, any>;
-  const log = engine.log;
-  const client: RawClient = {};
-  for (const [key, method] of Object.entries(definition)) {
-    const request = (value: unknown) => method.requestDeserialize(method.requestSerialize(value));
-    const response = (value: unknown) => method.responseDeserialize(method.responseSerialize(value));
-    const call = (value: unknown, options: CallOptions = {}) => {
-      const abort = new AbortController();
-      const outer = options.signal;
-      const onAbort = () => abort.abort();
-      if (outer?.aborted) abort.abort();
-      else outer?.addEventListener("abort", onAbort, { once: true });
-      const header = Metadata();
-      let headerSent = false;
-      const sendHeader = () => {
-        if (headerSent) return;
-        headerSent = true;
-        options.onHeader?.(header);
-      };
-      const context = {
-        metadata: options.metadata ?? Metadata(),
-        peer: "in-process",
-        header,
-        sendHeader,
-        trailer: Metadata(),
-        signal: abort.signal,
-      };
-      const done = () => outer?.removeEventListener("abort", onAbort);
-      const aborted = new Promise<never>((_, reject) => {
-        if (abort.signal.aborted) reject(abortError());
-        abort.signal.addEventListener("abort", () => reject(abortError()), { once: true });
-      });
-      aborted.catch(() => {});
-      return { request: request(value), context, sendHeader, abort, done, aborted };
-    };
-    if (method.responseStream) {
-      client[key] = (value: unknown, options?: CallOptions) => {
-        const c = call(value, options);
-        // The method runs as a server runs it: pulled on at once, whatever the caller reads, and on
-        // to its end after the caller went away (an Execute abandons its cell there); what it
-        // produces meanwhile waits here, what it produces after cancellation goes nowhere.
-        const queue: unknown[] = [];
-        let end: { error?: unknown } | undefined;
-        let wake: (() => void) | undefined;
-        const pump = (async () => {
-          try {
-            const stream = service[key](c.request, c.context) as AsyncIterable<unknown>;
-            for await (const message of stream) {
-              if (c.abort.signal.aborted) continue;
-              c.sendHeader();
-              queue.push(response(message));
-              wake?.();
-            }
-            if (!c.abort.signal.aborted) c.sendHeader();
-            end = {};
-          } catch (error) {
-            end = { error };
-          }
-          wake?.();
-        })();
-        void pump;
-        return (async function* () {
-          try {
-            for (;;) {
-              while (queue.length === 0 && end === undefined && !c.abort.signal.aborted) {
-                await Promise.race([new Promise<void>((resolve) => wake = resolve), c.aborted]);
-              }
-              if (c.abort.signal.aborted) throw abortError();
-              if (queue.length > 0) {
-                yield queue.shift();
-                continue;
-              }
-              if (end!.error !== undefined) throw toClientError(method.path, end!.error, log);
-              return;
-            }
-          } catch (error) {
-            if (c.abort.signal.aborted) throw abortError();
-            throw error;
-          } finally {
-            c.abort.abort();
-            c.done();
-          }
-        })();
-      };
-    } else {
-      client[key] = (value: unknown, options?: CallOptions) => {
-        const c = call(value, options);
-        return (async () => {
-          try {
-            const pending = Promise.resolve(service[key](c.request, c.context));
-            pending.catch(() => {});
-            const result = await Promise.race([pending, c.aborted]);
-            return response(result);
-          } catch (error) {
-            if (c.abort.signal.aborted) throw abortError();
-            throw toClientError(method.path, error, log);
-          } finally {
-            c.done();
-          }
-        })();
-      };
-    }
-  }
-  return client;
-}
-
 /**
  * Opens code-mode sessions on a host engine inside this process: the `CodeModeSessionProvider` of
  * `GrpcCodeModeSessionProvider` (SPEC §10.1) without gRPC (SPEC §9.8). The engine starts with the
@@ -244,7 +98,7 @@ export class InProcessCodeModeSessionProvider implements AsyncDisposable {
   readonly #options: InProcessProviderOptions;
   readonly #inner: GrpcCodeModeSessionProvider;
   #engine: Engine | undefined;
-  #client: RawClient | undefined;
+  #calls: CoreClient | undefined;
   #starting: Promise<void> | undefined;
   #isolation: Isolation | undefined;
   #stopped = false;
@@ -261,8 +115,8 @@ export class InProcessCodeModeSessionProvider implements AsyncDisposable {
       ...(options.transportTimeoutMs === undefined ? {} : { transportTimeoutMs: options.transportTimeoutMs }),
     });
     const connector: Connector = () => {
-      if (!this.#client) throw new Error("code-mode embedded provider has not started");
-      return { client: this.#client, release: () => {} };
+      if (!this.#calls) throw new Error("code-mode embedded provider has not started");
+      return { client: this.#calls.client, release: () => {} };
     };
     useConnector(this.#inner, connector);
   }
@@ -309,10 +163,14 @@ export class InProcessCodeModeSessionProvider implements AsyncDisposable {
     await this.#start();
   }
 
-  /** Ends the engine gracefully (SPEC §9.7): sessions close, runtimes stop. Idempotent. */
+  /**
+   * Ends the engine gracefully (SPEC §9.7): sessions close, runtimes stop; resolves once the calls
+   * the sessions left running have ended too. Idempotent.
+   */
   async shutdown(): Promise<void> {
     this.#stopped = true;
     await this.#engine?.shutdown();
+    await this.#calls?.settled();
   }
 
   /** Same as {@link InProcessCodeModeSessionProvider.shutdown}. */
@@ -320,7 +178,7 @@ export class InProcessCodeModeSessionProvider implements AsyncDisposable {
     await this.shutdown();
   }
 
-  /** Starts the engine once (its OS sandbox probe is asynchronous) and the in-memory client. */
+  /** Starts the engine once (its OS sandbox probe is asynchronous) and the client of its core. */
   #start(): Promise<void> {
     this.#starting ??= (async () => {
       const o = this.#options;
@@ -346,7 +204,7 @@ export class InProcessCodeModeSessionProvider implements AsyncDisposable {
       engine.markServing();
       this.#engine = engine;
       this.#isolation = isolation;
-      this.#client = inMemoryClient(engine);
+      this.#calls = coreClient(engine.core, engine.log);
     })();
     // A failed start may be retried by the next createSession.
     return this.#starting.catch((error) => {

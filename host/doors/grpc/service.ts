@@ -63,7 +63,7 @@ export interface ServiceOptions {
    * Whether the transport calls a response's {@link ON_SENT} callback as it writes the response
    * (`server.ts`'s interceptor does). Then the lease asks for the event after a notification only
    * once the notification is written, so the cell's outcome cannot overtake it. Default false: the
-   * lease reads on at once (an in-process caller, `host/doors/embedded.ts`, queues in order anyway).
+   * lease reads on at once (for a caller that queues the messages in order anyway).
    */
   confirmsWrites?: boolean;
 }
