@@ -62,7 +62,7 @@ import denoConfig from "../deno.json" with { type: "json" };
 import type { McpToolBridge } from "./upstream.ts";
 
 /** The JSON Schema of the `exec` tool's arguments (MCP has no freeform tools). */
-export const EXEC_TOOL_PARAMETERS = {
+export const EXEC_TOOL_PARAMETERS: Tool["inputSchema"] = {
   type: "object",
   additionalProperties: false,
   required: ["code"],
@@ -73,7 +73,7 @@ export const EXEC_TOOL_PARAMETERS = {
         "The JavaScript or TypeScript source of the cell; the first line may be an `// @exec:` pragma.",
     },
   },
-} as const;
+};
 
 /** Options of {@link McpFrontDoor}. */
 export interface McpFrontDoorOptions {
@@ -174,12 +174,12 @@ export class McpFrontDoor {
           codeModeOnly: true,
           namespaceDescriptions,
         }),
-        inputSchema: EXEC_TOOL_PARAMETERS as unknown as Tool["inputSchema"],
+        inputSchema: EXEC_TOOL_PARAMETERS,
       },
       {
         name: WAIT_TOOL_NAME,
         description: WAIT_TOOL_DESCRIPTION,
-        inputSchema: WAIT_TOOL_PARAMETERS as unknown as Tool["inputSchema"],
+        inputSchema: WAIT_TOOL_PARAMETERS,
       },
     ];
   }
@@ -231,7 +231,7 @@ export class McpFrontDoor {
     const connection: McpConnection = {
       closed,
       close: async () => {
-        await server.close().catch(() => {});
+        await server.close().catch((error) => this.#log.debug(`MCP server close failed: ${message(error)}`));
         await shutdown();
       },
     };
@@ -302,8 +302,10 @@ export class McpFrontDoor {
           // A cancelled exec terminates its cell (as Codex's abandonment does), and the connection's
           // next call waits for that to finish, so that it never meets the cell's runtime restart.
           const stop = () => {
-            const stopped: Promise<void> = open.terminate(cell.cellId).then(() => {}, () => {})
-              .finally(() => stopping.delete(stopped));
+            const stopped: Promise<void> = open.terminate(cell.cellId).then(
+              () => {},
+              (error) => this.#log.debug(`MCP exec cell ${cell.cellId} not terminated: ${message(error)}`),
+            ).finally(() => stopping.delete(stopped));
             stopping.add(stopped);
           };
           if (extra.signal.aborted) stop();

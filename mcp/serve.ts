@@ -68,7 +68,9 @@ async function startStack(options: McpServeOptions): Promise<McpStack> {
     await provider.start();
     bridge = await McpToolBridge.connect(options.mcpServers ?? {}, { log });
   } catch (error) {
-    await provider.shutdown().catch(() => {});
+    await provider.shutdown().catch((cause) =>
+      log.debug(`embedded provider shutdown failed: ${String(cause)}`)
+    );
     throw error;
   }
   const door = new McpFrontDoor({ provider, bridge, log });

@@ -145,12 +145,12 @@ class Upstream {
       } catch (error) {
         live = false;
         this.#connecting = undefined;
-        await client.close().catch(() => {});
+        await this.#closeQuietly(client);
         throw error;
       }
       if (this.#closed) {
         live = false;
-        await client.close().catch(() => {});
+        await this.#closeQuietly(client);
         throw new Error(`MCP server \`${this.name}\` is closed`);
       }
       this.#client = client;
@@ -174,8 +174,8 @@ class Upstream {
       throw new Error(`MCP server \`${this.name}\` is unavailable: ${(error as Error).message}`);
     }
     const drop = this.#client === client ? this.#drop : undefined;
+    // `lost` and `call` are raced at once, so a rejection of either is always handled.
     const { promise: lost, reject } = Promise.withResolvers<never>();
-    lost.catch(() => {});
     const onLost = (reason: string) => reject(new ConnectionLost(reason));
     this.#lost.add(onLost);
     let result: CallToolResult;
@@ -185,7 +185,6 @@ class Upstream {
         undefined,
         { signal, timeout: this.#timeoutMs, resetTimeoutOnProgress: true },
       );
-      call.catch(() => {});
       result = await Promise.race([call, lost]) as CallToolResult;
     } catch (error) {
       let cause = error instanceof ConnectionLost ? error.message : undefined;
@@ -193,7 +192,7 @@ class Upstream {
         cause = endpointFailure(error);
         if (cause !== undefined) {
           drop?.(cause);
-          client.close().catch(() => {});
+          await this.#closeQuietly(client);
         }
       }
       if (cause === undefined && !this.#client && !signal.aborted) cause = (error as Error).message;
@@ -217,7 +216,20 @@ class Upstream {
     const client = this.#client ?? await connecting?.catch(() => undefined);
     this.#client = undefined;
     this.#drop = undefined;
-    await client?.close().catch(() => {});
+    if (client) await this.#closeQuietly(client);
+  }
+
+  /** Closes a client that is being given up; its failure changes nothing but is logged. */
+  async #closeQuietly(client: Client): Promise<void> {
+    try {
+      await client.close();
+    } catch (error) {
+      this.#log.debug(
+        `MCP server \`${this.name}\` did not close cleanly: ${
+          error instanceof Error ? error.message : String(error)
+        }`,
+      );
+    }
   }
 }
 
