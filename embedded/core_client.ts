@@ -143,88 +143,63 @@ export interface CoreClient {
 }
 
 /**
- * Makes the client of a core.
- *
- * @param core the core that serves the calls
- * @param log where failures the host did not expect go
- * @returns the client and its owner's handle
+ * How a method becomes a call with nice-grpc's conventions (see the module doc), and the owner of
+ * the calls that run on after their caller.
  */
-export function coreClient(core: CoreOperations, log: Logger): CoreClient {
+class Calls {
+  readonly #log: Logger;
   /** Every call still running, by a key of its own. */
-  const running = new Map<object, Promise<void>>();
+  readonly #running = new Map<object, Promise<void>>();
 
-  /** Owns `work` until it ends; a failure after its caller left is logged at debug. */
-  const own = (path: string, work: Promise<unknown>, call: CallState): void => {
-    const key = {};
-    running.set(
-      key,
-      (async () => {
-        try {
-          await work;
-        } catch (error) {
-          if (!call.signal.aborted) return; // the caller gets it
-          log.debug("code-mode in-process call failed after its caller left", {
-            rpc: path,
-            error: String(error),
-          });
-        } finally {
-          running.delete(key);
-        }
-      })(),
-    );
-  };
+  constructor(log: Logger) {
+    this.#log = log;
+  }
 
-  const failure = (path: string, error: unknown): ClientError => {
-    if (error instanceof ServerError) return new ClientError(path, error.code, error.details);
-    const { code, message } = wireError(error, log, { rpc: path });
-    return new ClientError(path, code, message);
-  };
-
-  const unary = <Q, R>(name: string, method: (request: Q, call: Call) => Promise<R>) => {
+  /** A unary method as a call. */
+  unary<Q, R>(name: string, method: (request: Q, call: Call) => Promise<R>) {
     const path = SERVICE + name;
     return async (request: Q, options: CallOptions = {}): Promise<R> => {
       const call = startCall(options);
       const work = (async () => await method(request, call))();
-      own(path, work, call);
+      this.#own(path, work, call);
       try {
         const result = await Promise.race([work, call.aborted]);
         if (result === ABORTED) throw abortError();
         return result;
       } catch (error) {
         if (call.signal.aborted) throw abortError();
-        throw failure(path, error);
+        throw this.#failure(path, error);
       } finally {
         call.done();
       }
     };
-  };
+  }
 
-  const streaming = <Q, R>(name: string, method: (request: Q, call: Call) => AsyncIterable<R>) => {
+  /** A streaming method as a call: pulled on at once, its messages queued for the caller. */
+  streaming<Q, R>(name: string, method: (request: Q, call: Call) => AsyncIterable<R>) {
     const path = SERVICE + name;
     return (request: Q, options: CallOptions = {}): AsyncIterable<R> => {
       const call = startCall(options);
       const queue: R[] = [];
       let end: { failed: false } | { failed: true; error: unknown } | undefined;
       let wake: (() => void) | undefined;
-      own(
-        path,
-        (async () => {
-          try {
-            for await (const message of method(request, call)) {
-              if (call.signal.aborted) continue;
-              call.sendHeader();
-              queue.push(message);
-              wake?.();
-            }
-            if (!call.signal.aborted) call.sendHeader();
-            end = { failed: false };
-          } catch (error) {
-            end = { failed: true, error };
+      const pump = async () => {
+        try {
+          for await (const message of method(request, call)) {
+            if (call.signal.aborted) continue;
+            call.sendHeader();
+            queue.push(message);
+            wake?.();
           }
-          wake?.();
-        })(),
-        call,
-      );
+          if (!call.signal.aborted) call.sendHeader();
+          end = { failed: false };
+        } catch (error) {
+          end = { failed: true, error };
+        }
+        wake?.();
+      };
+      this.#own(path, pump(), call);
+      const failure = (error: unknown) => this.#failure(path, error);
       return (async function* () {
         try {
           for (;;) {
@@ -236,7 +211,7 @@ export function coreClient(core: CoreOperations, log: Logger): CoreClient {
               yield queue.shift()!;
               continue;
             }
-            if (end?.failed) throw failure(path, end.error);
+            if (end?.failed) throw failure(end.error);
             return;
           }
         } catch (error) {
@@ -248,69 +223,130 @@ export function coreClient(core: CoreOperations, log: Logger): CoreClient {
         }
       })();
     };
-  };
+  }
 
+  /** Resolves once every call has ended. */
+  async settled(): Promise<void> {
+    while (this.#running.size > 0) await Promise.all(this.#running.values());
+  }
+
+  /** Owns `work` until it ends; a failure after its caller left is logged at debug. */
+  #own(path: string, work: Promise<unknown>, call: CallState): void {
+    const key = {};
+    this.#running.set(
+      key,
+      (async () => {
+        try {
+          await work;
+        } catch (error) {
+          if (!call.signal.aborted) return; // the caller gets it
+          this.#log.debug("code-mode in-process call failed after its caller left", {
+            rpc: path,
+            error: String(error),
+          });
+        } finally {
+          this.#running.delete(key);
+        }
+      })(),
+    );
+  }
+
+  /** The `ClientError` a gRPC client would get for `error`. */
+  #failure(path: string, error: unknown): ClientError {
+    if (error instanceof ServerError) return new ClientError(path, error.code, error.details);
+    const { code, message } = wireError(error, this.#log, { rpc: path });
+    return new ClientError(path, code, message);
+  }
+}
+
+async function* openSession(
+  core: CoreOperations,
+  request: OpenSessionRequestInit,
+  call: Call,
+): AsyncGenerator<SessionEvent> {
+  const lease = await core.openSession(openSessionRequest(request, call.traceparent));
+  call.sendHeader();
+  for await (const event of lease.events(call.signal)) {
+    // A cell ended by its session's closure gets no CellClosed (as from the gRPC door).
+    if (event.type === "cellClosed" && event.closing) continue;
+    yield decodedSessionEvent(event);
+  }
+}
+
+async function* execute(
+  core: CoreOperations,
+  request: ExecuteRequestInit,
+  call: Call,
+): AsyncGenerator<ExecuteEvent> {
+  for await (
+    const event of core.execute(executeRequest(request, call.traceparent), { signal: call.signal })
+  ) {
+    // An Execute whose cell the session's closure ended ends without an outcome.
+    if (event.type === "outcome" && event.closing) continue;
+    yield decodedExecuteEvent(event);
+  }
+}
+
+async function* subscribeToToolCalls(
+  core: CoreOperations,
+  request: SubscribeToToolCallsRequestInit,
+  call: Call,
+): AsyncGenerator<ToolCall> {
+  const toolNames = toolNameFilters(request.sessionId, request.toolNames);
+  using subscription = core.subscribeToToolCalls({ sessionId: request.sessionId ?? "", toolNames });
+  // The headers tell the client that the subscription is registered (SPEC §7.6 rule 6).
+  call.sendHeader();
+  for await (const toolCall of subscription.calls(call.signal)) yield decodedToolCall(toolCall);
+}
+
+async function terminate(
+  core: CoreOperations,
+  request: TerminateRequestInit,
+  call: Call,
+): Promise<WaitResponse> {
+  checkTexts([["TerminateRequest.session_id", request.sessionId], [
+    "TerminateRequest.cell_id",
+    request.cellId,
+  ]]);
+  const result = await core.terminate({
+    sessionId: request.sessionId ?? "",
+    cellId: request.cellId ?? "",
+    traceparent: call.traceparent,
+  });
+  return decodedObservation(result);
+}
+
+/**
+ * Makes the client of a core.
+ *
+ * @param core the core that serves the calls
+ * @param log where failures the host did not expect go
+ * @returns the client and its owner's handle
+ */
+export function coreClient(core: CoreOperations, log: Logger): CoreClient {
+  const calls = new Calls(log);
   const client = {
-    openSession: streaming("OpenSession", async function* (
-      request: OpenSessionRequestInit,
-      call: Call,
-    ): AsyncGenerator<SessionEvent> {
-      const lease = await core.openSession(openSessionRequest(request, call.traceparent));
-      call.sendHeader();
-      for await (const event of lease.events(call.signal)) {
-        // A cell ended by its session's closure gets no CellClosed (as from the gRPC door).
-        if (event.type === "cellClosed" && event.closing) continue;
-        yield decodedSessionEvent(event);
-      }
-    }),
-
-    closeSession: unary("CloseSession", async (request: CloseSessionRequestInit) => {
+    openSession: calls.streaming(
+      "OpenSession",
+      (r: OpenSessionRequestInit, call) => openSession(core, r, call),
+    ),
+    closeSession: calls.unary("CloseSession", async (request: CloseSessionRequestInit) => {
       checkTexts([["CloseSessionRequest.session_id", request.sessionId]]);
       await core.closeSession(request.sessionId ?? "");
       return {};
     }),
-
-    execute: streaming("Execute", async function* (
-      request: ExecuteRequestInit,
-      call: Call,
-    ): AsyncGenerator<ExecuteEvent> {
-      const events = core.execute(executeRequest(request, call.traceparent), { signal: call.signal });
-      for await (const event of events) {
-        // An Execute whose cell the session's closure ended ends without an outcome.
-        if (event.type === "outcome" && event.closing) continue;
-        yield decodedExecuteEvent(event);
-      }
-    }),
-
-    wait: unary("Wait", async (request: WaitRequestInit, call: Call): Promise<WaitResponse> => {
-      return decodedObservation(
-        await core.wait(waitRequest(request, call.traceparent), { signal: call.signal }),
-      );
-    }),
-
-    terminate: unary(
-      "Terminate",
-      async (request: TerminateRequestInit, call: Call): Promise<WaitResponse> => {
-        checkTexts([["TerminateRequest.session_id", request.sessionId], [
-          "TerminateRequest.cell_id",
-          request.cellId,
-        ]]);
-        return decodedObservation(
-          await core.terminate({
-            sessionId: request.sessionId ?? "",
-            cellId: request.cellId ?? "",
-            traceparent: call.traceparent,
-          }),
-        );
-      },
+    execute: calls.streaming("Execute", (r: ExecuteRequestInit, call) => execute(core, r, call)),
+    wait: calls.unary(
+      "Wait",
+      async (r: WaitRequestInit, call) =>
+        decodedObservation(await core.wait(waitRequest(r, call.traceparent), { signal: call.signal })),
     ),
-
-    yieldObservation: unary("YieldObservation", (request: YieldObservationRequestInit) => {
+    terminate: calls.unary("Terminate", (r: TerminateRequestInit, call) => terminate(core, r, call)),
+    yieldObservation: calls.unary("YieldObservation", (request: YieldObservationRequestInit) => {
       core.yieldObservation(yieldRequest(request));
       return Promise.resolve({});
     }),
-
-    cancelWait: unary("CancelWait", async (request: CancelWaitRequestInit) => {
+    cancelWait: calls.unary("CancelWait", async (request: CancelWaitRequestInit) => {
       checkTexts([["CancelWaitRequest.session_id", request.sessionId], [
         "CancelWaitRequest.wait_id",
         request.waitId,
@@ -318,8 +354,7 @@ export function coreClient(core: CoreOperations, log: Logger): CoreClient {
       await core.cancelWait({ sessionId: request.sessionId ?? "", waitId: request.waitId ?? "" });
       return {};
     }),
-
-    acknowledgeNotification: unary(
+    acknowledgeNotification: calls.unary(
       "AcknowledgeNotification",
       (request: AcknowledgeNotificationRequestInit) => {
         checkTexts([
@@ -333,28 +368,14 @@ export function coreClient(core: CoreOperations, log: Logger): CoreClient {
         return Promise.resolve({});
       },
     ),
-
-    subscribeToToolCalls: streaming(
+    subscribeToToolCalls: calls.streaming(
       "SubscribeToToolCalls",
-      async function* (request: SubscribeToToolCallsRequestInit, call: Call): AsyncGenerator<ToolCall> {
-        const toolNames = toolNameFilters(request.sessionId, request.toolNames);
-        using subscription = core.subscribeToToolCalls({ sessionId: request.sessionId ?? "", toolNames });
-        // The headers tell the client that the subscription is registered (SPEC §7.6 rule 6).
-        call.sendHeader();
-        for await (const toolCall of subscription.calls(call.signal)) yield decodedToolCall(toolCall);
-      },
+      (r: SubscribeToToolCallsRequestInit, call) => subscribeToToolCalls(core, r, call),
     ),
-
-    completeToolCall: unary("CompleteToolCall", (request: CompleteToolCallRequestInit) => {
+    completeToolCall: calls.unary("CompleteToolCall", (request: CompleteToolCallRequestInit) => {
       core.completeToolCall(completionRequest(request));
       return Promise.resolve({});
     }),
   };
-
-  return {
-    client,
-    async settled() {
-      while (running.size > 0) await Promise.all(running.values());
-    },
-  };
+  return { client, settled: () => calls.settled() };
 }
