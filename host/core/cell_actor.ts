@@ -173,13 +173,6 @@ export interface CellActorHandle {
    * @returns `terminated`, or the committed completion; rejects `alreadyTerminating` or `closed`
    */
   terminate(): Promise<CellEvent>;
-  /**
-   * Puts a delivered `yielded`/`pending` window back in front of the current one: the outcome
-   * could not be sent after all (Client mode, SPEC §8.3).
-   *
-   * @param content the window to restore (possibly a replacement of the delivered one)
-   */
-  restoreOutput(content: OutputCollector): void;
 }
 
 interface Observer {
@@ -312,7 +305,6 @@ class CellActor {
       done,
       observe: (mode, opts) => this.#observe(mode, opts?.signal),
       terminate: () => this.#state.requestTermination(),
-      restoreOutput: (content) => this.#output.restore(content),
     };
   }
 

@@ -202,26 +202,6 @@ export class CellState {
   }
 
   /**
-   * A delivered terminal outcome could not be sent after all (Client mode: it exceeded the gRPC
-   * message limit, SPEC §8.3): `replacement` is buffered like a committed completion, so the next
-   * observation or Terminate receives it. Repeating it for the same delivery changes nothing.
-   *
-   * @param delivered the terminal event that was handed out
-   * @param replacement what to deliver instead
-   */
-  rebuffer(delivered: CellEvent, replacement: TerminalEvent): void {
-    if (this.#terminal !== delivered) return;
-    this.#completion = {
-      event: replacement,
-      committedAt: this.#completion?.committedAt ?? this.#clock.now(),
-      buffered: true,
-    };
-    this.#terminal = undefined;
-    this.#terminalDelivered = false;
-    this.#claim = undefined;
-  }
-
-  /**
    * Delivers the committed completion to the attached observer, or buffers it.
    *
    * @param responder the attached observer, if any

@@ -87,6 +87,8 @@ export interface SessionOptions {
   hostDelegatePermits: Permits;
   /** The session's own delegate capacity (default `maxPendingDelegateCallsPerSession`). */
   sessionDelegateCapacity?: number;
+  /** Outcomes are written as JSON (`OpenSessionRequest.jsonOutcomeSizes`); default false. */
+  jsonOutcomeSizes?: boolean;
   /** Metrics and tracing (default off). */
   telemetry?: Telemetry;
 }
@@ -312,6 +314,7 @@ export class Session {
         outputEventCredit: this.#options.limits.outputEventQueueCapacity,
         outputByteCredit: this.#options.limits.outputEventQueueBytes,
         maxFrameBytes: this.#options.limits.maxWorkerFrameBytes,
+        ...(this.#options.jsonOutcomeSizes ? { jsonSizes: true } : {}),
       },
     }).catch(() => {});
     if (this.#store.size > 0) {

@@ -60,6 +60,8 @@ export interface OpenOptions {
   maxPendingDelegateCalls?: number;
   /** The delegate pool the session shares (default the host-wide {@link SessionManager.delegates}). */
   delegatePermits?: Permits;
+  /** Outcomes are written as JSON (`OpenSessionRequest.jsonOutcomeSizes`); default false. */
+  jsonOutcomeSizes?: boolean;
 }
 
 /** Registry and admission. */
@@ -274,6 +276,7 @@ export class SessionManager implements AsyncDisposable {
       replaceRuntime: () => this.takeRuntime(),
       hostDelegatePermits: options.delegatePermits ?? this.delegates,
       sessionDelegateCapacity: options.maxPendingDelegateCalls,
+      jsonOutcomeSizes: options.jsonOutcomeSizes,
       telemetry: this.telemetry,
       onRemoved: (removed) => {
         if (this.#sessions.get(removed.id) === removed) this.#sessions.delete(removed.id);

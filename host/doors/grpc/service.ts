@@ -33,7 +33,7 @@ import type {
   ToolDefinition,
   ToolName,
 } from "../../core/code_mode_core.ts";
-import { CALLBACK_CAPACITY_MESSAGE } from "../../core/code_mode_core.ts";
+import { CALLBACK_CAPACITY_MESSAGE, outcomeTooLargeMessage } from "../../core/code_mode_core.ts";
 import { HostError } from "../../core/errors.ts";
 
 /** The response header of Wait and Terminate with a cell's completion. */
@@ -90,7 +90,14 @@ function toolDefinition(def: WireToolDefinition): ToolDefinition {
   };
 }
 
+/**
+ * The wire form of an outcome.
+ *
+ * @throws {ServerError} `OUT_OF_RANGE` for an outcome too large to send (consumed all the same),
+ *   with tonic's text, as Codex's own host answers it
+ */
 function wireOutcome(outcome: ExecutionOutcome): ExecutionOutcomeInit {
+  if (outcome.oversize) throw new ServerError(Status.OUT_OF_RANGE, outcomeTooLargeMessage(outcome.oversize));
   const base = {
     cellId: outcome.cellId,
     contentItems: outcome.contentItems,

@@ -42,6 +42,7 @@ import {
   error,
   KNOWN_CAPABILITIES,
   ok,
+  oversizeStandIn,
   type Request,
   runtimeResponse,
   toolInvoke,
@@ -431,16 +432,24 @@ export class V1Connection {
   ): Promise<void> {
     let result;
     let outcome: ExecutionOutcome | undefined;
+    let extraBytes: number | undefined;
     try {
       const observed = await work();
-      if (observed.state === "liveCell") outcome = observed.outcome;
+      if (observed.state === "liveCell") {
+        outcome = observed.outcome;
+        if (outcome.oversize) {
+          const standIn = oversizeStandIn(outcome);
+          extraBytes = standIn.extraBytes;
+          observed.outcome = standIn.outcome;
+        }
+      }
       result = ok({ type: "wait/completed", outcome: waitOutcome(observed) });
     } catch (err) {
       result = error(signal?.aborted ? "code-mode request cancelled" : messageOf(err));
     }
     const state = this.#sessions.get(sessionId);
-    if (!state || !outcome) return await this.#answer(id, result);
-    await this.#delivering(state, outcome, () => this.#answer(id, result));
+    if (!state || !outcome) return await this.#answer(id, result, extraBytes);
+    await this.#delivering(state, outcome, () => this.#answer(id, result, extraBytes));
   }
 
   /** Writes an outcome of a cell after what must precede it; a final one opens its `cell/closed`. */
@@ -463,9 +472,17 @@ export class V1Connection {
     for (const gate of state.finalSent.values()) gate.resolve();
   }
 
-  #answer(id: bigint, result: Record<string, unknown>): Promise<void> {
+  /**
+   * Answers a request. `oversizeBytes`: the result holds an outcome too large to send in its
+   * stand-in form (`oversizeStandIn`), whose frame is that much shorter than the real one.
+   */
+  #answer(id: bigint, result: Record<string, unknown>, oversizeBytes?: number): Promise<void> {
     if (this.#log.enabled("debug")) this.#statuses.set(id, String(result.status));
-    return this.#send({ type: "operation/response", id: wireId(id), result }, "code-mode host response")
+    return this.#send(
+      { type: "operation/response", id: wireId(id), result },
+      "code-mode host response",
+      oversizeBytes,
+    )
       .then(() => {});
   }
 
@@ -479,6 +496,7 @@ export class V1Connection {
         maxHeapSizeBytes: request.limits?.maxHeapSizeBytes,
         maxPendingDelegateCalls: this.#delegateCapacity,
         delegatePermits: this.#delegatePool,
+        jsonOutcomeSizes: true,
       });
     } catch (err) {
       return await this.#answer(id, error(messageOf(err)));
@@ -781,9 +799,11 @@ export class V1Connection {
           await this.#answer(id, ok({ type: "execution/started", cellId }));
           if (state) this.#gate(state.startedSent, cellId).resolve();
         } else {
-          const result = ok(runtimeResponse(event.outcome));
-          if (state) await this.#delivering(state, event.outcome, () => this.#initial(id, result));
-          else await this.#initial(id, result);
+          const standIn = event.outcome.oversize ? oversizeStandIn(event.outcome) : undefined;
+          const result = ok(runtimeResponse(standIn?.outcome ?? event.outcome));
+          const send = () => this.#initial(id, result, standIn?.extraBytes);
+          if (state) await this.#delivering(state, event.outcome, send);
+          else await send();
         }
       }
       if (cellId !== undefined && signal.aborted) {
@@ -803,10 +823,11 @@ export class V1Connection {
     }
   }
 
-  #initial(id: bigint, result: Record<string, unknown>): Promise<void> {
+  #initial(id: bigint, result: Record<string, unknown>, oversizeBytes?: number): Promise<void> {
     return this.#send(
       { type: "execute/initialResponse", id: wireId(id), result },
       "code-mode initial response",
+      oversizeBytes,
     )
       .then(() => {});
   }
@@ -816,15 +837,31 @@ export class V1Connection {
    * `{what} exceeds the IPC frame limit: code-mode IPC frame length {n} exceeds {max} bytes`; any
    * other oversized message is not sent (logged).
    *
+   * - `oversizeBytes`: the message carries an outcome too large to send in its stand-in form
+   *   (`oversizeStandIn`), never sent as it is: the real frame's length is the stand-in's plus
+   *   these bytes. Its JSON form is never smaller than its protobuf form, so with the default
+   *   limits it is always over the frame limit; if it is not (`maxMessageBytes` set below the
+   *   frame limit), the answer is `{what} exceeds the message limit: {n} bytes`.
+   *
    * @returns whether the message itself was queued
    */
-  async #send(message: Record<string, unknown>, what?: string): Promise<boolean> {
+  async #send(message: Record<string, unknown>, what?: string, oversizeBytes?: number): Promise<boolean> {
     let frame = encodeFrame(message);
-    if (frame.length - 4 <= this.#maxFrame) {
+    const length = frame.length - 4 + (oversizeBytes ?? 0);
+    if (oversizeBytes === undefined && length <= this.#maxFrame) {
       await this.#writer.send(frame);
       return true;
     }
-    const detail = frameTooLarge(frame.length - 4, this.#maxFrame);
+    if (length <= this.#maxFrame) {
+      // An outcome over a `maxMessageBytes` set below the frame limit: the message limit's error.
+      frame = encodeFrame({
+        ...message,
+        result: error(`${what} exceeds the message limit: ${length} bytes`),
+      });
+      await this.#writer.send(frame);
+      return false;
+    }
+    const detail = frameTooLarge(length, this.#maxFrame);
     if (what === undefined) {
       this.#log.error("code-mode host message exceeded the IPC frame limit", { error: detail });
       return false;
