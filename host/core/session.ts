@@ -13,6 +13,7 @@ import type { WorkerToHost } from "../../proto/worker_codec.ts";
 import { Cell, type CellOptions, type Outcome } from "./cell.ts";
 import type { CellPort } from "./cell_port.ts";
 import type { CellState, CompletedEvent } from "./cell_state.ts";
+import type { EndReason } from "./cell_channel.ts";
 import type { Clock } from "./clock.ts";
 import { HostError } from "./errors.ts";
 import { LeaseQueue } from "./lease_queue.ts";
@@ -352,8 +353,31 @@ export class Session {
 
   #onRuntimeEnded(runtime: RuntimeTransport, end: RuntimeEnd): void {
     if (runtime !== this.#runtime) return;
-    if (this.#state === "open" && !end.byHost) return this.#crash(end);
+    if (this.#state === "open" && !end.byHost) {
+      // One allocation far over a cell's heap limit (`new Array(1e7).fill(1.5)` under 16 MiB) is
+      // beyond what its Worker's limit can contain: V8 ends the whole runtime. That is the
+      // running cells' heap limit, not the session's end: they fail as over it, and the session
+      // goes on in a new runtime with its stored values (as after a hard stop). Only when the
+      // runtime's main isolate has V8's default limit (no `workerMainHeapMb`): its stderr does not
+      // say which isolate died, and with the default the main isolate is not the one.
+      if (
+        crashLabel(end) === "heap" && this.#running.size > 0 && this.#options.limits.workerMainHeapMb === 0
+      ) return void this.#recoverFromHeapLimit(end);
+      return this.#crash(end);
+    }
     for (const cell of [...this.#running.values()]) cell.end();
+  }
+
+  /** The runtime died of a cell's heap limit (see {@link #onRuntimeEnded}): replace it, keep the session. */
+  async #recoverFromHeapLimit(end: RuntimeEnd): Promise<void> {
+    if (this.#restarting) return;
+    this.#telemetry.metrics.runtimeCrashed("heap");
+    const limitMb = this.cellHeapMb;
+    await this.#replaceRuntime(
+      (cell) => cell.terminating ? { kind: "default" } : { kind: "heapLimit", limitMb },
+      "session runtime replaced: a cell's allocation passed its heap limit",
+      { cell_ids: [...this.#running.keys()].join(","), exit_code: end.code, signal: end.signal },
+    );
   }
 
   #crash(end: RuntimeEnd): void {
@@ -757,15 +781,29 @@ export class Session {
    */
   async #restartRuntime(stopped: Cell): Promise<void> {
     if (this.#restarting) return await this.#restarting;
-    const old = this.#runtime;
+    void this.#runtime.kill();
+    this.#telemetry.metrics.runtimeRestarted();
+    await this.#replaceRuntime(
+      (cell) => cell.terminating ? { kind: "default" } : { kind: "restart", stoppedCellId: stopped.id },
+      "session runtime restarted to stop a cell",
+      { cell_id: stopped.id },
+    );
+  }
+
+  /**
+   * Ends every cell of the current (killed or dead) runtime with its reason and replaces the
+   * runtime; the session, its lease and its stored values stay.
+   */
+  async #replaceRuntime(
+    reason: (cell: Cell) => EndReason,
+    message: string,
+    fields: LogFields,
+  ): Promise<void> {
+    if (this.#restarting) return await this.#restarting;
     const { promise, resolve } = Promise.withResolvers<void>();
     this.#restarting = promise;
     try {
-      void old.kill();
-      this.#telemetry.metrics.runtimeRestarted();
-      for (const cell of [...this.#running.values()]) {
-        cell.end(cell.terminating ? { kind: "default" } : { kind: "restart", stoppedCellId: stopped.id });
-      }
+      for (const cell of [...this.#running.values()]) cell.end(reason(cell));
       let next: RuntimeTransport;
       try {
         next = await this.#options.replaceRuntime();
@@ -779,10 +817,7 @@ export class Session {
       }
       this.#runtime = next;
       this.#attach(next);
-      this.#options.log.info("session runtime restarted to stop a cell", {
-        session_ref: this.ref,
-        cell_id: stopped.id,
-      });
+      this.#options.log.info(message, { session_ref: this.ref, ...fields });
     } finally {
       this.#restarting = undefined;
       resolve();
