@@ -487,3 +487,32 @@ Deno.test("V1: a Client-mode outcome over 64 MiB is consumed and refused as Code
   assert.ok(m >= waitBase && m <= waitBase + 38, `${m} vs ${waitBase}`);
   await finishCleanly(c, [], false);
 });
+
+Deno.test("V1: a yield is written before the cell's later notifications and tool calls, as Codex's host writes them", async () => {
+  await using c = V1Client.spawn();
+  await c.hello();
+  await c.open("session-1");
+  c.onDelegate = (m) =>
+    m.request.type === "notification/send"
+      ? { status: "ok", value: { type: "notification/delivered" } }
+      : toolResult({ ok: true });
+  // Several rounds: the cell runs on after its yield while the host is still writing it.
+  for (let round = 1; round <= 5; round++) {
+    const e = c.execute(
+      "session-1",
+      `notify("early"); text("before"); yield_control(); notify("after"); await tools.echo({}); text("done")`,
+      { enabled_tools: [tool("echo")], yield_time_ms: 30_000 },
+    );
+    const initial = await e.initial;
+    assert.ok("Yielded" in initial.value);
+    const cell = initial.value.Yielded.cell_id;
+    const done = await c.wait("session-1", cell, 30_000);
+    assert.deepEqual(texts(done.value.outcome.LiveCell), ["done"]);
+    const mine = c.received.filter((m) =>
+      (m.type === "execute/initialResponse" && m.id === e.id) ||
+      (m.type === "delegate/request" && (m.request.cellId ?? m.request.invocation?.cell_id) === cell)
+    ).map((m) => m.type === "execute/initialResponse" ? "yielded" : m.request.text ?? m.request.type);
+    assert.deepEqual(mine, ["early", "yielded", "after", "tool/invoke"], `round ${round}`);
+  }
+  await finishCleanly(c, [], false);
+});

@@ -82,6 +82,12 @@ export interface Outcome {
   resultBufferedForNs?: number;
   /** Set when the outcome is too large to send (Client mode): `items` and `errorText` are then left out. */
   oversize?: OversizeOutcome;
+  /**
+   * A `yielded` outcome of a session whose door writes outcomes and delegate requests in order
+   * (`CellPort.serialOutcomes`): the door calls it once the outcome is queued, which releases the
+   * cell's later tool calls and notifications.
+   */
+  written?: () => void;
 }
 
 const DETAILS: Record<string, number> = { auto: 1, low: 2, high: 3, original: 4 };
@@ -354,6 +360,7 @@ export class Cell {
       clock: port.clock,
       failureHandler: (reason) => port.failed(reason, this.#endDetail),
       cellId: options.id,
+      serialOutcomes: port.serialOutcomes ?? false,
       initialObserve: {
         mode: ObserveMode.yieldAfter(
           options.initial.yieldMs,
@@ -439,6 +446,7 @@ export class Cell {
     }
     if (event.type === "completed" || event.type === "terminated") this.#port.forget();
     const oversize = this.#port.mode === "client" ? this.#oversize(event, startedAt) : undefined;
+    const written = event.type === "yielded" ? event.written : undefined;
     if (oversize) {
       this.#metrics?.output(0, oversize.messageBytes);
       return event.type === "completed"
@@ -448,9 +456,15 @@ export class Cell {
           resultBufferedForNs: Math.max(0, Math.round(event.resultBufferedForMs * 1e6)),
           oversize,
         }
-        : { kind: event.type === "pending" ? "yielded" : event.type, items: [], oversize };
+        : {
+          kind: event.type === "pending" ? "yielded" : event.type,
+          items: [],
+          oversize,
+          ...(written ? { written } : {}),
+        };
     }
     const outcome = toOutcome(event, this.#port.mode, maxTokens);
+    if (written) outcome.written = written;
     this.#metrics?.output(itemBytes(outcome.items), event.content.omittedTextBytes);
     return outcome;
   }

@@ -87,6 +87,12 @@ export interface OpenSessionRequest {
    */
   jsonOutcomeSizes?: boolean;
   /**
+   * The door writes outcomes and delegate requests on one ordered channel (JSON host V1), as
+   * Codex's own host does: a cell's tool calls and notifications made after a yield reach the door
+   * only once it has written the yield (it calls the outcome's `written`). Default false.
+   */
+  serialOutcomes?: boolean;
+  /**
    * The pool of delegate permits the session draws from besides its own (default the host-wide
    * `maxPendingDelegateCalls` pool): a door whose connection has its own delegate capacity (JSON
    * host V1's `delegate-capacity-4096`) passes one pool for all of that connection's sessions.
@@ -195,6 +201,11 @@ export type ExecutionOutcome =
      * Codex's own host does; the cell does not get it back.
      */
     oversize?: OversizeOutcome;
+    /**
+     * A `yielded` outcome of a session opened with `serialOutcomes`: the door calls it once it has
+     * queued the outcome, which releases the cell's later tool calls and notifications.
+     */
+    written?: () => void;
   }
   & ({ kind: "yielded" } | { kind: "terminated" } | { kind: "completed"; errorText?: string });
 
@@ -275,6 +286,12 @@ export interface ToolCall {
   inputJson?: Uint8Array;
   sequence: number;
   traceparent?: string;
+  /**
+   * How many lease events the session had queued when the cell made the call (its notifications
+   * before the call among them): a door that writes both on one channel (JSON V1) writes the call
+   * after those. Not on the gRPC wire.
+   */
+  leaseMark?: number;
 }
 
 /** A registered tool subscription (SPEC §7.6). Dispose it (or call `close`) when its stream ends. */
@@ -364,6 +381,7 @@ function toOutcome(cellId: string, outcome: Outcome, start: number): ExecutionOu
     contentItems: outcome.items,
     hostDurationNs: nanosSince(start),
     ...(outcome.oversize ? { oversize: outcome.oversize } : {}),
+    ...(outcome.written ? { written: outcome.written } : {}),
   };
   if (outcome.kind === "completed") {
     const buffered = { ...base, resultBufferedForNs: outcome.resultBufferedForNs ?? 0 };
@@ -612,6 +630,7 @@ export class CodeModeCore {
       maxPendingDelegateCalls: request.maxPendingDelegateCalls,
       delegatePermits: request.delegatePermits,
       jsonOutcomeSizes: request.jsonOutcomeSizes,
+      serialOutcomes: request.serialOutcomes,
     }, slot);
     return {
       sessionId: session.id,

@@ -90,6 +90,8 @@ export interface SessionOptions {
   sessionDelegateCapacity?: number;
   /** Outcomes are written as JSON (`OpenSessionRequest.jsonOutcomeSizes`); default false. */
   jsonOutcomeSizes?: boolean;
+  /** Outcomes and delegate requests share one ordered channel (`OpenSessionRequest.serialOutcomes`). */
+  serialOutcomes?: boolean;
   /** Metrics and tracing (default off). */
   telemetry?: Telemetry;
 }
@@ -521,6 +523,7 @@ export class Session {
       clock,
       mode: this.outputMode === OUTPUT_SERVER ? "server" : "client",
       maxMessageBytes: this.#options.limits.maxMessageBytes,
+      serialOutcomes: this.#options.serialOutcomes ?? false,
       queue: {
         capacity: this.#options.limits.outputEventQueueCapacity,
         bytes: this.#options.limits.outputEventQueueBytes,
@@ -581,6 +584,7 @@ export class Session {
           inputJson: call.input === undefined ? undefined : JSON.stringify(call.input),
           traceparent: cell.traceparent,
           nextSequence: () => cell.nextSequence(),
+          leaseMark: this.#lease.pushed,
         }, signal);
         const failure = "errorMessage" in result ? result.errorMessage : undefined;
         const outcome = failure === undefined ? "succeeded" : signal.aborted ? "cancelled" : "failed";

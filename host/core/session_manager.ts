@@ -62,6 +62,8 @@ export interface OpenOptions {
   delegatePermits?: Permits;
   /** Outcomes are written as JSON (`OpenSessionRequest.jsonOutcomeSizes`); default false. */
   jsonOutcomeSizes?: boolean;
+  /** Outcomes and delegate requests share one ordered channel (`OpenSessionRequest.serialOutcomes`). */
+  serialOutcomes?: boolean;
 }
 
 /** Registry and admission. */
@@ -277,6 +279,7 @@ export class SessionManager implements AsyncDisposable {
       hostDelegatePermits: options.delegatePermits ?? this.delegates,
       sessionDelegateCapacity: options.maxPendingDelegateCalls,
       jsonOutcomeSizes: options.jsonOutcomeSizes,
+      serialOutcomes: options.serialOutcomes,
       telemetry: this.telemetry,
       onRemoved: (removed) => {
         if (this.#sessions.get(removed.id) === removed) this.#sessions.delete(removed.id);

@@ -124,8 +124,11 @@ interface SessionState {
   ending: boolean;
   /** cell/closed frames waiting for their cell's outcomes. */
   closing: Set<Promise<void>>;
-  /** Invocations cancelled before their tool call reached the door. */
-  cancelledEarly: Set<string>;
+  /**
+   * Per invocation whose cancellation came before its `tool/invoke` was written: resolved once it
+   * is (Codex's host writes the invoke, then its cancel).
+   */
+  invokeWritten: Map<string, PromiseWithResolvers<void>>;
   /** invocation ID → delegate id. */
   delegates: Map<string, bigint>;
   /** Lease events the pump has taken from the core, and written (or dropped). */
@@ -448,7 +451,13 @@ export class V1Connection {
       result = error(signal?.aborted ? "code-mode request cancelled" : messageOf(err));
     }
     const state = this.#sessions.get(sessionId);
-    if (!state || !outcome) return await this.#answer(id, result, extraBytes);
+    if (!state || !outcome) {
+      try {
+        return await this.#answer(id, result, extraBytes);
+      } finally {
+        outcome?.written?.();
+      }
+    }
     await this.#delivering(state, outcome, () => this.#answer(id, result, extraBytes));
   }
 
@@ -462,6 +471,8 @@ export class V1Connection {
       await this.#beforeOutcome(state, outcome);
       await write();
     } finally {
+      // The outcome is queued: the cell's later delegate requests may follow it.
+      outcome.written?.();
       if (outcome.kind !== "yielded") this.#gate(state.finalSent, outcome.cellId).resolve();
     }
   }
@@ -497,6 +508,7 @@ export class V1Connection {
         maxPendingDelegateCalls: this.#delegateCapacity,
         delegatePermits: this.#delegatePool,
         jsonOutcomeSizes: true,
+        serialOutcomes: true,
       });
     } catch (err) {
       return await this.#answer(id, error(messageOf(err)));
@@ -519,7 +531,7 @@ export class V1Connection {
       finalSent: new Map(),
       ending: false,
       closing: new Set(),
-      cancelledEarly: new Set(),
+      invokeWritten: new Map(),
       delegates: new Map(),
       leasePulled: 0,
       leaseWritten: 0,
@@ -647,10 +659,21 @@ export class V1Connection {
         return;
       }
       case "toolCallCancelled": {
-        const delegateId = state.delegates.get(event.invocationId);
+        let delegateId = state.delegates.get(event.invocationId);
         if (delegateId === undefined) {
-          state.cancelledEarly.add(event.invocationId);
-          return;
+          // Its tool/invoke is not written yet (it follows the notifications before it): the
+          // cancel follows it, as on Codex's host.
+          const written = Promise.withResolvers<void>();
+          state.invokeWritten.set(event.invocationId, written);
+          const stopped = Promise.withResolvers<void>();
+          const onStop = () => stopped.resolve();
+          state.stop.signal.addEventListener("abort", onStop, { once: true });
+          if (state.stop.signal.aborted) onStop();
+          await Promise.race([written.promise, stopped.promise]);
+          state.stop.signal.removeEventListener("abort", onStop);
+          state.invokeWritten.delete(event.invocationId);
+          delegateId = state.delegates.get(event.invocationId);
+          if (delegateId === undefined) return;
         }
         state.delegates.delete(event.invocationId);
         const delegate = this.#delegates.get(delegateId);
@@ -682,8 +705,10 @@ export class V1Connection {
   async #pumpToolCalls(sessionId: string, state: SessionState): Promise<void> {
     try {
       for await (const call of state.subscription.calls(state.stop.signal)) {
-        if (state.cancelledEarly.delete(call.invocationId)) continue;
         await this.#gate(state.startedSent, call.cellId).promise;
+        // After the notifications the cell made before this call, as Codex's host writes them.
+        const mark = call.leaseMark ?? 0;
+        while (state.leaseWritten < mark && !state.leaseEnded) await state.leaseProgress.promise;
         const delegateId = this.#nextDelegate++;
         const frame = encodeFrame({
           type: "delegate/request",
@@ -697,11 +722,13 @@ export class V1Connection {
             type: "failed",
             message: frameTooLarge(frame.length - 4, this.#maxFrame),
           });
+          state.invokeWritten.get(call.invocationId)?.resolve();
           continue;
         }
         const queued = this.#writer.send(frame);
         state.delegates.set(call.invocationId, delegateId);
         this.#delegates.set(delegateId, { kind: "tool", sessionId, invocationId: call.invocationId, queued });
+        state.invokeWritten.get(call.invocationId)?.resolve();
         await queued;
       }
     } catch (err) {
@@ -803,7 +830,7 @@ export class V1Connection {
           const result = ok(runtimeResponse(standIn?.outcome ?? event.outcome));
           const send = () => this.#initial(id, result, standIn?.extraBytes);
           if (state) await this.#delivering(state, event.outcome, send);
-          else await send();
+          else await send().finally(() => event.outcome.written?.());
         }
       }
       if (cellId !== undefined && signal.aborted) {
