@@ -873,3 +873,24 @@ Deno.test("serialOutcomes: a held tool call the cell no longer needs is never ma
   await h.cell.terminate().catch(() => {});
   await h.cell.done;
 });
+
+Deno.test("yield_control() with no observer attached is ignored: the next observation waits for the next yield or the end (as Codex's host)", async () => {
+  const h = spawn(() => ObserveMode.yieldAfter(60_000));
+  h.events.trySend(content("1"));
+  h.events.trySend({ type: "yieldRequested" });
+  assertEvent(await h.cell.initial, yielded(collector("client", "1")));
+  // Between observations: output, then a yield nobody observes.
+  h.events.trySend(content("2"));
+  h.events.trySend({ type: "yieldRequested" });
+  h.events.trySend({ type: "notify", callId: "c", text: "barrier" });
+  await within(h.host.notified.promise, "both events handled");
+  let settled = false;
+  const next = h.cell.observe(ObserveMode.yieldAfter(60_000)).finally(() => settled = true);
+  await new Promise((r) => setTimeout(r, 0));
+  assert.equal(settled, false, "the unobserved yield does not end the next observation");
+  h.events.trySend(content("3"));
+  h.events.trySend({ type: "result", storedValueWrites: new Map() });
+  assertEvent(await next, completed(collector("client", "2", "3")));
+  h.events.end();
+  await h.cell.done;
+});
