@@ -7,7 +7,10 @@
  */
 import assert from "node:assert/strict";
 import {
+  DEFERRED_TOOLS_GUIDANCE,
   EXEC_TOOL_MAIN_DESCRIPTION,
+  MCP_TYPESCRIPT_PREAMBLE,
+  TOOL_AVAILABILITY_NOTICE,
   WAIT_TOOL_DESCRIPTION,
   WAIT_TOOL_PARAMETERS,
 } from "../client/harness/mod.ts";
@@ -44,12 +47,15 @@ async function scenarios(t: Deno.TestContext, connection: McpTestClient): Promis
   const client: Client = connection.client;
 
   await t.step(
-    "tools/list shows exec and wait with the §11 descriptions and the upstream declarations",
+    "tools/list shows exec and wait with Codex 0.171's descriptions and the upstream declarations",
     async () => {
       const { tools } = await client.listTools();
       assert.deepEqual(tools.map((tool) => tool.name), ["exec", "wait"]);
       const [execTool, waitTool] = tools;
-      assert.ok(execTool.description!.startsWith(EXEC_TOOL_MAIN_DESCRIPTION + "\n\n## mcp__fixture\n"));
+      assert.ok(execTool.description!.startsWith(
+        `${EXEC_TOOL_MAIN_DESCRIPTION}\n\n${DEFERRED_TOOLS_GUIDANCE}\n\n${TOOL_AVAILABILITY_NOTICE}\n\n` +
+          `Shared MCP Types:\n\`\`\`ts\n${MCP_TYPESCRIPT_PREAMBLE}\n\`\`\`\n\n## mcp__fixture\n`,
+      ));
       assert.ok(execTool.description!.includes(
         "mcp__fixture__lookup(args: {\n  // The key to look up.\n  key: string;\n}): Promise<{ key: string; value: number; }>;",
       ));

@@ -1,7 +1,8 @@
 /**
  * The harness kit of SPEC §11: what a harness needs to offer code mode to a model as two tools, `exec`
- * and `wait`, in front of any `CodeModeSession`. Everything here is pure (no I/O) and is re-exported
- * from the repository's `mod.ts`.
+ * and `wait`, in front of any `CodeModeSession`, with the texts Codex 0.171 sends the model (byte for
+ * byte: `tests/reference/harness_tools.ts` compares them with a live capture of the real Codex).
+ * Everything here is pure (no I/O) and is re-exported from the repository's `mod.ts`.
  *
  * Index of exports:
  *
@@ -9,11 +10,12 @@
  * | --- | --- | --- |
  * | `PUBLIC_TOOL_NAME` (`"exec"`), `WAIT_TOOL_NAME` (`"wait"`) | `names.ts` | the two tool names |
  * | `CODE_MODE_PRAGMA_PREFIX` (`"// @exec:"`) | `names.ts` | the pragma prefix |
- * | `DEFAULT_EXEC_YIELD_TIME_MS`, `DEFAULT_WAIT_YIELD_TIME_MS`, `DEFAULT_MAX_OUTPUT_TOKENS_PER_EXEC_CALL` | `names.ts` | 10000 each |
+ * | `DEFAULT_EXEC_YIELD_TIME_MS`, `DEFAULT_WAIT_YIELD_TIME_MS`, `DEFAULT_MAX_OUTPUT_TOKENS_PER_EXEC_CALL` | `names.ts` | 30000, 10000, 10000 (Codex 0.171's) |
  * | `isCodeModeNestedTool(name)` | `names.ts` | false only for `exec` and `wait` |
- * | `buildExecToolDescription(tools, options?)`, `ExecToolDescriptionOptions`, `ToolNamespaceDescription` | `exec_tool.ts` | the `exec` description, with the enabled tools' declarations grouped by namespace (MCP server) when `codeModeOnly` |
- * | `EXEC_TOOL_MAIN_DESCRIPTION`, `DEFERRED_TOOLS_GUIDANCE`, `EXEC_TOOL_GRAMMAR` | `exec_tool.ts` | its fixed sections; the freeform grammar |
- * | `WAIT_TOOL_DESCRIPTION`, `WAIT_TOOL_PARAMETERS` | `exec_tool.ts` | the `wait` tool |
+ * | `buildExecToolDescription(tools, options?)`, `ExecToolDescriptionOptions`, `ToolNamespaceDescription` | `exec_tool.ts` | the `exec` description, with the enabled tools' declarations (grouped by namespace) when `codeModeOnly` |
+ * | `buildExecToolDefinition(tools, options?)`, `ExecToolDefinition` | `exec_tool.ts` | the whole `exec` tool of a Responses request (custom tool, Lark grammar) |
+ * | `execToolMainDescription(defaultYieldTimeMs?, imageDetail?)`, `EXEC_TOOL_MAIN_DESCRIPTION`, `DEFERRED_TOOLS_GUIDANCE`, `TOOL_AVAILABILITY_NOTICE`, `TOOL_SEARCH_GUIDANCE`, `EXEC_TOOL_GRAMMAR` | `exec_tool.ts` | its sections; the freeform grammar |
+ * | `WAIT_TOOL_DESCRIPTION`, `WAIT_TOOL_PARAMETERS`, `WAIT_TOOL_DEFINITION`, `WaitToolDefinition` | `exec_tool.ts` | the `wait` tool |
  * | `parseExecSource(input)`, `ParsedExecSource` | `exec_source.ts` | `{ code, yieldTimeMs?, maxOutputTokens? }` or the error text for the model |
  * | `normalizeCodeModeIdentifier(name)` | `proto/identifiers.ts` | the `tools.<name>` identifier (shared with the host) |
  * | `augmentToolDefinition(definition)` | `tool_declaration.ts` | the description plus its `exec tool declaration:` block |
@@ -28,10 +30,10 @@
  * import assert from "node:assert/strict";
  * import {
  *   augmentToolDefinition,
- *   buildExecToolDescription,
+ *   buildExecToolDefinition,
  *   formatRuntimeResponse,
  *   parseExecSource,
- *   WAIT_TOOL_DESCRIPTION,
+ *   WAIT_TOOL_DEFINITION,
  * } from "./mod.ts";
  * import type { ToolDefinition } from "../types.ts";
  *
@@ -42,13 +44,14 @@
  *   kind: "function",
  *   inputSchema: { type: "object", properties: { query: { type: "string" } }, required: ["query"] },
  * }];
- * const execDescription = buildExecToolDescription(tools, {
+ * // The Responses API `tools` of the request: exec (a custom tool with its grammar) and wait.
+ * const execTool = buildExecToolDefinition(tools, {
  *   codeModeOnly: true,
  *   namespaceDescriptions: { mcp__notes__: { name: "notes", description: "The user's notes." } },
  * });
- * assert.ok(execDescription.includes("## notes\nThe user's notes.\n\n### `mcp__notes__search`\n"));
- * assert.ok(execDescription.includes("mcp__notes__search(args: { query: string; }): Promise<unknown>;"));
- * assert.ok(WAIT_TOOL_DESCRIPTION.startsWith("Waits on a yielded `exec` cell"));
+ * assert.ok(execTool.description.includes("## notes\nThe user's notes.\n\n### `mcp__notes__search`\n"));
+ * assert.ok(execTool.description.includes("mcp__notes__search(args: { query: string; }): Promise<unknown>;"));
+ * assert.ok(WAIT_TOOL_DEFINITION.description.startsWith("Waits on a yielded `exec` cell"));
  *
  * // The same definitions, augmented, go to ExecuteRequest.enabledTools (so that ALL_TOOLS shows them).
  * const enabledTools = tools.map(augmentToolDefinition);
@@ -86,14 +89,21 @@ export {
   WAIT_TOOL_NAME,
 } from "./names.ts";
 export {
+  buildExecToolDefinition,
   buildExecToolDescription,
   DEFERRED_TOOLS_GUIDANCE,
   EXEC_TOOL_GRAMMAR,
   EXEC_TOOL_MAIN_DESCRIPTION,
+  type ExecToolDefinition,
   type ExecToolDescriptionOptions,
+  execToolMainDescription,
+  TOOL_AVAILABILITY_NOTICE,
+  TOOL_SEARCH_GUIDANCE,
   type ToolNamespaceDescription,
+  WAIT_TOOL_DEFINITION,
   WAIT_TOOL_DESCRIPTION,
   WAIT_TOOL_PARAMETERS,
+  type WaitToolDefinition,
 } from "./exec_tool.ts";
 export { type ParsedExecSource, parseExecSource } from "./exec_source.ts";
 export { normalizeCodeModeIdentifier } from "../../proto/identifiers.ts";

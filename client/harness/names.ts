@@ -11,8 +11,8 @@ export const PUBLIC_TOOL_NAME = "exec";
 export const WAIT_TOOL_NAME = "wait";
 /** The prefix of the optional first-line pragma of an `exec` source (§11.2). */
 export const CODE_MODE_PRAGMA_PREFIX = "// @exec:";
-/** `yield_time_ms` of an `exec` without a pragma value. */
-export const DEFAULT_EXEC_YIELD_TIME_MS = 10000;
+/** `yield_time_ms` of an `exec` without a pragma value (Codex 0.171: 30000; its `exec` description states it). */
+export const DEFAULT_EXEC_YIELD_TIME_MS = 30000;
 /** `yield_time_ms` of a `wait` without one. */
 export const DEFAULT_WAIT_YIELD_TIME_MS = 10000;
 /** The token budget of an `exec` result without a `max_output_tokens` pragma value. */

@@ -11,11 +11,11 @@ import { renderJsonSchemaToTypeScript } from "./json_schema_typescript.ts";
 import { isCodeModeNestedTool } from "./names.ts";
 
 /**
- * The shared MCP types (section 3 of the `exec` description, §11.1), from the MCP schema's
- * `CallToolResult` and its content blocks.
+ * The shared MCP types of the `exec` description in code-mode-only use, exactly as Codex 0.171 sends
+ * them: the MCP schema's `CallToolResult` and its content blocks.
  */
 export const MCP_TYPESCRIPT_PREAMBLE: string = `type Role = "user" | "assistant";
-type MetaObject = { [key: string]: unknown };
+type MetaObject = Record<string, unknown>;
 type Annotations = {
   audience?: Role[];
   priority?: number;
@@ -30,14 +30,14 @@ type Icon = {
 type TextResourceContents = {
   uri: string;
   mimeType?: string;
-  text: string;
   _meta?: MetaObject;
+  text: string;
 };
 type BlobResourceContents = {
   uri: string;
   mimeType?: string;
-  blob: string;
   _meta?: MetaObject;
+  blob: string;
 };
 type TextContent = {
   type: "text";
@@ -60,16 +60,16 @@ type AudioContent = {
   _meta?: MetaObject;
 };
 type ResourceLink = {
-  type: "resource_link";
-  uri: string;
+  icons?: Icon[];
   name: string;
   title?: string;
+  uri: string;
   description?: string;
   mimeType?: string;
-  size?: number;
-  icons?: Icon[];
   annotations?: Annotations;
+  size?: number;
   _meta?: MetaObject;
+  type: "resource_link";
 };
 type EmbeddedResource = {
   type: "resource";
@@ -77,12 +77,18 @@ type EmbeddedResource = {
   annotations?: Annotations;
   _meta?: MetaObject;
 };
-type ContentBlock = TextContent | ImageContent | AudioContent | ResourceLink | EmbeddedResource;
+type ContentBlock =
+  | TextContent
+  | ImageContent
+  | AudioContent
+  | ResourceLink
+  | EmbeddedResource;
 type CallToolResult<TStructured = { [key: string]: unknown }> = {
-  content: ContentBlock[];
-  structuredContent?: TStructured;
-  isError?: boolean;
   _meta?: MetaObject;
+  content: ContentBlock[];
+  isError?: boolean;
+  structuredContent?: TStructured;
+  [key: string]: unknown;
 };`;
 
 type JsonObject = Record<string, unknown>;

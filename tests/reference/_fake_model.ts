@@ -7,8 +7,9 @@
  *   the next scripted item is the one after as many as the request's `input` already holds tool
  *   calls, so a repeated request gets the same answer.
  * - Each `POST /v1/responses` is answered with server-sent events, the shape Codex's own tests
- *   use: `response.created`, one `response.output_item.done`, `response.completed` with zero
- *   usage. When the script is used up, the item is an assistant message `done` (the turn ends).
+ *   use: `response.created`, one `response.output_item.done` per item of the step (several make
+ *   parallel tool calls), `response.completed` with zero usage. When the script is used up, the
+ *   item is an assistant message `done` (the turn ends).
  * - `GET /v1/models` answers an empty list; anything else 404.
  * - The last request body of each run is kept: its `input` is the whole conversation, and its
  *   `custom_tool_call_output` / `function_call_output` items are exactly what the model saw.
@@ -20,6 +21,12 @@
 
 /** A response item of the Responses API (`custom_tool_call`, `function_call`, `message`). */
 export type ModelItem = Record<string, unknown>;
+
+/**
+ * One answer of the model: an item, or several items in one response (parallel tool calls: Codex
+ * runs them and sends all their outputs in its next request).
+ */
+export type ModelStep = ModelItem | readonly ModelItem[];
 
 /** An input item of a request. */
 // deno-lint-ignore no-explicit-any
@@ -33,6 +40,9 @@ export interface RunRecord {
   input: InputItem[];
   /** When each request arrived (`performance.now()`, ms): a tool call's latency as Codex sees it. */
   at: number[];
+  /** The whole body of the last request (`tools`, `parallel_tool_calls`, …). */
+  // deno-lint-ignore no-explicit-any
+  body: Record<string, any>;
 }
 
 const END: ModelItem = {
@@ -52,6 +62,11 @@ export function waitCall(callId: string, args: Record<string, unknown>): ModelIt
   return { type: "function_call", call_id: callId, name: "wait", arguments: JSON.stringify(args) };
 }
 
+/** The items of a step. */
+export function stepItems(step: ModelStep): readonly ModelItem[] {
+  return Array.isArray(step) ? step : [step as ModelItem];
+}
+
 /** The texts of the user messages, in order. */
 function userTexts(input: InputItem[]): string[] {
   const out: string[] = [];
@@ -64,7 +79,7 @@ function userTexts(input: InputItem[]): string[] {
   return out;
 }
 
-function sse(item: ModelItem, id: string): string {
+function sse(items: readonly ModelItem[], id: string): string {
   const usage = {
     input_tokens: 0,
     input_tokens_details: null,
@@ -74,14 +89,14 @@ function sse(item: ModelItem, id: string): string {
   };
   return [
     { type: "response.created", response: { id } },
-    { type: "response.output_item.done", item },
+    ...items.map((item) => ({ type: "response.output_item.done", item })),
     { type: "response.completed", response: { id, usage } },
   ].map((event) => `event: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`).join("");
 }
 
 /** The fake Responses API server. */
 export class FakeModel implements AsyncDisposable {
-  readonly #scripts = new Map<string, ModelItem[]>();
+  readonly #scripts = new Map<string, ModelStep[]>();
   readonly #records = new Map<string, RunRecord>();
   readonly #servers: Deno.HttpServer[] = [];
   readonly #unknown: string[] = [];
@@ -117,12 +132,13 @@ export class FakeModel implements AsyncDisposable {
   }
 
   /**
-   * Registers a run: requests whose user prompt is `prompt` get `items`, one per request.
+   * Registers a run: requests whose user prompt is `prompt` get `items`, one step per request (a
+   * step of several items is one response with several tool calls).
    *
    * @param prompt the prompt the run is started with (unique per run)
    * @param items the model's answers in order
    */
-  script(prompt: string, items: ModelItem[]): void {
+  script(prompt: string, items: ModelStep[]): void {
     if (this.#scripts.has(prompt)) throw new Error(`the prompt '${prompt}' is already scripted`);
     this.#scripts.set(prompt, items);
   }
@@ -163,10 +179,16 @@ export class FakeModel implements AsyncDisposable {
       requests: (previous?.requests ?? 0) + 1,
       input,
       at: [...(previous?.at ?? []), arrived],
+      body,
     });
     const calls = input.filter((item) => item.type === "custom_tool_call" || item.type === "function_call");
-    const item = script[calls.length] ?? END;
-    return new Response(sse(item, `resp-${++this.#served}`), {
+    // The next step is the first one whose calls are not in the input yet.
+    let step = 0;
+    for (let made = 0; step < script.length && made < calls.length; step++) {
+      made += stepItems(script[step]).length;
+    }
+    const items = step < script.length ? stepItems(script[step]) : [END];
+    return new Response(sse(items, `resp-${++this.#served}`), {
       headers: { "content-type": "text/event-stream" },
     });
   }

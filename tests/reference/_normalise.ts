@@ -6,6 +6,8 @@
  * - UUIDs → `<uuid>`;
  * - `exec_command`'s random parts: `chunk_id` → `<chunk>`, `wall_time_seconds` → `<seconds>` (in
  *   its JSON form, escaped or not, and its text form `Chunk ID: …` / `Wall time: … seconds`);
+ * - the goal tools' `createdAt` / `updatedAt` (Unix seconds) → `<time>`;
+ * - the run's own paths (its working directory, given by the caller) → `<work>` and the like;
  * - the order of adjacent `notify()` items (a `custom_tool_call_output` with a `name`): Codex
  *   injects them concurrently, and their order varies from run to run with Codex's own host too
  *   (`notify("note-1"); …; notify({ k: 1 })` came as note-1, {"k":1} in two runs of three). Such
@@ -24,16 +26,18 @@ export interface SeenOutput {
 }
 
 /**
- * Replaces what differs from run to run: `Wall time X.Y seconds` lines, UUIDs, and the random
- * parts of `exec_command`'s result (`chunk_id`, `wall_time_seconds`, in its JSON and its text
- * forms).
+ * Replaces what differs from run to run: the given paths, `Wall time X.Y seconds` lines, UUIDs,
+ * and the random parts of `exec_command`'s result (`chunk_id`, `wall_time_seconds`, in its JSON and
+ * its text forms).
  */
-export function normaliseText(text: string): string {
+export function normaliseText(text: string, paths: readonly (readonly [string, string])[] = []): string {
+  for (const [path, name] of paths) text = text.replaceAll(path, name);
   return text
     .replace(/Wall time \d+(?:\.\d+)? seconds/g, "Wall time <T> seconds")
     .replace(/[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}/gi, "<uuid>")
     .replace(/("chunk_id\\*":\s*\\*")[^"\\]*/g, "$1<chunk>")
     .replace(/("wall_time_seconds\\*":\s*)[-+0-9.eE]+/g, "$1<seconds>")
+    .replace(/("(?:createdAt|updatedAt)\\*":\s*)\d+/g, "$1<time>")
     .replace(/Chunk ID: \w+/g, "Chunk ID: <chunk>")
     .replace(/Wall time: [\d.]+ seconds/g, "Wall time: <seconds> seconds");
 }
@@ -43,17 +47,21 @@ export function normaliseText(text: string): string {
  * are Codex's and left out).
  *
  * @param input the `input` of Codex's last request
+ * @param paths the run's own paths and their placeholders (`[dir, "<work>"]`), replaced first
  * @returns the outputs in order
  */
-export function normalise(input: readonly InputItem[]): SeenOutput[] {
+export function normalise(
+  input: readonly InputItem[],
+  paths: readonly (readonly [string, string])[] = [],
+): SeenOutput[] {
   const out: SeenOutput[] = [];
   for (const item of input) {
     if (item.type !== "custom_tool_call_output" && item.type !== "function_call_output") continue;
     const output = typeof item.output === "string"
-      ? normaliseText(item.output)
+      ? normaliseText(item.output, paths)
       : Array.isArray(item.output)
       ? item.output.map((part: InputItem) =>
-        typeof part.text === "string" ? { ...part, text: normaliseText(part.text) } : part
+        typeof part.text === "string" ? { ...part, text: normaliseText(part.text, paths) } : part
       )
       : item.output;
     out.push({ type: item.type, call_id: item.call_id, ...(item.name ? { name: item.name } : {}), output });

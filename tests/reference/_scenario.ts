@@ -21,9 +21,10 @@ export interface Scenario {
   raw?: boolean;
   /**
    * A deliberate difference (an id of `deliberate_differences.ts`) that this scenario shows: both
-   * sides are then checked against what the table says instead of being compared.
+   * sides are then checked against what the table says; with `rest`, what remains once the difference
+   * is taken out is compared as usual (without it, the whole scenario is the difference).
    */
-  deliberate?: { id: string; check(kind: Kind, observation: Json): void };
+  deliberate?: { id: string; check(kind: Kind, observation: Json): void; rest?(observation: Json): Json };
   /** Set when the scenario cannot run as written (e.g. a battery entry with unknown fields). */
   invalid?: string;
   run: ScenarioBody;
@@ -39,6 +40,23 @@ export function step(observation: Json[], label: string): Json {
   const found = observation.find((s) => label in s);
   assert.ok(found, `the observation has no step '${label}'`);
   return found[label];
+}
+
+/**
+ * A copy of an observation (steps `{label: value}`) with the value of each step labelled `label`
+ * replaced by `fn(value)`, or the step left out when `fn` returns undefined.
+ */
+export function mapStep(observation: Json[], label: string, fn: (value: Json) => Json): Json[] {
+  const out: Json[] = [];
+  for (const s of structuredClone(observation)) {
+    if (!(label in s)) {
+      out.push(s);
+      continue;
+    }
+    const value = fn(s[label]);
+    if (value !== undefined) out.push({ [label]: value });
+  }
+  return out;
 }
 
 /** A cell of {@link cells}: its source and how to run it. */

@@ -11,7 +11,7 @@ import { grpcParts } from "./_driver.ts";
 import type { Transport } from "./_hosts.ts";
 import type { Json } from "./_observe.ts";
 import type { Ctx } from "./_runner.ts";
-import { FOREVER, pause, type Scenario, step } from "./_scenario.ts";
+import { FOREVER, mapStep, pause, type Scenario, step } from "./_scenario.ts";
 import { encodeMessage, type Method, METHODS, type UnaryResult, type WireClient } from "./_wire.ts";
 
 const GRPC: readonly Transport[] = ["grpc-stdio", "grpc-tcp"];
@@ -118,9 +118,23 @@ export const GRPC_SCENARIOS: Scenario[] = [
   },
   {
     name: "a whole session on the raw wire: headers, trailers, field presence",
-    source: "SPEC §2.3, §2.5",
+    source: "SPEC §2.3, §2.5; deliberate: grpc-transport-details (the subscription's header)",
     transports: GRPC,
     raw: true,
+    deliberate: {
+      id: "grpc-transport-details",
+      check(kind, observation) {
+        const headers = step(observation, "session 1 log").tool_calls.headers;
+        if (kind === "reference") assert.equal(headers, undefined, "the reference sends no header");
+        else assert.deepEqual(headers, { "x-code-mode-subscription": "registered" });
+      },
+      // Everything else on the wire is compared.
+      rest: (observation) =>
+        mapStep(observation, "session 1 log", (log) => {
+          delete log.tool_calls.headers;
+          return log;
+        }),
+    },
     run: async (ctx) => {
       const s = await ctx.open();
       ctx.rec("opened", s.opened);
@@ -565,8 +579,30 @@ export const GRPC_SCENARIOS: Scenario[] = [
   },
   {
     name: "traceparent of an Execute reaches its tool calls",
-    source: "SPEC §2.5",
+    source: "SPEC §2.5; deliberate: traceparent-tool-calls",
     transports: GRPC,
+    deliberate: {
+      id: "traceparent-tool-calls",
+      check(kind, observation) {
+        const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
+        const calls = step(observation, "session 1 log").tool_calls.calls;
+        assert.equal(calls.length, 1);
+        assert.equal(
+          step(observation, "tool call traceparent"),
+          kind === "reference" ? "<absent>" : traceparent,
+        );
+        assert.equal(calls[0].traceparent, kind === "reference" ? undefined : traceparent);
+      },
+      rest: (observation) =>
+        mapStep(
+          mapStep(observation, "tool call traceparent", () => undefined),
+          "session 1 log",
+          (log) => {
+            for (const call of log.tool_calls.calls) delete call.traceparent;
+            return log;
+          },
+        ),
+    },
     run: async (ctx) => {
       const s = await ctx.open();
       const traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";

@@ -12,7 +12,7 @@
 import assert from "node:assert/strict";
 import type { Session } from "./_driver.ts";
 import type { Json } from "./_observe.ts";
-import { cells, FOREVER, pause, runCells, type Scenario, SPIN, step } from "./_scenario.ts";
+import { cells, FOREVER, mapStep, pause, runCells, type Scenario, SPIN, step } from "./_scenario.ts";
 
 const ECHO = { name: "echo" };
 const echoTools = { tools: [ECHO] };
@@ -280,7 +280,25 @@ export const NEUTRAL_SCENARIOS: Scenario[] = [
   },
   {
     name: "terminating a spinning cell while another cell of the session waits on a tool",
-    source: "SPEC §12.3 39a",
+    source: "SPEC §12.3 39a; deliberate: spinning-cell-restart",
+    deliberate: {
+      id: "spinning-cell-restart",
+      check(kind, observation) {
+        const blocked = JSON.stringify(step(observation, "blocked cell"));
+        const restarted = "exec runtime ended unexpectedly: the session runtime was restarted to stop cell 3";
+        if (kind === "reference") {
+          assert.match(blocked, /"text":\s*"unblocked"/, "the reference stops the spinning cell only");
+          assert.ok(!blocked.includes(restarted));
+        } else {
+          assert.ok(blocked.includes(`"Script error:\\n${restarted}"`), "this host restarts the runtime");
+          assert.doesNotMatch(blocked, /unblocked/);
+        }
+      },
+      // The rest is the same: the terminated cell, the answer, the stored value the next cell reads. The
+      // session's log differs only by the blocked cell's cancelled tool call.
+      rest: (observation) =>
+        mapStep(mapStep(observation, "blocked cell", () => undefined), "session 1 log", () => undefined),
+    },
     run: async (ctx) => {
       const s = await ctx.open();
       ctx.rec("store", await s.exec('store("k", "kept")').outcome);

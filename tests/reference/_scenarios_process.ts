@@ -9,7 +9,7 @@ import assert from "node:assert/strict";
 import { grpcParts } from "./_driver.ts";
 import { hostEnv, hostProgram, type Kind, type Transport } from "./_hosts.ts";
 import type { Json } from "./_observe.ts";
-import { type Scenario, step } from "./_scenario.ts";
+import { mapStep, type Scenario, step } from "./_scenario.ts";
 
 const ONCE: readonly Transport[] = ["grpc-tcp"];
 
@@ -178,17 +178,72 @@ async function tlsFiles(): Promise<string[]> {
 
 export const PROCESS_SCENARIOS: Scenario[] = [
   flags("startup: the TCP endpoint line", "SPEC §12.9 105", [["grpc://127.0.0.1:0", TCP]]),
-  flags("startup: invalid --listen forms", "SPEC §12.9 106", [
-    ["grpc://localhost:9000", ["--listen", "grpc://localhost:9000"]],
-    ["http://127.0.0.1:1", ["--listen", "http://127.0.0.1:1"]],
-    ["grpc://127.0.0.1", ["--listen", "grpc://127.0.0.1"]],
-    ["no value", ["--listen"]],
-    ["unknown flag", ["--no-such-flag"]],
-  ]),
-  flags("startup: a non-loopback address", "SPEC §12.9 114a", [["grpc://0.0.0.0:0", [
-    "--listen",
-    "grpc://0.0.0.0:0",
-  ]]]),
+  flags(
+    "startup: invalid --listen forms",
+    "SPEC §12.9 106; deliberate: usage-errors",
+    [
+      ["grpc://localhost:9000", ["--listen", "grpc://localhost:9000"]],
+      ["http://127.0.0.1:1", ["--listen", "http://127.0.0.1:1"]],
+      ["grpc://127.0.0.1", ["--listen", "grpc://127.0.0.1"]],
+      ["no value", ["--listen"]],
+      ["unknown flag", ["--no-such-flag"]],
+    ],
+    {
+      id: "usage-errors",
+      check(kind, observation) {
+        // Each side exactly: the exit codes and texts are the whole of this scenario.
+        const forms = (list: string) =>
+          `\`grpc://IP:PORT\`, ${list}\`grpc+stdio://\`, \`stdio\`, or \`stdio://\``;
+        const bad = (url: string) => `invalid gRPC --listen URL \`${url}\`; expected \`grpc://IP:PORT\``;
+        const reference = kind === "reference";
+        assert.deepEqual(observation, [
+          { "grpc://localhost:9000": { exit: reference ? 1 : 2, message: bad("grpc://localhost:9000") } },
+          {
+            "http://127.0.0.1:1": {
+              exit: reference ? 1 : 2,
+              message: `unsupported --listen URL \`http://127.0.0.1:1\`; expected ${
+                forms(reference ? "" : "`unix:PATH`, ")
+              }`,
+            },
+          },
+          { "grpc://127.0.0.1": { exit: reference ? 1 : 2, message: bad("grpc://127.0.0.1") } },
+          {
+            "no value": {
+              exit: 2,
+              message: reference
+                ? "a value is required for '--listen <URL>' but none was supplied"
+                : "Option '--listen <value>' argument missing",
+            },
+          },
+          {
+            "unknown flag": {
+              exit: 2,
+              message: reference
+                ? "unexpected argument '--no-such-flag' found"
+                : "Unknown option '--no-such-flag'",
+            },
+          },
+        ]);
+      },
+    },
+  ),
+  flags(
+    "startup: a non-loopback address",
+    "SPEC §12.9 114a; deliberate: non-loopback-listen",
+    [["grpc://0.0.0.0:0", ["--listen", "grpc://0.0.0.0:0"]]],
+    {
+      id: "non-loopback-listen",
+      check(kind, observation) {
+        assert.deepEqual(
+          step(observation, "grpc://0.0.0.0:0"),
+          kind === "reference" ? { exit: "running", stdout: "http://0.0.0.0:<port>" } : {
+            exit: 2,
+            message: "refusing to listen on non-loopback address `0.0.0.0:0` without --allow-non-loopback",
+          },
+        );
+      },
+    },
+  ),
   {
     name: "ending: stdin EOF of an idle stdio host",
     source: "SPEC §9.1 grpc+stdio, §9.10 ending",
@@ -207,8 +262,19 @@ export const PROCESS_SCENARIOS: Scenario[] = [
   },
   {
     name: "ending: SIGTERM of a TCP host",
-    source: "SPEC §12.9 107",
+    source: "SPEC §12.9 107; deliberate: graceful-signals",
     transports: ONCE,
+    deliberate: {
+      id: "graceful-signals",
+      check(kind, observation) {
+        assert.deepEqual(
+          step(observation, "exit"),
+          kind === "reference" ? { code: 143, signal: "SIGTERM" } : { code: 0, signal: null },
+        );
+      },
+      // The client's side of the ending (the lease, the session) is the same.
+      rest: (observation) => mapStep(observation, "exit", () => undefined),
+    },
     run: async (ctx) => {
       const host = await ctx.startHost();
       const s = await ctx.open({}, host);

@@ -12,11 +12,14 @@
  * For every scenario × transport the test runs Codex once with the reference host and once with
  * this checkout's `bin/codex-code-mode-host` (through a shadow install, `_shadow.ts`), and asserts
  * that what the model received, the `custom_tool_call_output` / `function_call_output` items of
- * Codex's last request, is the same after `normalise` (`_normalise.ts`). A table of which pairs are the same,
- * and the exact difference of each other pair, is printed at the end.
+ * Codex's last request, is the same after `normalise` (`_normalise.ts`). A scenario that shows a
+ * deliberate difference (`deliberate_differences.ts`) instead checks that the two sides differ exactly
+ * as listed. A table of which pairs are the same, and the exact difference of each other pair, is
+ * printed at the end. The scenarios are in `_codex_scenarios.ts`.
  *
  * Not part of `deno task test` (it needs the reference install, `_codex.ts`). Environment:
- * `CODEX_E2E_SCENARIOS=a,b` and `CODEX_E2E_TRANSPORTS=x,y` select; `CODEX_E2E_JOBS` (default 3)
+ * `CODEX_E2E_SCENARIOS=a,b`, `CODEX_E2E_TRANSPORTS=x,y` and `CODEX_E2E_HOSTS=reference` (probing a new
+ * scenario: the reference alone, its guards checked, nothing compared) select; `CODEX_E2E_JOBS` (default 4)
  * is how many Codex processes run at once; `CODEX_E2E_REPORT=FILE` writes every result as JSON;
  * `CODEX_E2E_KEEP=1` keeps the run directories; `CODEX_E2E_NETNS=off` runs Codex without the
  * loopback-only network namespace (`_netns.ts`).
@@ -26,7 +29,9 @@
 import assert from "node:assert/strict";
 import { join } from "node:path";
 import { ensureCodex } from "./_codex.ts";
-import { execCall, FakeModel, type ModelItem, waitCall } from "./_fake_model.ts";
+import { FakeModel } from "./_fake_model.ts";
+import { type Scenario, SCENARIOS } from "./_codex_scenarios.ts";
+import { deliberateDifference } from "./deliberate_differences.ts";
 import { normalise, type SeenOutput } from "./_normalise.ts";
 import { LoopbackNet } from "./_netns.ts";
 import { LAUNCHER, makeShadow, type Shadow, shQuote } from "./_shadow.ts";
@@ -39,199 +44,7 @@ import {
   startTcpHost,
 } from "./_codex_run.ts";
 
-/** A 1×1 PNG. */
-const PNG =
-  "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC";
-/** 50 ms of silence as a WAV (8 kHz, 8-bit mono): Codex omits clips shorter than 25 ms. */
-const WAV = (() => {
-  const samples = 400;
-  const bytes = new Uint8Array(44 + samples).fill(0x80);
-  const view = new DataView(bytes.buffer);
-  const ascii = (at: number, text: string) => [...text].forEach((c, i) => bytes[at + i] = c.charCodeAt(0));
-  ascii(0, "RIFF");
-  view.setUint32(4, 36 + samples, true);
-  ascii(8, "WAVEfmt ");
-  view.setUint32(16, 16, true); // the fmt chunk's size
-  view.setUint16(20, 1, true); // PCM
-  view.setUint16(22, 1, true); // mono
-  view.setUint32(24, 8000, true); // samples per second
-  view.setUint32(28, 8000, true); // bytes per second
-  view.setUint16(32, 1, true); // block align
-  view.setUint16(34, 8, true); // bits per sample
-  ascii(36, "data");
-  view.setUint32(40, samples, true);
-  return `data:audio/wav;base64,${btoa(String.fromCharCode(...bytes))}`;
-})();
-
-/** One conversation: the model's items in order, and what the reference's result must show. */
-export interface Scenario {
-  readonly name: string;
-  readonly items: readonly ModelItem[];
-  /** Each must match the JSON of the reference's outputs: the scenario tests what it claims. */
-  readonly expect: readonly RegExp[];
-}
-
-/** The scenarios (issue 25, item 8). */
-export const SCENARIOS: readonly Scenario[] = [
-  {
-    name: "text",
-    items: [execCall("call-1", `text("hello"); text(42); text({ a: [1, "two"] }); text(null); text(true)`)],
-    expect: [/hello/, /\{\\"a\\":\[1,\\"two\\"\]\}/],
-  },
-  {
-    name: "store-load",
-    items: [
-      execCall("call-1", `store("k", { n: 41, list: [1, 2] }); text("stored")`),
-      execCall("call-2", `const v = load("k"); text(v.n + 1); text(v.list); text(String(load("missing")))`),
-    ],
-    expect: [/stored/, /"42"/, /\[1,2\]/],
-  },
-  {
-    name: "throw",
-    items: [execCall("call-1", `text("before"); throw new Error("boom")`)],
-    expect: [/Script failed/, /boom/],
-  },
-  {
-    name: "syntax-error",
-    items: [execCall("call-1", `text("x"`)],
-    expect: [/Script failed|SyntaxError/],
-  },
-  {
-    name: "yield-wait",
-    items: [
-      execCall(
-        "call-1",
-        `// @exec: {"yield_time_ms": 500}\ntext("first"); await new Promise((r) => setTimeout(r, 1500)); text("second")`,
-      ),
-      waitCall("call-2", { cell_id: "1", yield_time_ms: 10000 }),
-    ],
-    expect: [/Script running with cell ID 1/, /first/, /second/, /Script completed/],
-  },
-  {
-    name: "yield-control",
-    items: [
-      execCall(
-        "call-1",
-        `text("a"); yield_control(); await new Promise((r) => setTimeout(r, 800)); text("b")`,
-      ),
-      waitCall("call-2", { cell_id: "1", yield_time_ms: 10000 }),
-    ],
-    expect: [/Script running with cell ID 1/, /"a"/, /"b"/],
-  },
-  {
-    name: "timers",
-    items: [
-      execCall(
-        "call-1",
-        `setTimeout(() => text("never"), 5000); const id = setTimeout(() => text("cleared"), 10); clearTimeout(id);
-await new Promise((r) => setTimeout(() => { text("fired"); r(); }, 50)); text("end")`,
-      ),
-      execCall("call-2", `text("next cell")`),
-    ],
-    expect: [/fired/, /next cell/],
-  },
-  {
-    name: "wait-terminate",
-    items: [
-      execCall("call-1", `// @exec: {"yield_time_ms": 1000}\ntext("pending"); await new Promise(() => {})`),
-      waitCall("call-2", { cell_id: "1", terminate: true }),
-      execCall("call-3", `// @exec: {"yield_time_ms": 300}\nwhile (true) {}`),
-      waitCall("call-4", { cell_id: "2", terminate: true }),
-      execCall("call-5", `text("alive")`),
-    ],
-    expect: [/pending/, /Script terminated/, /alive/],
-  },
-  {
-    name: "image",
-    items: [
-      execCall(
-        "call-1",
-        `image(${JSON.stringify(PNG)}); text("between"); image({ image_url: ${JSON.stringify(PNG)} })`,
-      ),
-    ],
-    expect: [/input_image/],
-  },
-  {
-    name: "truncation-pragma",
-    items: [
-      execCall(
-        "call-1",
-        `// @exec: {"max_output_tokens": 30}\nfor (let i = 0; i < 40; i++) text("line " + i)`,
-      ),
-      execCall("call-2", `// @exec: {"max_output_tokens": 20}\ntext("x".repeat(2000)); text("last")`),
-    ],
-    expect: [/truncated/],
-  },
-  {
-    name: "truncation-wait",
-    items: [
-      execCall(
-        "call-1",
-        `// @exec: {"yield_time_ms": 300}\nawait new Promise((r) => setTimeout(r, 1000)); for (let i = 0; i < 40; i++) text("line " + i)`,
-      ),
-      waitCall("call-2", { cell_id: "1", yield_time_ms: 10000, max_tokens: 30 }),
-    ],
-    expect: [/truncated/],
-  },
-  {
-    name: "notify",
-    items: [execCall("call-1", `notify("note-1"); text("after"); notify({ k: 1 })`)],
-    expect: [/note-1/, /after/],
-  },
-  {
-    name: "exec-command",
-    items: [
-      execCall("call-1", `const r = await tools.exec_command({ cmd: "echo hi" }); text(typeof r); text(r)`),
-    ],
-    expect: [/hi\\\\n/],
-  },
-  {
-    name: "all-tools",
-    items: [execCall("call-1", `text(ALL_TOOLS.map((t) => t.name).join(","))`)],
-    expect: [/exec_command/],
-  },
-  {
-    name: "exit",
-    items: [execCall("call-1", `text("a"); exit(); text("b")`)],
-    expect: [/Script completed/],
-  },
-  {
-    name: "audio",
-    items: [
-      execCall("call-1", `audio(${JSON.stringify(WAV)}); audio({ audio_url: ${JSON.stringify(WAV)} })`),
-    ],
-    expect: [/input_audio|audio/],
-  },
-  {
-    name: "generated-image",
-    items: [
-      execCall("call-1", `generatedImage({ image_url: ${JSON.stringify(PNG)}, output_hint: "a dot" })`),
-    ],
-    expect: [/Script (completed|failed)/],
-  },
-  {
-    name: "import",
-    items: [
-      execCall("call-1", `await import("node:fs")`),
-      execCall("call-2", `import fs from "node:fs";\ntext("static")`),
-    ],
-    expect: [/import/],
-  },
-  {
-    name: "store-function",
-    items: [
-      execCall("call-1", `store("f", () => 1)`),
-      execCall("call-2", `store("s", Symbol("s"))`),
-      execCall("call-3", `text(String(load("f")))`),
-    ],
-    expect: [/Script failed/],
-  },
-  {
-    name: "text-symbol",
-    items: [execCall("call-1", `text(Symbol("s")); text(() => 1); text(undefined); text("end")`)],
-    expect: [/end/],
-  },
-];
+export { type Scenario, SCENARIOS };
 
 /** How Codex reaches its host. */
 export const TRANSPORTS = ["grpc-stdio", "json-v1", "grpc-tcp"] as const;
@@ -283,6 +96,11 @@ async function runOne(
   const prompt = `codex e2e run ${name}`;
   ctx.model.script(prompt, [...scenario.items]);
   const run: RunDir = await makeRunDir(join(ctx.tmp, "runs"), name, ctx.net.modelPort);
+  if (scenario.features) {
+    const config = join(run.codexHome, "config.toml");
+    const text = await Deno.readTextFile(config);
+    await Deno.writeTextFile(config, text.replace("[features]\n", `[features]\n${scenario.features}\n`));
+  }
   let codex: Finished;
   let hostStderr = "";
   if (transport === "grpc-tcp") {
@@ -312,7 +130,7 @@ async function runOne(
     scenario: scenario.name,
     transport,
     host,
-    seen: normalise(record?.input ?? []),
+    seen: normalise(record?.input ?? [], [[run.work, "<work>"], [run.dir, "<run>"]]),
     codex,
     requests: record?.requests ?? 0,
     launches,
@@ -361,24 +179,29 @@ export function describeDifference(reference: RunResult, ours: RunResult): strin
   return lines;
 }
 
+/** How a scenario × transport came out: `same`, `deliberate` (as the table says) or `DIFF`. */
+type Verdict = "same" | "deliberate" | "DIFF";
+
 function table(
   scenarios: readonly Scenario[],
   transports: readonly Transport[],
-  same: (scenario: string, transport: Transport) => boolean,
+  verdict: (scenario: Scenario, transport: Transport) => Verdict,
 ): string {
   const rows = [
     `| scenario | ${transports.join(" | ")} |`,
     `| --- | ${transports.map(() => "---").join(" | ")} |`,
   ];
   for (const scenario of scenarios) {
-    rows.push(
-      `| ${scenario.name} | ${transports.map((t) => same(scenario.name, t) ? "same" : "DIFF").join(" | ")} |`,
-    );
+    const cells = transports.map((t) => {
+      const v = verdict(scenario, t);
+      return v === "deliberate" ? `deliberate (\`${scenario.deliberate!.id}\`)` : v;
+    });
+    rows.push(`| ${scenario.name} | ${cells.join(" | ")} |`);
   }
   const totals = transports.map((t) =>
-    `${scenarios.filter((s) => same(s.name, t)).length}/${scenarios.length}`
+    `${scenarios.filter((s) => verdict(s, t) !== "DIFF").length}/${scenarios.length}`
   );
-  rows.push(`| **same** | ${totals.join(" | ")} |`);
+  rows.push(`| **same or deliberate** | ${totals.join(" | ")} |`);
   return rows.join("\n");
 }
 
@@ -404,30 +227,50 @@ Deno.test("Codex 0.171 end to end: the model sees the same tool results with Cod
     }, { codex: reference.codex });
     const ctx: Context = { tmp, model, net, reference, ours, remoteOnly, referenceHost: install.host };
 
+    const hosts = selected(["reference", "ours"] as const, "CODEX_E2E_HOSTS");
     const jobs: (() => Promise<RunResult>)[] = [];
     for (const scenario of scenarios) {
       for (const transport of transports) {
-        for (const host of ["reference", "ours"] as const) {
+        for (const host of hosts) {
           jobs.push(() => runOne(ctx, scenario, transport, host));
         }
       }
     }
     const started = performance.now();
-    const results = await pool(jobs, Number(Deno.env.get("CODEX_E2E_JOBS") ?? 3));
+    const results = await pool(jobs, Number(Deno.env.get("CODEX_E2E_JOBS") ?? 4));
     const seconds = ((performance.now() - started) / 1000).toFixed(1);
     const find = (scenario: string, transport: Transport, host: HostKind) =>
       results.find((r) => r.scenario === scenario && r.transport === transport && r.host === host)!;
+    const compared = hosts.length === 2;
     const same = (scenario: string, transport: Transport) =>
       JSON.stringify(find(scenario, transport, "reference").seen) ===
         JSON.stringify(find(scenario, transport, "ours").seen) &&
       find(scenario, transport, "ours").codex.code === find(scenario, transport, "reference").codex.code;
+    /** Why a deliberate scenario's sides do not differ as listed, or undefined when they do. */
+    const deliberateProblem = (scenario: Scenario, transport: Transport): string | undefined => {
+      try {
+        scenario.deliberate!.check(
+          find(scenario.name, transport, "reference").seen,
+          find(scenario.name, transport, "ours").seen,
+        );
+        return undefined;
+      } catch (error) {
+        return (error as Error).message;
+      }
+    };
+    const verdict = (scenario: Scenario, transport: Transport): Verdict =>
+      scenario.deliberate
+        ? deliberateProblem(scenario, transport) === undefined ? "deliberate" : "DIFF"
+        : same(scenario.name, transport)
+        ? "same"
+        : "DIFF";
 
     const report = Deno.env.get("CODEX_E2E_REPORT");
     if (report) await Deno.writeTextFile(report, JSON.stringify(results, null, 1));
     const details: string[] = [];
-    for (const scenario of scenarios) {
+    for (const scenario of compared ? scenarios : []) {
       for (const transport of transports) {
-        if (same(scenario.name, transport)) continue;
+        if (verdict(scenario, transport) !== "DIFF") continue;
         details.push(`${scenario.name} over ${transport}:`);
         details.push(
           ...describeDifference(
@@ -439,7 +282,7 @@ Deno.test("Codex 0.171 end to end: the model sees the same tool results with Cod
     }
     console.log(
       `\n${results.length} Codex runs in ${seconds} s (network: ${net.mode ?? "the machine's"})\n\n${
-        table(scenarios, transports, same)
+        compared ? table(scenarios, transports, verdict) : "(the reference only: nothing compared)"
       }\n${details.length ? `\n${details.join("\n")}\n` : ""}`,
     );
 
@@ -452,6 +295,7 @@ Deno.test("Codex 0.171 end to end: the model sees the same tool results with Cod
         await t.step(`${scenario.name} over ${transport}`, () => {
           const reference = find(scenario.name, transport, "reference");
           const ours = find(scenario.name, transport, "ours");
+          assert.ok(reference, "the reference ran");
           assert.equal(
             reference.codex.code,
             0,
@@ -462,12 +306,25 @@ Deno.test("Codex 0.171 end to end: the model sees the same tool results with Cod
           for (const pattern of scenario.expect) {
             assert.match(seen, pattern, "the reference shows what the scenario tests");
           }
+          if (!ours) return; // CODEX_E2E_HOSTS=reference: guards only
           if (transport !== "grpc-tcp") {
             // Codex started this checkout's launcher, in the form the transport has.
             assert.ok(ours.launches.length > 0, "Codex started our host");
             assert.equal(ours.launches[0], transport === "grpc-stdio" ? "--listen grpc+stdio://" : "");
           }
-          if (!same(scenario.name, transport)) assert.fail(describeDifference(reference, ours).join("\n"));
+          if (scenario.deliberate) {
+            deliberateDifference(scenario.deliberate.id);
+            const problem = deliberateProblem(scenario, transport);
+            if (problem) {
+              assert.fail(
+                `deliberate difference '${scenario.deliberate.id}' is not what the table says: ${problem}\n${
+                  describeDifference(reference, ours).join("\n")
+                }`,
+              );
+            }
+          } else if (!same(scenario.name, transport)) {
+            assert.fail(describeDifference(reference, ours).join("\n"));
+          }
         });
       }
     }

@@ -6,8 +6,9 @@
  *
  * - One Deno test per scenario and transport, named `<transport>: <scenario>`; on a difference it
  *   prints both observations and the differing paths.
- * - A scenario that names a deliberate difference (`deliberate_differences.ts`) is not compared:
- *   each side is checked against what the table says.
+ * - A scenario or battery entry that names a deliberate difference (`deliberate_differences.ts`) has
+ *   each side checked against what the table says; what remains once the difference is taken out
+ *   (its `rest`) is then compared as usual.
  * - One host process per kind and transport serves every scenario that needs no host of its own;
  *   each scenario uses its own sessions. The reference side of a scenario runs once, before ours.
  * - `REFERENCE_FILTER=text` runs only the scenarios whose test name contains `text`.
@@ -84,8 +85,9 @@ for (const scenario of SCENARIOS) {
             `the scenario itself failed on the reference: ${JSON.stringify(broken)}\n${context()}`,
           );
         }
+        let [a, b] = [reference.observation, ours.observation];
         if (scenario.deliberate) {
-          const { id, check } = scenario.deliberate;
+          const { id, check, rest } = scenario.deliberate;
           for (const [kind, side] of [["reference", reference], ["ours", ours]] as const) {
             try {
               check(kind, side.observation);
@@ -97,9 +99,10 @@ for (const scenario of SCENARIOS) {
               );
             }
           }
-          return;
+          if (!rest) return;
+          [a, b] = [rest(a), rest(b)];
         }
-        const diff = differences(reference.observation, ours.observation);
+        const diff = differences(a, b);
         if (diff.length) {
           throw new Error(`ours differs from the reference:\n  ${diff.join("\n  ")}\n${context()}`);
         }
@@ -154,15 +157,17 @@ for (const battery of batteries()) {
                 (ourSteps.has("timeout") || ourSteps.has("scenario threw")
                   ? `\n--- ours ended early ---\n${show([...ourSteps].slice(-2))}\n${ours.stderr}`
                   : "");
+              let [left, right] = [a, b];
               if (entry.deliberate) {
-                const check = BATTERY_CHECKS[entry.deliberate];
-                if (!check) {
+                const difference = entry.difference ??
+                  { id: entry.deliberate, check: BATTERY_CHECKS[entry.deliberate] };
+                if (!difference.check) {
                   throw new Error(`no battery check for deliberate difference '${entry.deliberate}'`);
                 }
                 let applies = false;
                 for (const [kind, side] of [["reference", a], ["ours", b]] as const) {
                   try {
-                    applies = check(kind, (side ?? []) as Record<string, unknown>[], transport);
+                    applies = difference.check(kind, (side ?? []) as Record<string, unknown>[], transport);
                   } catch (error) {
                     throw new Error(
                       `deliberate difference '${entry.deliberate}': ${kind} does not show what the table says: ${
@@ -171,9 +176,12 @@ for (const battery of batteries()) {
                     );
                   }
                 }
-                if (applies) return;
+                if (applies) {
+                  if (!difference.rest) return;
+                  [left, right] = [difference.rest(a ?? []), difference.rest(b ?? [])];
+                }
               }
-              const diff = differences(a, b);
+              const diff = differences(left, right);
               if (diff.length) {
                 throw new Error(`ours differs from the reference:\n  ${diff.join("\n  ")}\n${context()}`);
               }

@@ -43,9 +43,9 @@ export const DELIBERATE_DIFFERENCES: readonly DeliberateDifference[] = [
   },
   {
     id: "stdout-clean",
-    what: "A thrown value whose `toString` throws (`throw { toString() { throw new Error('x') } }`)",
+    what: "An uncaught value V8 cannot print (`toString` or `stack` throws, `[Symbol()]`)",
     reference:
-      "V8 prints `exec_main.mjs:N: Uncaught Error: x` on the host's stdout: over JSON V1 and grpc+stdio that corrupts the stream and the client loses the host (over TCP the cell completes with an empty error text)",
+      "V8 prints `…: Uncaught …` on stdout: over JSON V1 and grpc+stdio the client loses the host (over TCP the cell fails with an empty error text)",
     ours:
       "Nothing but protocol frames reaches stdout; the cell completes with an error and the session goes on",
     reason: "On stdio, stdout is the transport; one cell must not cut every session off",
@@ -104,6 +104,102 @@ export const DELIBERATE_DIFFERENCES: readonly DeliberateDifference[] = [
     ours:
       "`--auth-token-file` requires `authorization: Bearer …` on every RPC (`UNAUTHENTICATED` otherwise); `--tls-cert`/`--tls-key` serve TLS",
     reason: "A host reachable by more than one local user needs access control and encryption",
+  },
+  {
+    id: "usage-errors",
+    what: "Usage errors at start-up: a bad or missing `--listen` value, an unknown flag",
+    reference:
+      "Exits 1 for a bad `--listen` value; exits 2 with clap's texts for a missing value or an unknown flag (`unexpected argument '--no-such-flag' found`)",
+    ours:
+      "Exits 2 for every usage error, with this host's texts (`Unknown option '--no-such-flag'`; the `--listen` forms it lists include `unix:PATH`)",
+    reason: "One exit code that means a usage error, and messages that name the flag at fault",
+  },
+  {
+    id: "non-loopback-listen",
+    what: "A `grpc://` address outside 127.0.0.0/8 and ::1 (e.g. `grpc://0.0.0.0:0`)",
+    reference: "Listens on it silently and prints `http://0.0.0.0:PORT`",
+    ours:
+      "Refuses it, exit 2 (``refusing to listen on non-loopback address `0.0.0.0:0` without --allow-non-loopback``)",
+    reason:
+      "The host runs code sent to it: reaching it from another machine must be a decision, not a default",
+  },
+  {
+    id: "graceful-signals",
+    what: "SIGTERM or SIGINT",
+    reference: "Dies by the signal (exit status 143 for SIGTERM); running cells and unsent output are lost",
+    ours: "Drains: no new sessions, running cells end, pending output is sent, runtimes are stopped; exits 0",
+    reason: "No output is lost and no runtime process is left behind; a supervisor sees a clean exit",
+  },
+  {
+    id: "spinning-cell-restart",
+    what: "Stopping a spinning cell (`while (true) {}`) by Terminate or `wait` with `terminate`",
+    reference: "Stops that cell only; the session's other running cells go on",
+    ours:
+      "Restarts the session's runtime (stored values kept): its other running cells end with `exec runtime ended unexpectedly: the session runtime was restarted to stop cell N`",
+    reason:
+      "Deno 2.9.6 cannot stop one spinning Worker alone; removed once each running cell has its own runtime",
+  },
+  {
+    id: "traceparent-tool-calls",
+    what: "An Execute's `traceparent` metadata",
+    reference: "Not passed on: the cell's tool calls carry no `traceparent`",
+    ours: "Copied into each `ToolCall` the cell makes",
+    reason: "A harness can join its tool spans to the trace of the Execute that made the call",
+  },
+  {
+    id: "grpc-transport-details",
+    what: "gRPC transport details",
+    reference:
+      "`content-type: application/grpc`; an unknown method's `UNIMPLEMENTED` has an empty message; no header on `SubscribeToToolCalls`",
+    ours:
+      "`application/grpc+proto`; grpc-js's `The server does not implement the method /…`; `SubscribeToToolCalls` answers `x-code-mode-subscription: registered`",
+    reason: "grpc-js's framing; the header tells a client its subscription is registered",
+  },
+  {
+    id: "notification-order",
+    what: "The order of a cell's notifications and its outcome",
+    reference:
+      "A very chatty cell's last notifications can follow its outcome (over JSON V1 Codex then drops them)",
+    ours: "A cell's notifications are always sent before its outcome, on every transport",
+    reason: "Nothing a cell notifies is lost or arrives after its result",
+  },
+  {
+    id: "stack-trace-limit",
+    what: "`Error.stackTraceLimit` in a cell",
+    reference: "Reads 10",
+    ours:
+      "Reads 64: the host's hidden frames count against V8's limit; at most 10 of the cell's frames are shown by default",
+    reason: "The host's own frames are hidden, and must not crowd out the cell's",
+  },
+  {
+    id: "prepare-stack-trace-accessor",
+    what: "`Object.getOwnPropertyNames(Function.prototype)` in a cell",
+    reference: "`length,name,constructor,apply,bind,call,toString,arguments,caller`",
+    ours: "The same, then `prepareStackTrace`: the accessor through which the host hides its own frames",
+    reason: "Stack traces show the cell's frames only, as the reference's do",
+  },
+  {
+    id: "helper-source-text",
+    what: "`String(as_settled)`, `String(stream_settled)`, `String(content)`",
+    reference: "The reference's own JavaScript",
+    ours: "This host's implementation, with the same names, parameters and behaviour",
+    reason: "The helpers are our own implementation of the documented behaviour",
+  },
+  {
+    id: "finalization-registry",
+    what: "`String(FinalizationRegistry)` in a cell",
+    reference: "`function FinalizationRegistry() { [native code] }`",
+    ours: "`function () { [native code] }` (its `name` is still `FinalizationRegistry`)",
+    reason: "The constructor is wrapped so that an ended cell's cleanup callbacks never run",
+  },
+  {
+    id: "v8-engine",
+    what: "V8 differences (Deno 2.9.6's V8 and the reference's)",
+    reference:
+      "A stack overflow's top frame is the call or the function's entry (varies run to run); a 3,000-deep array literal fails `RangeError`; `import source` is a `SyntaxError`",
+    ours:
+      "The same variation of the top frame; the literal evaluates; `import source` parses, then fails `Unsupported import in exec: y`",
+    reason: "Limits and syntax of the JavaScript engine, not of the host",
   },
 ];
 

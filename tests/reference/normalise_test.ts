@@ -20,6 +20,11 @@ Deno.test("normaliseText replaces wall times, UUIDs and exec_command's chunk_id 
     "Chunk ID: <chunk>\nWall time: <seconds> seconds\nProcess exited with code 0",
   );
   assert.equal(normaliseText("Wall time is 3 seconds; line 7"), "Wall time is 3 seconds; line 7");
+  assert.equal(
+    normaliseText('{\\"createdAt\\":1796193636,\\"updatedAt\\":17,"createdAt": 5}'),
+    '{\\"createdAt\\":<time>,\\"updatedAt\\":<time>,"createdAt": <time>}',
+  );
+  assert.equal(normaliseText("A /tmp/run-1/work/x.txt", [["/tmp/run-1/work", "<work>"]]), "A <work>/x.txt");
 });
 
 Deno.test("normalise keeps the tool outputs in order without Codex's item ids, and sorts only adjacent notify() items", () => {
