@@ -93,6 +93,12 @@ export interface OpenSessionRequest {
    */
   serialOutcomes?: boolean;
   /**
+   * A Wait pending when the session closes is answered with its cell's `Terminated` outcome (the
+   * closure terminates the cell), as Codex's own host does over JSON host V1; otherwise it fails
+   * `code-mode wait was cancelled`, as Codex's host does over gRPC. Default false.
+   */
+  closureTerminatesWaits?: boolean;
+  /**
    * The pool of delegate permits the session draws from besides its own (default the host-wide
    * `maxPendingDelegateCalls` pool): a door whose connection has its own delegate capacity (JSON
    * host V1's `delegate-capacity-4096`) passes one pool for all of that connection's sessions.
@@ -631,6 +637,7 @@ export class CodeModeCore {
       delegatePermits: request.delegatePermits,
       jsonOutcomeSizes: request.jsonOutcomeSizes,
       serialOutcomes: request.serialOutcomes,
+      closureTerminatesWaits: request.closureTerminatesWaits,
     }, slot);
     return {
       sessionId: session.id,

@@ -92,6 +92,8 @@ export interface SessionOptions {
   jsonOutcomeSizes?: boolean;
   /** Outcomes and delegate requests share one ordered channel (`OpenSessionRequest.serialOutcomes`). */
   serialOutcomes?: boolean;
+  /** A Wait pending at the closure gets its cell's Terminated outcome (`OpenSessionRequest.closureTerminatesWaits`). */
+  closureTerminatesWaits?: boolean;
   /** Metrics and tracing (default off). */
   telemetry?: Telemetry;
 }
@@ -955,9 +957,12 @@ export class Session {
     this.#closing.abort();
     this.#clearIdleTimer();
     if (this.#restarting) await this.#restarting;
-    // A Wait pending at the closure is cancelled, in Codex's host's words.
-    const cancelled = new HostError("cancelled", "code-mode wait was cancelled");
-    for (const wait of this.#activeWaits.values()) wait.cancel.abort(cancelled);
+    // A Wait pending at the closure is cancelled, in Codex's host's words (over gRPC), or answered
+    // with the Terminated outcome of the cell the closure terminates (over JSON host V1).
+    if (!this.#options.closureTerminatesWaits) {
+      const cancelled = new HostError("cancelled", "code-mode wait was cancelled");
+      for (const wait of this.#activeWaits.values()) wait.cancel.abort(cancelled);
+    }
     // Pending tool invocations are dropped and subscription streams end (SPEC §3.4 steps 4–5).
     this.#bridge.closeAll();
     const terminations: Promise<Outcome | void>[] = [];

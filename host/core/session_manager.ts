@@ -64,6 +64,8 @@ export interface OpenOptions {
   jsonOutcomeSizes?: boolean;
   /** Outcomes and delegate requests share one ordered channel (`OpenSessionRequest.serialOutcomes`). */
   serialOutcomes?: boolean;
+  /** A Wait pending at the closure gets its cell's Terminated outcome (`OpenSessionRequest.closureTerminatesWaits`). */
+  closureTerminatesWaits?: boolean;
 }
 
 /** Registry and admission. */
@@ -280,6 +282,7 @@ export class SessionManager implements AsyncDisposable {
       sessionDelegateCapacity: options.maxPendingDelegateCalls,
       jsonOutcomeSizes: options.jsonOutcomeSizes,
       serialOutcomes: options.serialOutcomes,
+      closureTerminatesWaits: options.closureTerminatesWaits,
       telemetry: this.telemetry,
       onRemoved: (removed) => {
         if (this.#sessions.get(removed.id) === removed) this.#sessions.delete(removed.id);

@@ -25,6 +25,11 @@ export interface Scenario {
    * is taken out is compared as usual (without it, the whole scenario is the difference).
    */
   deliberate?: { id: string; check(kind: Kind, observation: Json): void; rest?(observation: Json): Json };
+  /**
+   * Where Codex's host itself orders some frames differently from run to run: the part of each
+   * side's observation that is compared (both sides alike); each use says what races.
+   */
+  compared?(observation: Json): Json;
   /** Set when the scenario cannot run as written (e.g. a battery entry with unknown fields). */
   invalid?: string;
   run: ScenarioBody;

@@ -120,6 +120,11 @@ interface SessionState {
    * was delivered, so `cell/closed` waits for this.
    */
   finalSent: Map<string, PromiseWithResolvers<void>>;
+  /**
+   * Per cell: its Waits in progress. A Wait pending when the session closes is answered with the
+   * cell's Terminated outcome before the cell's `cell/closed`, as Codex's host writes them.
+   */
+  waiting: Map<string, number>;
   /** The session is shutting down or gone: every cell's `cell/closed` may go. */
   ending: boolean;
   /** cell/closed frames waiting for their cell's outcomes. */
@@ -403,7 +408,19 @@ export class V1Connection {
         };
         // The wait call's token budget (the core's `maxTokens`, Server mode).
         if (request.maxOutputTokens !== undefined) wait.maxTokens = request.maxOutputTokens;
-        return await this.#observe(id, request.sessionId, () => this.#core.wait(wait, { signal }), signal);
+        const state = this.#sessions.get(request.sessionId);
+        const cellId = request.cellId;
+        state?.waiting.set(cellId, (state.waiting.get(cellId) ?? 0) + 1);
+        try {
+          return await this.#observe(id, request.sessionId, () => this.#core.wait(wait, { signal }), signal);
+        } finally {
+          if (state) {
+            const left = (state.waiting.get(cellId) ?? 1) - 1;
+            if (left > 0) state.waiting.set(cellId, left);
+            else state.waiting.delete(cellId);
+            if (left <= 0 && state.ending) this.#gate(state.finalSent, cellId).resolve();
+          }
+        }
       }
       case "session/terminate": {
         const terminate: { sessionId: string; cellId: string; maxTokens?: bigint } = {
@@ -480,7 +497,7 @@ export class V1Connection {
   /** The session is ending: every cell may be reported closed without its final outcome. */
   #ending(state: SessionState): void {
     state.ending = true;
-    for (const gate of state.finalSent.values()) gate.resolve();
+    for (const [cellId, gate] of state.finalSent) if (!state.waiting.has(cellId)) gate.resolve();
   }
 
   /**
@@ -509,6 +526,7 @@ export class V1Connection {
         delegatePermits: this.#delegatePool,
         jsonOutcomeSizes: true,
         serialOutcomes: true,
+        closureTerminatesWaits: true,
       });
     } catch (err) {
       return await this.#answer(id, error(messageOf(err)));
@@ -529,6 +547,7 @@ export class V1Connection {
       startedSent: new Map(),
       initialSent: new Map(),
       finalSent: new Map(),
+      waiting: new Map(),
       ending: false,
       closing: new Set(),
       invokeWritten: new Map(),
@@ -564,7 +583,7 @@ export class V1Connection {
 
   #finalGate(state: SessionState, cellId: string): Promise<void> {
     const gate = this.#gate(state.finalSent, cellId);
-    if (state.ending) gate.resolve();
+    if (state.ending && !state.waiting.has(cellId)) gate.resolve();
     return gate.promise;
   }
 
