@@ -143,11 +143,22 @@ interface DefaultsPlan {
 
 const PLANS = new WeakMap<protobuf.Type, DefaultsPlan | undefined>();
 
-function isZero(v: unknown): boolean {
-  return v === 0 || v === "0" || v === 0n || v === false || v === "" ||
-    (v instanceof Uint8Array && v.length === 0) ||
-    (typeof v === "object" && v !== null && "low" in v && "high" in v &&
-      (v as { low: number; high: number }).low === 0 && (v as { low: number; high: number }).high === 0);
+/** The default test of a scalar field's type: a string's `""` is its default, its `"0"` is not. */
+function defaultTest(type: string): (v: unknown) => boolean {
+  switch (type) {
+    case "string":
+      return (v) => v === "";
+    case "bytes":
+      return (v) => v instanceof Uint8Array && v.length === 0;
+    case "bool":
+      return (v) => v === false;
+    default:
+      // Numbers and enums; 64-bit values may come as decimal strings, bigints or Longs.
+      return (v) =>
+        v === 0 || v === "0" || v === 0n ||
+        (typeof v === "object" && v !== null && "low" in v && "high" in v &&
+          (v as { low: number; high: number }).low === 0 && (v as { low: number; high: number }).high === 0);
+  }
 }
 
 /** The plan of a type, or `undefined` when nothing in it (or below it) can hold an implicit default. */
@@ -164,7 +175,7 @@ function defaultsPlan(type: protobuf.Type): DefaultsPlan | undefined {
     }
     // Explicit presence: a oneof member (a proto3 `optional` is a one-member oneof) or repeated.
     if (field.partOf || field.repeated) continue;
-    plan.scalars.push({ name: field.name, isDefault: isZero });
+    plan.scalars.push({ name: field.name, isDefault: defaultTest(field.type) });
   }
   const result = plan.scalars.length || plan.messages.length ? plan : undefined;
   PLANS.set(type, result);

@@ -7,6 +7,9 @@ const bytes = (name: string, value: unknown) => [...encoder(name)(value)];
 
 Deno.test("plainEncoder leaves out what prost leaves out: implicit-presence fields at their default, at any depth", () => {
   assert.deepEqual(bytes("TextContent", { text: "" }), []);
+  // A string's default is "" only: the text "0" (a cell's `text(0)`) is sent.
+  assert.deepEqual(bytes("TextContent", { text: "0" }), [0x0a, 1, 0x30]);
+  assert.deepEqual(bytes("CellClosed", { cellId: "0" }), [0x12, 1, 0x30]);
   assert.deepEqual(bytes("CellClosed", { executionId: "", cellId: "1", finalToolCallSequence: 0 }), [
     0x12,
     1,
