@@ -151,3 +151,40 @@ export function utf8Suffix(s: string, maxBytes: number): { units: number; bytes:
   }
   return { units, bytes };
 }
+
+/** A character `JSON.stringify` escapes: `"`, `\`, a control character, or a surrogate to check. */
+// deno-lint-ignore no-control-regex
+const JSON_ESCAPED = /["\\\u0000-\u001f\ud800-\udfff]/;
+
+/**
+ * The bytes `JSON.stringify` adds to a string's UTF-8 length, quotes left out: 1 for `"`, `\` and
+ * the control characters it writes as two-character escapes (`\b`, `\t`, `\n`, `\f`, `\r`), 5 for
+ * the other control characters (`\u00XX`), and 3 for a lone surrogate (`\uDXXX` instead of its
+ * 3-byte replacement). A JSON door sizes its frame with it without holding the text.
+ *
+ * @param s the string
+ * @returns `utf8(JSON.stringify(s)) - utf8(s) - 2`
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { jsonEscapeExtraBytes } from "./bytes.ts";
+ *
+ * assert.equal(jsonEscapeExtraBytes('a"b\n\u0001🦀'), 1 + 1 + 5);
+ * ```
+ */
+export function jsonEscapeExtraBytes(s: string): number {
+  const first = s.search(JSON_ESCAPED);
+  if (first < 0) return 0;
+  let extra = 0;
+  for (let i = first; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 0x20 && c !== 0x22 && c !== 0x5c && (c < 0xd800 || c > 0xdfff)) continue;
+    if (c === 0x22 || c === 0x5c || c === 0x08 || c === 0x09 || c === 0x0a || c === 0x0c || c === 0x0d) {
+      extra += 1;
+    } else if (c < 0x20) extra += 5;
+    else if (c <= 0xdbff && i + 1 < s.length && isLow(s.charCodeAt(i + 1))) i++;
+    else extra += 3;
+  }
+  return extra;
+}

@@ -5,7 +5,9 @@
  * - Requests are decoded to plain objects with camelCase fields, 64-bit integers as decimal
  *   strings (read them with `BigInt`, SPEC §4.1), enums as numbers, the name of the set member
  *   of each oneof in a property named after the oneof, and unset fields left out.
- * - Responses are encoded from plain objects of the same shape (64-bit values as numbers).
+ * - Responses are encoded from plain objects of the same shape (64-bit values as numbers), as prost
+ *   (Codex's host) encodes them: a field without explicit presence (no `optional`, no oneof) that
+ *   holds its default value (`""`, 0, `false`, empty bytes, enum 0) is left out.
  *
  * @module
  */
@@ -131,15 +133,112 @@ export function requestDecoder(type: protobuf.Type): (bytes: Uint8Array) => any 
   };
 }
 
+/** How one message type drops default values: its implicit-presence scalars, and its message fields. */
+interface DefaultsPlan {
+  /** Scalar and enum fields without explicit presence, with their default test. */
+  scalars: { name: string; isDefault: (v: unknown) => boolean }[];
+  /** Message-typed fields (repeated or not, oneof members too): cleaned recursively. */
+  messages: { name: string; repeated: boolean; plan: () => DefaultsPlan | undefined }[];
+}
+
+const PLANS = new WeakMap<protobuf.Type, DefaultsPlan | undefined>();
+
+/** The default test of a scalar field's type: a string's `""` is its default, its `"0"` is not. */
+function defaultTest(type: string): (v: unknown) => boolean {
+  switch (type) {
+    case "string":
+      return (v) => v === "";
+    case "bytes":
+      return (v) => v instanceof Uint8Array && v.length === 0;
+    case "bool":
+      return (v) => v === false;
+    default:
+      // Numbers and enums; 64-bit values may come as decimal strings, bigints or Longs.
+      return (v) =>
+        v === 0 || v === "0" || v === 0n ||
+        (typeof v === "object" && v !== null && "low" in v && "high" in v &&
+          (v as { low: number; high: number }).low === 0 && (v as { low: number; high: number }).high === 0);
+  }
+}
+
+/** The plan of a type, or `undefined` when nothing in it (or below it) can hold an implicit default. */
+function defaultsPlan(type: protobuf.Type): DefaultsPlan | undefined {
+  if (PLANS.has(type)) return PLANS.get(type);
+  const plan: DefaultsPlan = { scalars: [], messages: [] };
+  for (const field of type.fieldsArray) {
+    field.resolve();
+    if (field.map) continue;
+    if (field.resolvedType instanceof protobuf.Type) {
+      const sub = field.resolvedType;
+      plan.messages.push({ name: field.name, repeated: field.repeated, plan: () => defaultsPlan(sub) });
+      continue;
+    }
+    // Explicit presence: a oneof member (a proto3 `optional` is a one-member oneof) or repeated.
+    if (field.partOf || field.repeated) continue;
+    plan.scalars.push({ name: field.name, isDefault: defaultTest(field.type) });
+  }
+  const result = plan.scalars.length || plan.messages.length ? plan : undefined;
+  PLANS.set(type, result);
+  return result;
+}
+
+/** The value without the implicit-presence fields that hold their default (a copy only where needed). */
+function withoutDefaults(value: unknown, plan: DefaultsPlan | undefined): unknown {
+  if (plan === undefined || value === null || typeof value !== "object") return value;
+  const object = value as Record<string, unknown>;
+  let copy: Record<string, unknown> | undefined;
+  for (const { name, isDefault } of plan.scalars) {
+    const v = object[name];
+    if (v !== undefined && v !== null && isDefault(v)) {
+      copy ??= { ...object };
+      delete copy[name];
+    }
+  }
+  for (const field of plan.messages) {
+    const v = object[field.name];
+    if (v === undefined || v === null) continue;
+    const sub = field.plan();
+    if (sub === undefined) continue;
+    if (field.repeated && Array.isArray(v)) {
+      let items: unknown[] | undefined;
+      for (let i = 0; i < v.length; i++) {
+        const cleaned = withoutDefaults(v[i], sub);
+        if (cleaned !== v[i]) {
+          items ??= v.slice();
+          items[i] = cleaned;
+        }
+      }
+      if (items) (copy ??= { ...object })[field.name] = items;
+    } else {
+      const cleaned = withoutDefaults(v, sub);
+      if (cleaned !== v) (copy ??= { ...object })[field.name] = cleaned;
+    }
+  }
+  return copy ?? value;
+}
+
 /**
- * An encoder from a plain object (camelCase fields, numbers for enums and 64-bit values) to bytes.
+ * An encoder from a plain object (camelCase fields, numbers for enums and 64-bit values) to bytes,
+ * as prost encodes: fields without explicit presence that hold their default value are left out
+ * (protobufjs alone writes every field that is set, `""` and 0 included).
  *
  * @param type the message type
  * @returns the encode function
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * const root = parseProtos([readProtoText(PROTO_FILES.codeModeHost)]);
+ * const encode = plainEncoder(root.lookupType("codex.code_mode.v1.TextContent"));
+ * assert.equal(encode({ text: "" }).length, 0);
+ * assert.equal(encode({ text: "a" }).length, 3);
+ * ```
  */
 // deno-lint-ignore no-explicit-any
 export function plainEncoder(type: protobuf.Type): (value: any) => Uint8Array {
-  return (value) => type.encode(value).finish();
+  const plan = defaultsPlan(type);
+  if (plan === undefined) return (value) => type.encode(value).finish();
+  // deno-lint-ignore no-explicit-any
+  return (value) => type.encode(withoutDefaults(value, plan) as any).finish();
 }
 
 /**

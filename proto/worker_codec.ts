@@ -24,8 +24,16 @@ export type WireItem =
   | { text: string }
   | { image: { imageUrl: string; detail: string } }
   | { audioUrl: string }
-  | { trimmedText: { head: string; tail: string; totalBytes: number } }
-  | { droppedMedia: { kind: string; bytes: number } };
+  | { trimmedText: WireTrimmedText }
+  | { droppedMedia: { kind: string; bytes: number; detail?: string; jsonExtraBytes?: number } };
+
+/** A text in reduced form; `jsonExtraBytes` (absent: 0) is what JSON escaping adds to the whole text. */
+export interface WireTrimmedText {
+  head: string;
+  tail: string;
+  totalBytes: number;
+  jsonExtraBytes?: number;
+}
 
 /** One runtime event of a cell (exactly one member set). */
 export interface WireCellEvent {
@@ -40,7 +48,7 @@ export interface WireCellEvent {
   storedWrite?: { key: string; valueJson: string };
   result?: {
     errorText?: string;
-    trimmedError?: { head: string; tail: string; totalBytes: number };
+    trimmedError?: WireTrimmedText;
   };
   exited?: { reason: string; detail?: string };
   event?: string;
@@ -58,6 +66,8 @@ export interface HostToWorker {
     outputByteCredit?: number;
     /** The host's `maxWorkerFrameBytes`; 0 or absent: the default. */
     maxFrameBytes?: number;
+    /** Reduced texts and media carry what JSON escaping adds to them (a JSON door's session). */
+    jsonSizes?: boolean;
   };
   storeUpdate?: { version: number; reset?: boolean; entries: { key: string; valueJson: string }[] };
   startCell?: {
@@ -140,6 +150,7 @@ const TRIMMED_TEXT = message(P + "TrimmedText", [
   f(1, "head", "string"),
   f(2, "tail", "string"),
   f(3, "totalBytes", "uint64"),
+  f(4, "jsonExtraBytes", "uint64"),
 ]);
 const STORE_ENTRY = message(P + "StoreEntry", [f(1, "key", "string"), f(2, "valueJson", "string")]);
 const CELL_TOOL = message(P + "CellTool", [f(1, "globalName", "string"), f(2, "description", "string")]);
@@ -158,6 +169,7 @@ export const HOST_TO_WORKER: MessageSchema = message(P + "HostToWorker", [
       f(7, "outputEventCredit", "uint32"),
       f(8, "outputByteCredit", "uint64"),
       f(9, "maxFrameBytes", "uint64"),
+      f(10, "jsonSizes", "bool"),
     ]),
     "message",
   ),
@@ -234,7 +246,12 @@ export const WORKER_TO_HOST: MessageSchema = message(P + "WorkerToHost", [
           f(
             5,
             "droppedMedia",
-            message(P + "DroppedMedia", [f(1, "kind", "string"), f(2, "bytes", "uint64")]),
+            message(P + "DroppedMedia", [
+              f(1, "kind", "string"),
+              f(2, "bytes", "uint64"),
+              f(3, "detail", "string"),
+              f(4, "jsonExtraBytes", "uint64"),
+            ]),
             "item",
           ),
         ]),

@@ -197,6 +197,22 @@ Deno.test("A cell over a 16 MiB heap fails alone; the session and others go on (
   assert.deepEqual((await run(h.client, other.id, "text(1)")).texts, ["1"]);
 });
 
+Deno.test("One allocation far over a 16 MiB cell heap ends the runtime, not the session: the cell fails as over its limit, stored values stay", async () => {
+  await using h = await startHost({ warmSessions: 2 });
+  await using s = await openSession(h.client, { cellExecutionLimits: { maxHeapSizeBytes: 16_777_216 } });
+  s.pump();
+  assert.deepEqual((await run(h.client, s.id, 'store("k", "kept"); text("stored")')).texts, ["stored"]);
+  const pid = h.host.state.session(s.id)!.runtimePid!;
+  // 80 MB of doubles in one allocation: V8 ends the whole runtime process (a Worker's heap limit
+  // cannot contain it), where a gradual overrun ends only the cell's Worker.
+  const r = await run(h.client, s.id, "const a = new Array(1e7).fill(1.5); text(a.length)");
+  assert.equal(r.error, "exec runtime ended unexpectedly: cell heap limit of 16 MiB reached");
+  assert.ok(await eventually(() => !processExists(pid)), "the old runtime is gone");
+  assert.deepEqual((await run(h.client, s.id, 'text(load("k"))')).texts, ["kept"]);
+  assert.notEqual(h.host.state.session(s.id)!.runtimePid, pid);
+  assert.equal(s.events.filter((e) => e.cellClosed).length, 3);
+});
+
 Deno.test("A cell isolate fault stays a cell error (scenario 21g)", async () => {
   await using h = await startHost({ runtimeFiles: await faultRuntimeFiles() });
   const s = await openSession(h.client);

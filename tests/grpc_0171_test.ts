@@ -542,3 +542,54 @@ Deno.test("On the wire, a cell's notifications precede its Execute outcome and i
   }
   assert.equal(checked, cells);
 });
+
+Deno.test("SubscribeToToolCalls: its header block comes at registration, with no header of ours, as the reference sends it", async () => {
+  await using h = await startHost();
+  await using s = await openSession(h.client);
+  const header = Promise.withResolvers<Metadata>();
+  const abort = new AbortController();
+  const stream = h.client.subscribeToToolCalls({ sessionId: s.id }, {
+    signal: abort.signal,
+    onHeader: (m: Metadata) => header.resolve(m),
+  }) as AsyncIterable<Msg>;
+  const reading = (async () => {
+    try {
+      for await (const _ of stream) { /* no calls */ }
+    } catch { /* aborted */ }
+  })();
+  const metadata = await header.promise;
+  assert.deepEqual([...metadata].filter(([key]) => key.startsWith("x-")), []);
+  abort.abort();
+  await reading;
+});
+
+Deno.test("Field presence as prost writes it: an empty text item's text is left out, an empty error_text is kept", async () => {
+  await using h = await startHost();
+  await using relay = startRecordingRelay(h.address);
+  const { client, channel } = rawClient(relay.address);
+  try {
+    await using s = await openSession(client);
+    assert.deepEqual((await execute(client, s.id, 'text(""); text("x")')).outcome.completed, {});
+    await execute(client, s.id, 'throw ""');
+  } finally {
+    channel.close();
+  }
+  await relay[Symbol.asyncDispose]();
+  const ExecuteEvent = publicProtoRoot().lookupType("codex.code_mode.v1.ExecuteEvent");
+  const outcomes = grpcMessages(relay.serverBytes())
+    .map(({ message }) => {
+      try {
+        return ExecuteEvent.decode(message) as Msg;
+      } catch {
+        return undefined;
+      }
+    })
+    .filter((e) => e?.outcome?.cellId);
+  const has = (o: object, key: string) => Object.prototype.hasOwnProperty.call(o, key);
+  const [first, second] = outcomes.map((e) => e!.outcome);
+  assert.equal(first.contentItems.length, 2);
+  assert.ok(!has(first.contentItems[0].text, "text"), "an empty text is not on the wire");
+  assert.equal(first.contentItems[1].text.text, "x");
+  assert.ok(has(second.completed, "errorText"), "error_text has presence: an empty one is written");
+  assert.equal(second.completed.errorText, "");
+});

@@ -7,7 +7,6 @@ import { Status } from "nice-grpc";
 import { execute, FOREVER, grpcError, notified, openSession, run, startHost, texts } from "./_harness.ts";
 
 const SERVER = { outputTruncation: 2 };
-const LIMIT_MESSAGE = "code-mode execution outcome exceeds the 67108864-byte gRPC message limit";
 const notice = (bytes: number, segments: number, images: number) =>
   `[Code Mode session output limit reached: omitted ${bytes} text bytes; discarded ${segments} text segments, ${images} images, 0 audio items]`;
 
@@ -21,7 +20,7 @@ function rss(pid: number): number {
   return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) * 1024;
 }
 
-Deno.test("97: a Server-mode 65 MiB thrown string with max_output_tokens 5 gives the three §8.8 items and a 65,536-byte error_text", async () => {
+Deno.test("97: a Server-mode 65 MiB thrown string with max_output_tokens 5 gives the three §8.8 items and an error_text capped as Codex's host caps it", async () => {
   await using h = await startHost();
   await using s = await openSession(h.client, SERVER);
   const { started, outcome } = await execute(
@@ -34,7 +33,7 @@ Deno.test("97: a Server-mode 65 MiB thrown string with max_output_tokens 5 gives
   assert.equal(outcome.cellId, "1");
   const errorText: string = outcome.completed.errorText;
   assert.equal(utf8(errorText), 65_536);
-  assert.equal(errorText, "begin:" + "X".repeat(32_762) + "X".repeat(32_764) + ":end");
+  assert.equal(errorText, "begin:" + "X".repeat(32_760) + "…" + "X".repeat(32_763) + ":end");
   assert.deepEqual(texts(outcome), [
     "Warning: truncated output (original token count: 262144)\nTotal output lines: 2\n\nScript err…262139 tokens truncated…",
     notice(67_108_888, 0, 0),
@@ -101,12 +100,12 @@ Deno.test("101: three 600 KiB texts in Server mode keep the head of a, the notic
   assert.deepEqual(texts(outcome), ["a".repeat(524_288), notice(794_624, 2, 0), "c".repeat(524_288)]);
 });
 
-Deno.test("102: a 100,000-byte thrown string is capped to 32,768 + 32,768 bytes in Server mode and whole in Client mode", async () => {
+Deno.test("102: a 100,000-byte thrown string is capped to 32,766 bytes + '…' + 32,767 bytes in Server mode and whole in Client mode", async () => {
   await using h = await startHost();
   const source = "throw 'h'.repeat(50000) + 't'.repeat(50000)";
   await using server = await openSession(h.client, SERVER);
   const capped = await execute(h.client, server.id, source, { maxOutputTokens: 1_000_000 });
-  assert.equal(capped.outcome.completed.errorText, "h".repeat(32_768) + "t".repeat(32_768));
+  assert.equal(capped.outcome.completed.errorText, "h".repeat(32_766) + "…" + "t".repeat(32_767));
   // §8.4 step 2: the Script error item carries the full text (within the collector's bounds).
   assert.deepEqual(texts(capped.outcome), ["Script error:\n" + "h".repeat(50_000) + "t".repeat(50_000)]);
   await using client = await openSession(h.client);
@@ -149,7 +148,18 @@ Deno.test("103: an unobserved Server-mode flood keeps host and runtime memory bo
   assert.deepEqual((await run(h.client, s.id, 'text("next")')).texts, ["next"]);
 });
 
-Deno.test("104: a Client-mode window of 70 MiB fails RESOURCE_EXHAUSTED and the next cell works", async () => {
+/** The size in Codex's host's `OUT_OF_RANGE` text for an outcome over 64 MiB (`N` in "found N bytes"). */
+function tooLarge(error: { code: Status; details: string }): number {
+  assert.equal(error.code, Status.OUT_OF_RANGE);
+  const match = /^Error, encoded message length too large: found (\d+) bytes, the limit is: 67108864 bytes$/
+    .exec(
+      error.details,
+    );
+  assert.ok(match, error.details);
+  return Number(match[1]);
+}
+
+Deno.test("104: a Client-mode window of 70 MiB fails OUT_OF_RANGE as Codex's host answers it, and the next cell works", async () => {
   await using h = await startHost();
   await using s = await openSession(h.client);
   const error = await grpcError(
@@ -157,34 +167,29 @@ Deno.test("104: a Client-mode window of 70 MiB fails RESOURCE_EXHAUSTED and the 
       yieldTimeMs: 60_000,
     }),
   );
-  assert.deepEqual(error, { code: Status.RESOURCE_EXHAUSTED, details: LIMIT_MESSAGE });
+  // The ExecuteEvent that could not be sent: 70 items of 1 MiB, each with its 12 bytes of framing.
+  const n = tooLarge(error);
+  assert.ok(n > 70 * (1024 * 1024 + 12) && n < 70 * (1024 * 1024 + 12) + 40, String(n));
   assert.deepEqual((await run(h.client, s.id, 'text("next")')).texts, ["next"]);
 });
 
-Deno.test("104a: the undeliverable completion is re-buffered as one dropped-output item for the next Wait, then the cell is missing", async () => {
+Deno.test("104a: an undeliverable completion is consumed: OUT_OF_RANGE, then the cell is missing and its values committed", async () => {
   await using h = await startHost();
   await using s = await openSession(h.client);
   const error = await grpcError(
-    execute(h.client, s.id, 'text("x".repeat(70 * 1024 * 1024)); text("after")', { yieldTimeMs: 60_000 }),
+    execute(h.client, s.id, 'store("k", 1); text("x".repeat(70 * 1024 * 1024)); text("after")', {
+      yieldTimeMs: 60_000,
+    }),
   );
-  assert.deepEqual(error, { code: Status.RESOURCE_EXHAUSTED, details: LIMIT_MESSAGE });
-  const wait = await h.client.wait({ sessionId: s.id, cellId: "1", waitId: "w1", yieldTimeMs: 1_000 });
-  assert.ok(wait.liveCell?.completed, JSON.stringify(wait).slice(0, 200));
-  assert.equal(wait.liveCell.completed.errorText, undefined);
-  const items = texts(wait.liveCell);
-  assert.equal(items.length, 1);
-  assert.match(
-    items[0],
-    /^\[Code Mode output dropped: \d+ bytes exceeded the 67108864-byte gRPC message limit\]$/,
-  );
-  // {n} is the encoded size of the ExecuteEvent that could not be sent: just over 70 MiB + "after".
-  const n = Number(/dropped: (\d+) bytes/.exec(items[0])![1]);
+  // The encoded size of the ExecuteEvent that could not be sent: just over 70 MiB + "after".
+  const n = tooLarge(error);
   assert.ok(n > 70 * 1024 * 1024 + 5 && n < 70 * 1024 * 1024 + 100, String(n));
-  const again = await h.client.wait({ sessionId: s.id, cellId: "1", waitId: "w2", yieldTimeMs: 1_000 });
-  assert.equal(again.missingCell.completed.errorText, "exec cell 1 not found");
+  const wait = await h.client.wait({ sessionId: s.id, cellId: "1", waitId: "w1", yieldTimeMs: 1_000 });
+  assert.equal(wait.missingCell.completed.errorText, "exec cell 1 not found");
+  assert.deepEqual((await run(h.client, s.id, 'text(load("k"))')).texts, ["1"]);
 });
 
-Deno.test("Client mode: an oversized yield is replaced in front of later output and the cell keeps running", async () => {
+Deno.test("Client mode: an oversized yield is consumed (OUT_OF_RANGE) and the cell keeps running", async () => {
   await using h = await startHost();
   await using s = await openSession(h.client);
   const error = await grpcError(
@@ -195,28 +200,54 @@ Deno.test("Client mode: an oversized yield is replaced in front of later output 
       { yieldTimeMs: 60_000 },
     ),
   );
-  assert.deepEqual(error, { code: Status.RESOURCE_EXHAUSTED, details: LIMIT_MESSAGE });
+  const n = tooLarge(error);
+  assert.ok(n > 65 * 1024 * 1024 && n < 65 * 1024 * 1024 + 100, String(n));
   const wait = await h.client.wait({ sessionId: s.id, cellId: "1", waitId: "w1", yieldTimeMs: 10_000 });
   assert.ok(wait.liveCell.completed);
-  const items = texts(wait.liveCell);
-  assert.equal(items.length, 2);
-  assert.match(items[0], /^\[Code Mode output dropped: \d+ bytes exceeded/);
-  assert.equal(items[1], "later");
+  assert.deepEqual(texts(wait.liveCell), ["later"]);
 });
 
-Deno.test("Client mode: a completion whose error text alone is too large keeps its diagnostic form in the replacement", async () => {
+Deno.test("Client mode: a Wait whose outcome is over 64 MiB fails OUT_OF_RANGE and consumes it; a Terminate too", async () => {
+  await using h = await startHost();
+  await using s = await openSession(h.client);
+  const big = 'text("x".repeat(70 * 1024 * 1024));';
+  const first = await execute(
+    h.client,
+    s.id,
+    `yield_control(); await new Promise((r) => setTimeout(r, 50)); ${big} text("tail")`,
+    {
+      yieldTimeMs: 60_000,
+    },
+  );
+  assert.ok(first.outcome.yielded);
+  const waited = await grpcError(
+    h.client.wait({ sessionId: s.id, cellId: "1", waitId: "w1", yieldTimeMs: 30_000 }),
+  );
+  tooLarge(waited);
+  const missing = await h.client.wait({ sessionId: s.id, cellId: "1", waitId: "w2", yieldTimeMs: 1 });
+  assert.equal(missing.missingCell.completed.errorText, "exec cell 1 not found");
+  // A completion nobody observed: the Terminate that returns it fails, and the cell is gone.
+  const second = await execute(h.client, s.id, `yield_control(); ${big} notify("done")`, {
+    yieldTimeMs: 60_000,
+  });
+  assert.ok(second.outcome.yielded);
+  s.pump();
+  assert.ok(await notified(s, "done"));
+  tooLarge(await grpcError(h.client.terminate({ sessionId: s.id, cellId: "2" })));
+  const gone = await h.client.wait({ sessionId: s.id, cellId: "2", waitId: "w3", yieldTimeMs: 1 });
+  assert.equal(gone.missingCell.completed.errorText, "exec cell 2 not found");
+});
+
+Deno.test("Client mode: a completion whose error text alone is over 64 MiB fails OUT_OF_RANGE and is consumed", async () => {
   await using h = await startHost();
   await using s = await openSession(h.client);
   const error = await grpcError(
     execute(h.client, s.id, "throw 'b' + 'E'.repeat(65 * 1024 * 1024) + 'e'", { yieldTimeMs: 60_000 }),
   );
-  assert.deepEqual(error, { code: Status.RESOURCE_EXHAUSTED, details: LIMIT_MESSAGE });
-  const terminated = await h.client.terminate({ sessionId: s.id, cellId: "1" });
-  assert.ok(terminated.liveCell.completed);
-  assert.equal(utf8(terminated.liveCell.completed.errorText), 65_536);
-  assert.ok(terminated.liveCell.completed.errorText.startsWith("bEEE"));
-  assert.ok(terminated.liveCell.completed.errorText.endsWith("EEEe"));
-  assert.match(texts(terminated.liveCell)[0], /^\[Code Mode output dropped: /);
+  const n = tooLarge(error);
+  assert.ok(n > 65 * 1024 * 1024 + 2 && n < 65 * 1024 * 1024 + 40, String(n));
+  const gone = await h.client.terminate({ sessionId: s.id, cellId: "1" });
+  assert.equal(gone.missingCell.completed.errorText, "exec cell 1 not found");
 });
 
 Deno.test("a Server-mode missing cell carries the Script error item", async () => {
@@ -347,7 +378,7 @@ Deno.test("Server mode: Terminate's outcome has the host's default budget, not t
   assert.deepEqual(texts(terminated.liveCell), ["e".repeat(100)]);
 });
 
-Deno.test("Client mode: an oversized terminated outcome stays terminal; the next Terminate returns its replacement", async () => {
+Deno.test("Client mode: an oversized terminated outcome is consumed: OUT_OF_RANGE, then the cell is missing", async () => {
   await using h = await startHost();
   await using s = await openSession(h.client);
   const first = await execute(
@@ -360,11 +391,7 @@ Deno.test("Client mode: an oversized terminated outcome stays terminal; the next
   assert.ok(first.outcome.yielded);
   s.pump();
   assert.ok(await notified(s, "big"));
-  const error = await grpcError(h.client.terminate({ sessionId: s.id, cellId: "1" }));
-  assert.deepEqual(error, { code: Status.RESOURCE_EXHAUSTED, details: LIMIT_MESSAGE });
-  const again = await h.client.terminate({ sessionId: s.id, cellId: "1" });
-  assert.ok(again.liveCell.terminated);
-  assert.match(texts(again.liveCell)[0], /^\[Code Mode output dropped: \d+ bytes exceeded/);
+  tooLarge(await grpcError(h.client.terminate({ sessionId: s.id, cellId: "1" })));
   const missing = await h.client.terminate({ sessionId: s.id, cellId: "1" });
   assert.equal(missing.missingCell.completed.errorText, "exec cell 1 not found");
 });

@@ -348,30 +348,26 @@ Deno.test("V1: a reader that stops reading while a cell floods output: host memo
   c.resume();
   const cell = (await e.started).value.cellId;
   let result = await e.initial;
-  const dropped: string[] = [];
-  while (result.status === "error" || !("Result" in result.value)) {
+  let missing = false;
+  while (!missing && (result.status === "error" || !("Result" in result.value))) {
     peak = Math.max(peak, rssBytes(pid));
-    // A window over the message limit fails once and comes back as one dropped-output item (SPEC §8.3).
+    // A window over the frame limit is consumed and answered with Codex's host's frame-limit error.
     if (result.status === "error") {
-      assert.equal(
+      assert.match(
         result.message,
-        "code-mode execution outcome exceeds the 67108864-byte gRPC message limit",
+        /^code-mode (initial|host) response exceeds the IPC frame limit: code-mode IPC frame length \d+ exceeds 67108864 bytes$/,
       );
     }
     const waited = await c.wait("session-1", cell, 30_000);
+    missing = waited.status === "ok" && "MissingCell" in waited.value.outcome;
     result = waited.status === "ok" ? { status: "ok", value: waited.value.outcome.LiveCell } : waited;
-    if (result.status === "ok") {
-      dropped.push(...texts(result.value).filter((t) => t.startsWith("[Code Mode")));
-    }
   }
-  const response = result.value;
   // Every byte was produced while the client did not read; the window that holds "done" is
-  // delivered whole or as its dropped-output item.
-  assert.equal(response.Result.error_text, null);
-  assert.match(
-    texts(response).at(-1)!,
-    /^(done|\[Code Mode output dropped: \d+ bytes exceeded the 67108864-byte gRPC message limit\])$/,
-  );
+  // delivered whole, or (over the frame limit) consumed, and the cell is then missing.
+  if (!missing) {
+    assert.equal(result.value.Result.error_text, null);
+    assert.equal(texts(result.value).at(-1), "done");
+  }
   console.log(`V1 flood: host RSS grew by ${(peak - before) >> 20} MiB for ${N} MiB of output`);
   await c.waitFor(() => notes === N);
   assert.ok(peak - before < 600 * 1_048_576, `host grew by ${(peak - before) >> 20} MiB`);
@@ -425,4 +421,98 @@ Deno.test("V1: the launcher works through a symlink from another directory, and 
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test("V1: a Client-mode outcome over 64 MiB is consumed and refused as Codex's host does, with the length of its JSON frame", async () => {
+  await using c = V1Client.spawn();
+  await c.hello();
+  await c.open("session-1");
+  const frameError = (what: string, result: Json): number => {
+    assert.equal(result.status, "error");
+    const match = new RegExp(
+      `^code-mode ${what} response exceeds the IPC frame limit: code-mode IPC frame length (\\d+) exceeds 67108864 bytes$`,
+    ).exec(result.message);
+    assert.ok(match, result.message);
+    return Number(match[1]);
+  };
+  /** The JSON frame a result would have been, its durations written as 0 (each adds its digits after the first). */
+  const frameOf = (id: number, type: string, value: Json) =>
+    new TextEncoder().encode(JSON.stringify({ type, id, result: { status: "ok", value } })).length;
+  // 18 Mi repeats of `a"b\n` and `\u0001`: 90 MiB of text, sent by the cell in reduced form; JSON
+  // escaping adds 2 bytes for each `a"b\n` and 5 for each `\u0001` (sized by the runtime).
+  const unit = 'a"b\n\u0001';
+  const text = unit.repeat(18 * 1024 * 1024);
+  const e = c.execute("session-1", `text(${JSON.stringify(unit)}.repeat(18 * 1024 * 1024)); text("é")`, {
+    yield_time_ms: 60_000,
+  });
+  const n = frameError("initial", await e.initial);
+  const base = frameOf(e.id, "execute/initialResponse", {
+    Result: {
+      cell_id: "1",
+      content_items: [{ type: "input_text", text }, { type: "input_text", text: "é" }],
+      error_text: null,
+      result_buffered_for_ns: 0,
+      code_mode_host_duration_ns: 0,
+    },
+  });
+  assert.ok(n >= base && n <= base + 19, `${n} vs ${base}`);
+  // The cell was consumed.
+  const gone = await c.wait("session-1", "1");
+  assert.equal(gone.value.outcome.MissingCell.Result.error_text, "exec cell 1 not found");
+  // An error text alone (a Wait's response this time).
+  const second = await c.run(
+    "session-1",
+    `yield_control(); await new Promise((r) => setTimeout(r, 50)); throw ${
+      JSON.stringify(unit)
+    }.repeat(14 * 1024 * 1024)`,
+    { yield_time_ms: 60_000 },
+  );
+  assert.ok("Yielded" in second.value);
+  const waitId = 1_000_000;
+  const m = frameError("host", await c.wait("session-1", "2", 30_000, waitId));
+  const waitBase = frameOf(waitId, "operation/response", {
+    type: "wait/completed",
+    outcome: {
+      LiveCell: {
+        Result: {
+          cell_id: "2",
+          content_items: [],
+          error_text: unit.repeat(14 * 1024 * 1024),
+          result_buffered_for_ns: 0,
+          code_mode_host_duration_ns: 0,
+        },
+      },
+    },
+  });
+  assert.ok(m >= waitBase && m <= waitBase + 38, `${m} vs ${waitBase}`);
+  await finishCleanly(c, [], false);
+});
+
+Deno.test("V1: a yield is written before the cell's later notifications and tool calls, as Codex's host writes them", async () => {
+  await using c = V1Client.spawn();
+  await c.hello();
+  await c.open("session-1");
+  c.onDelegate = (m) =>
+    m.request.type === "notification/send"
+      ? { status: "ok", value: { type: "notification/delivered" } }
+      : toolResult({ ok: true });
+  // Several rounds: the cell runs on after its yield while the host is still writing it.
+  for (let round = 1; round <= 5; round++) {
+    const e = c.execute(
+      "session-1",
+      `notify("early"); text("before"); yield_control(); notify("after"); await tools.echo({}); text("done")`,
+      { enabled_tools: [tool("echo")], yield_time_ms: 30_000 },
+    );
+    const initial = await e.initial;
+    assert.ok("Yielded" in initial.value);
+    const cell = initial.value.Yielded.cell_id;
+    const done = await c.wait("session-1", cell, 30_000);
+    assert.deepEqual(texts(done.value.outcome.LiveCell), ["done"]);
+    const mine = c.received.filter((m) =>
+      (m.type === "execute/initialResponse" && m.id === e.id) ||
+      (m.type === "delegate/request" && (m.request.cellId ?? m.request.invocation?.cell_id) === cell)
+    ).map((m) => m.type === "execute/initialResponse" ? "yielded" : m.request.text ?? m.request.type);
+    assert.deepEqual(mine, ["early", "yielded", "after", "tool/invoke"], `round ${round}`);
+  }
+  await finishCleanly(c, [], false);
 });

@@ -53,7 +53,14 @@ import {
 import { CELL_FILE_NAME } from "../proto/cell_source.ts";
 import { CELL_COMBINATORS_SOURCE } from "./cell_combinators.ts";
 import { collectGarbage } from "./collect_garbage.ts";
-import { MAX_INT32, MIB, utf8ByteLength, utf8Prefix, utf8Suffix } from "../proto/bytes.ts";
+import {
+  jsonEscapeExtraBytes,
+  MAX_INT32,
+  MIB,
+  utf8ByteLength,
+  utf8Prefix,
+  utf8Suffix,
+} from "../proto/bytes.ts";
 import {
   CELL_DOORBELL,
   CELL_PROGRESS,
@@ -502,7 +509,7 @@ class CellRun {
             const n = utf8ByteLength(first);
             this.#postCounted(
               n > this.#credit!.dropMediaOver
-                ? { t: "droppedImage", bytes: n, n: 0 }
+                ? { t: "droppedImage", bytes: n, detail, jsonExtra: this.#jsonExtra(first), n: 0 }
                 : { t: "image", image: { url: first, detail }, n },
             );
             break;
@@ -511,7 +518,7 @@ class CellRun {
             const n = utf8ByteLength(first);
             this.#postCounted(
               n > this.#credit!.dropMediaOver
-                ? { t: "droppedAudio", bytes: n, n: 0 }
+                ? { t: "droppedAudio", bytes: n, jsonExtra: this.#jsonExtra(first), n: 0 }
                 : { t: "audio", url: first, n },
             );
             break;
@@ -713,7 +720,12 @@ class CellRun {
     if (total <= credit.trimTextOver) return undefined;
     const head = text.slice(0, utf8Prefix(text, credit.keepTextBytes).units);
     const tail = text.slice(text.length - utf8Suffix(text, credit.keepTextBytes).units);
-    return { head, tail, total };
+    return { head, tail, total, jsonExtra: this.#jsonExtra(text) };
+  }
+
+  /** What JSON escaping adds to a text sent in reduced form, when the session's door writes JSON. */
+  #jsonExtra(text: string): number {
+    return this.#credit!.jsonSizes ? jsonEscapeExtraBytes(text) : 0;
   }
 
   #postText(text: string): void {

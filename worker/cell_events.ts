@@ -14,8 +14,8 @@
  */
 import { FRAME_HEADER_BYTES, writeFrameHeader } from "../proto/frame_codec.ts";
 import { fieldBytes, MAX_MESSAGE_BYTES, MIB, utf8ByteLength, varintBytes } from "../proto/bytes.ts";
-import type { WireCellEvent } from "../proto/worker_codec.ts";
-import type { CellOutput } from "./cell_protocol.ts";
+import type { WireCellEvent, WireTrimmedText } from "../proto/worker_codec.ts";
+import type { CellOutput, CellTrimmedText } from "./cell_protocol.ts";
 import { SINK_LOCK } from "./cell_protocol.ts";
 
 /**
@@ -58,7 +58,7 @@ export function wireCellEvents(cellId: string, output: CellOutput): WireCellEven
       return [{
         cellId,
         contentItem: {
-          trimmedText: { head: output.text.head, tail: output.text.tail, totalBytes: output.text.total },
+          trimmedText: wireTrimmed(output.text),
         },
       }];
     case "image":
@@ -67,11 +67,30 @@ export function wireCellEvents(cellId: string, output: CellOutput): WireCellEven
         contentItem: { image: { imageUrl: output.image.url, detail: output.image.detail } },
       }];
     case "droppedImage":
-      return [{ cellId, contentItem: { droppedMedia: { kind: "image", bytes: output.bytes } } }];
+      return [{
+        cellId,
+        contentItem: {
+          droppedMedia: {
+            kind: "image",
+            bytes: output.bytes,
+            detail: output.detail,
+            ...(output.jsonExtra ? { jsonExtraBytes: output.jsonExtra } : {}),
+          },
+        },
+      }];
     case "audio":
       return [{ cellId, contentItem: { audioUrl: output.url } }];
     case "droppedAudio":
-      return [{ cellId, contentItem: { droppedMedia: { kind: "audio", bytes: output.bytes } } }];
+      return [{
+        cellId,
+        contentItem: {
+          droppedMedia: {
+            kind: "audio",
+            bytes: output.bytes,
+            ...(output.jsonExtra ? { jsonExtraBytes: output.jsonExtra } : {}),
+          },
+        },
+      }];
     case "yield":
       return [{ cellId, yieldRequested: {} }];
     case "toolCall":
@@ -94,11 +113,7 @@ export function wireCellEvents(cellId: string, output: CellOutput): WireCellEven
         cellId,
         result: output.trimmedError
           ? {
-            trimmedError: {
-              head: output.trimmedError.head,
-              tail: output.trimmedError.tail,
-              totalBytes: output.trimmedError.total,
-            },
+            trimmedError: wireTrimmed(output.trimmedError),
           }
           : output.error === undefined
           ? {}
@@ -207,24 +222,37 @@ function eventFields(event: WireCellEvent): Field[] {
     const { errorText, trimmedError } = event.result;
     fields.push([
       10,
-      trimmedError
-        ? [[2, [[1, trimmedError.head], [2, trimmedError.tail], [3, trimmedError.totalBytes]]]]
-        : errorText !== undefined
-        ? [[1, errorText]]
-        : [],
+      trimmedError ? [[2, trimmedFields(trimmedError)]] : errorText !== undefined ? [[1, errorText]] : [],
     ]);
   } else if (event.exited) fields.push([11, [[1, event.exited.reason]]]);
+  return fields;
+}
+
+/** A reduced text as a frame carries it (`jsonExtraBytes` only when not 0). */
+function wireTrimmed(text: CellTrimmedText): WireTrimmedText {
+  const { head, tail, total, jsonExtra } = text;
+  return jsonExtra
+    ? { head, tail, totalBytes: total, jsonExtraBytes: jsonExtra }
+    : { head, tail, totalBytes: total };
+}
+
+function trimmedFields(text: WireTrimmedText): Field[] {
+  const fields: Field[] = [[1, text.head], [2, text.tail], [3, text.totalBytes]];
+  if (text.jsonExtraBytes) fields.push([4, text.jsonExtraBytes]);
   return fields;
 }
 
 function itemFields(item: NonNullable<WireCellEvent["contentItem"]>): Field[] {
   if ("text" in item) return [[1, item.text]];
   if ("image" in item) return [[2, [[1, item.image.imageUrl], [2, item.image.detail]]]];
-  if ("trimmedText" in item) {
-    const { head, tail, totalBytes } = item.trimmedText;
-    return [[4, [[1, head], [2, tail], [3, totalBytes]]]];
+  if ("trimmedText" in item) return [[4, trimmedFields(item.trimmedText)]];
+  if ("droppedMedia" in item) {
+    const { kind, bytes, detail, jsonExtraBytes } = item.droppedMedia;
+    const media: Field[] = [[1, kind], [2, bytes]];
+    if (detail !== undefined) media.push([3, detail]);
+    if (jsonExtraBytes) media.push([4, jsonExtraBytes]);
+    return [[5, media]];
   }
-  if ("droppedMedia" in item) return [[5, [[1, item.droppedMedia.kind], [2, item.droppedMedia.bytes]]]];
   return [[3, item.audioUrl]];
 }
 

@@ -37,24 +37,42 @@ const CASES: [CellOutput, object[]][] = [
     contentItem: { text: "é".repeat(70_000) },
   }]],
   [
-    { t: "trimmedText", text: { head: "ab", tail: "yz", total: 2 ** 40 }, n: 4 },
+    { t: "trimmedText", text: { head: "ab", tail: "yz", total: 2 ** 40, jsonExtra: 0 }, n: 4 },
     [{ cellId: "7", contentItem: { trimmedText: { head: "ab", tail: "yz", totalBytes: 2 ** 40 } } }],
+  ],
+  [
+    { t: "trimmedText", text: { head: 'a"', tail: "\n", total: 2 ** 30, jsonExtra: 2 ** 29 }, n: 3 },
+    [{
+      cellId: "7",
+      contentItem: { trimmedText: { head: 'a"', tail: "\n", totalBytes: 2 ** 30, jsonExtraBytes: 2 ** 29 } },
+    }],
   ],
   [
     { t: "image", image: { url: "data:image/png;base64,AA==", detail: "low" }, n: 26 },
     [{ cellId: "7", contentItem: { image: { imageUrl: "data:image/png;base64,AA==", detail: "low" } } }],
   ],
   [
-    { t: "droppedImage", bytes: 70_000_000, n: 0 },
-    [{ cellId: "7", contentItem: { droppedMedia: { kind: "image", bytes: 70_000_000 } } }],
+    { t: "droppedImage", bytes: 70_000_000, detail: "low", jsonExtra: 0, n: 0 },
+    [{ cellId: "7", contentItem: { droppedMedia: { kind: "image", bytes: 70_000_000, detail: "low" } } }],
+  ],
+  [
+    { t: "droppedImage", bytes: 70_000_000, detail: "high", jsonExtra: 3, n: 0 },
+    [{
+      cellId: "7",
+      contentItem: { droppedMedia: { kind: "image", bytes: 70_000_000, detail: "high", jsonExtraBytes: 3 } },
+    }],
   ],
   [
     { t: "audio", url: "data:audio/wav;base64,AA==", n: 26 },
     [{ cellId: "7", contentItem: { audioUrl: "data:audio/wav;base64,AA==" } }],
   ],
   [
-    { t: "droppedAudio", bytes: 70_000_000, n: 0 },
+    { t: "droppedAudio", bytes: 70_000_000, jsonExtra: 0, n: 0 },
     [{ cellId: "7", contentItem: { droppedMedia: { kind: "audio", bytes: 70_000_000 } } }],
+  ],
+  [
+    { t: "droppedAudio", bytes: 70_000_000, jsonExtra: 7, n: 0 },
+    [{ cellId: "7", contentItem: { droppedMedia: { kind: "audio", bytes: 70_000_000, jsonExtraBytes: 7 } } }],
   ],
   [{ t: "yield", n: 0 }, [{ cellId: "7", yieldRequested: {} }]],
   [
@@ -80,8 +98,15 @@ const CASES: [CellOutput, object[]][] = [
     result: { errorText: "Error: boom" },
   }]],
   [
-    { t: "result", writes: [], trimmedError: { head: "E", tail: "!", total: 99_999 } },
+    { t: "result", writes: [], trimmedError: { head: "E", tail: "!", total: 99_999, jsonExtra: 0 } },
     [{ cellId: "7", result: { trimmedError: { head: "E", tail: "!", totalBytes: 99_999 } } }],
+  ],
+  [
+    { t: "result", writes: [], trimmedError: { head: "E", tail: "!", total: 99_999, jsonExtra: 12 } },
+    [{
+      cellId: "7",
+      result: { trimmedError: { head: "E", tail: "!", totalBytes: 99_999, jsonExtraBytes: 12 } },
+    }],
   ],
   [{ t: "stopped" }, []],
   [{ t: "pong" }, []],

@@ -139,6 +139,8 @@ export interface CellCredit {
   keepTextBytes: number;
   /** A media URL longer than this is sent as `droppedMedia`. */
   dropMediaOver: number;
+  /** Reduced texts and media carry what JSON escaping adds to them (`jsonExtra`); else 0. */
+  jsonSizes?: boolean;
 }
 
 /** Runtime → cell control messages, posted on the Worker. */
@@ -183,6 +185,8 @@ export interface CellTrimmedText {
   head: string;
   tail: string;
   total: number;
+  /** The bytes `JSON.stringify` adds to the whole text (`jsonEscapeExtraBytes`). */
+  jsonExtra: number;
 }
 
 /** Cell → runtime messages that consume output credit; `n` is the payload bytes as posted. */
@@ -191,11 +195,11 @@ export type CountedOutput =
   | { t: "trimmedText"; text: CellTrimmedText; n: number }
   | { t: "image"; image: CellImage; n: number }
   /** An image whose URL was too large to send: its size only. */
-  | { t: "droppedImage"; bytes: number; n: number }
+  | { t: "droppedImage"; bytes: number; detail: CellImage["detail"]; jsonExtra: number; n: number }
   /** An audio item as produced by `audio()` or `content()`: its data URL. */
   | { t: "audio"; url: string; n: number }
   /** An audio item whose URL was too large to send: its size only. */
-  | { t: "droppedAudio"; bytes: number; n: number }
+  | { t: "droppedAudio"; bytes: number; jsonExtra: number; n: number }
   /** `yield_control()` was called. */
   | { t: "yield"; n: number }
   /** `tools.<name>(arg)` was called; `input` is the JSON text, absent when the value stringified to `undefined`. */

@@ -127,6 +127,8 @@ export interface RuntimeConfig {
   /** The largest frame read or written (`maxWorkerFrameBytes`). */
   maxFrameBytes: number;
   server: boolean;
+  /** The session's door writes outcomes as JSON (`Configure.json_sizes`). */
+  jsonSizes: boolean;
   creditEvents: number;
   creditBytes: number;
 }
@@ -138,6 +140,7 @@ export const DEFAULT_RUNTIME_CONFIG: Readonly<RuntimeConfig> = Object.freeze({
   maxStoredValueBytes: MAX_MESSAGE_BYTES,
   maxFrameBytes: DEFAULT_MAX_FRAME_BYTES,
   server: false,
+  jsonSizes: false,
   creditEvents: 128,
   creditBytes: 2 * MIB,
 });
@@ -481,6 +484,7 @@ export class Runtime {
       maxStoredValueBytes: c.maxStoredValueBytes || config.maxStoredValueBytes,
       maxFrameBytes: c.maxFrameBytes || config.maxFrameBytes,
       server: c.outputTruncation === 2,
+      jsonSizes: c.jsonSizes === true,
       creditEvents: c.outputEventCredit || config.creditEvents,
       creditBytes: c.outputByteCredit || config.creditBytes,
     };
@@ -946,6 +950,7 @@ export class Runtime {
         trimTextOver: config.server ? 2 * MAX_TEXT_BYTES : config.maxMessageBytes,
         keepTextBytes: MAX_TEXT_BYTES,
         dropMediaOver: config.server ? MAX_MEDIA_BYTES : config.maxMessageBytes,
+        jsonSizes: config.jsonSizes,
       },
     };
     if (cell.served > 1) {

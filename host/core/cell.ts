@@ -12,9 +12,11 @@
  *   there as the cell's one blocked send). While the cell holds less than half of either limit,
  *   the `Credit` frame waits up to 2 ms, and a cell that ends meanwhile gets none.
  * - Outcomes leave through the mode's pipeline (SPEC §8.3–§8.5): Client mode renders the window
- *   as it is, and an outcome too large for one gRPC message fails `RESOURCE_EXHAUSTED` and is
- *   re-buffered with a one-line replacement; Server mode (whose actor adds the `Script error:`
- *   item at commit) truncates to the cell's token budget and caps `error_text`.
+ *   as it is; an outcome too large for one gRPC message is consumed as if it had been sent (a
+ *   completion's cell is forgotten, a yield's window is gone) and comes out as its sizes only
+ *   (`oversize`), which each door reports as Codex's own host does (gRPC `OUT_OF_RANGE`, JSON V1's
+ *   frame-limit error). Server mode (whose actor adds the `Script error:` item at commit)
+ *   truncates to the cell's token budget and caps `error_text`.
  * - The isolate's exit (or its runtime's end) is the actor's end-of-stream, with the reason that
  *   selects the A9 error text (heap limit, runtime restart, or the default).
  * - `CellClosed` is emitted once both the actor has ended and the isolate has stopped.
@@ -24,10 +26,13 @@
 import { setImmediate } from "node:timers";
 import type { WireCellEvent, WireItem } from "../../proto/worker_codec.ts";
 import {
+  contentJsonOf,
+  type ContentJsonSize,
   createOutputCollector,
   diagnosticErrorText,
   type ErrorText,
   errorTextBytes,
+  errorTextJsonBytes,
   errorTextString,
   type OutputCollector,
   type OutputItem,
@@ -39,7 +44,7 @@ import { truncateEntries } from "../output/token_truncation.ts";
 import { type CellActorHandle, ObserveMode, scriptErrorItem, startCellActor } from "./cell_actor.ts";
 import { type EndReason, eventPayloadBytes, type RuntimeEvent, RuntimeEventChannel } from "./cell_channel.ts";
 import type { CellPort } from "./cell_port.ts";
-import { CellActorError, type CellEvent, type TerminalEvent } from "./cell_state.ts";
+import { CellActorError, type CellEvent } from "./cell_state.ts";
 import { HostError } from "./errors.ts";
 import type { ToolDefinitionInfo } from "./tool_bridge.ts";
 import type { HostMetrics } from "../ops/telemetry.ts";
@@ -50,22 +55,53 @@ export type ContentItem =
   | { image: { imageUrl: string; detail: number } }
   | { audio: { audioUrl: string } };
 
+/**
+ * A Client-mode outcome too large for one message (Codex's own host answers gRPC `OUT_OF_RANGE`
+ * `Error, encoded message length too large: found N bytes, the limit is: L bytes`, and JSON V1
+ * `… exceeds the IPC frame limit: code-mode IPC frame length N exceeds L bytes`): it was consumed
+ * like a delivered one, and only its sizes remain.
+ */
+export interface OversizeOutcome {
+  /** The encoded size of the gRPC response (`ExecuteEvent` or `WaitResponse`) that would carry it. */
+  messageBytes: number;
+  /** `maxMessageBytes`. */
+  limit: number;
+  /** Its content items as a JSON door sizes them. */
+  content: ContentJsonSize;
+  /** A completion's error text as a JSON string literal (quotes included), bytes; absent: none. */
+  errorTextJsonBytes?: number;
+}
+
 /** What an observation returns, ready for the wire. */
 export interface Outcome {
   kind: "yielded" | "completed" | "terminated";
+  /** Empty when {@link oversize} is set. */
   items: ContentItem[];
   errorText?: string;
   /** `completed`: nanoseconds the completion waited for an observer (A6; 0 when one was waiting). */
   resultBufferedForNs?: number;
+  /** Set when the outcome is too large to send (Client mode): `items` and `errorText` are then left out. */
+  oversize?: OversizeOutcome;
+  /**
+   * A `yielded` outcome of a session whose door writes outcomes and delegate requests in order
+   * (`CellPort.serialOutcomes`): the door calls it once the outcome is queued, which releases the
+   * cell's later tool calls and notifications.
+   */
+  written?: () => void;
 }
 
 const DETAILS: Record<string, number> = { auto: 1, low: 2, high: 3, original: 4 };
 
 /** A reduced text as a frame carries it (fields a decoder left out are empty). */
 function fromWireTrimmed(
-  t: { head?: string; tail?: string; totalBytes?: number },
-): { head: string; tail: string; totalBytes: number } {
-  return { head: t.head ?? "", tail: t.tail ?? "", totalBytes: Number(t.totalBytes) };
+  t: { head?: string; tail?: string; totalBytes?: number; jsonExtraBytes?: number },
+): { head: string; tail: string; totalBytes: number; jsonExtraBytes: number } {
+  return {
+    head: t.head ?? "",
+    tail: t.tail ?? "",
+    totalBytes: Number(t.totalBytes ?? 0),
+    jsonExtraBytes: Number(t.jsonExtraBytes ?? 0),
+  };
 }
 
 /**
@@ -88,7 +124,16 @@ function toPushedItem(item: WireItem): PushedItem | undefined {
   if ("trimmedText" in item) return { type: "trimmedText", ...fromWireTrimmed(item.trimmedText) };
   if ("droppedMedia" in item) {
     const m = item.droppedMedia;
-    return { type: "droppedMedia", kind: m.kind === "audio" ? "audio" : "image", bytes: Number(m.bytes) };
+    const jsonExtraBytes = Number(m.jsonExtraBytes ?? 0);
+    if (m.kind === "audio") {
+      return { type: "droppedMedia", kind: "audio", bytes: Number(m.bytes), jsonExtraBytes };
+    }
+    const detail = (m.detail !== undefined && m.detail in DETAILS ? m.detail : "high") as
+      | "auto"
+      | "low"
+      | "high"
+      | "original";
+    return { type: "droppedMedia", kind: "image", bytes: Number(m.bytes), detail, jsonExtraBytes };
   }
   return undefined;
 }
@@ -172,17 +217,6 @@ function outcomeResponseBytes(
   }
   const outcome = fieldBytes(utf8ByteLength(cellId)) + contentBytes + oneof + 1 + varintBytes(durationNs);
   return fieldBytes(outcome);
-}
-
-/**
- * The text that replaces an undeliverable Client-mode window (SPEC §8.3).
- *
- * @param bytes the encoded size of the response that could not be sent
- * @param limit `maxMessageBytes`
- * @returns the replacement text
- */
-function droppedOutputText(bytes: number, limit: number): string {
-  return `[Code Mode output dropped: ${bytes} bytes exceeded the ${limit}-byte gRPC message limit]`;
 }
 
 /** Maps actor refusals to the SPEC statuses. */
@@ -326,6 +360,7 @@ export class Cell {
       clock: port.clock,
       failureHandler: (reason) => port.failed(reason, this.#endDetail),
       cellId: options.id,
+      serialOutcomes: port.serialOutcomes ?? false,
       initialObserve: {
         mode: ObserveMode.yieldAfter(
           options.initial.yieldMs,
@@ -409,9 +444,27 @@ export class Cell {
     } catch (error) {
       throw toStatus(error);
     }
-    if (this.#port.mode === "client") this.#checkSize(event, startedAt);
     if (event.type === "completed" || event.type === "terminated") this.#port.forget();
+    const oversize = this.#port.mode === "client" ? this.#oversize(event, startedAt) : undefined;
+    const written = event.type === "yielded" ? event.written : undefined;
+    if (oversize) {
+      this.#metrics?.output(0, oversize.messageBytes);
+      return event.type === "completed"
+        ? {
+          kind: "completed",
+          items: [],
+          resultBufferedForNs: Math.max(0, Math.round(event.resultBufferedForMs * 1e6)),
+          oversize,
+        }
+        : {
+          kind: event.type === "pending" ? "yielded" : event.type,
+          items: [],
+          oversize,
+          ...(written ? { written } : {}),
+        };
+    }
     const outcome = toOutcome(event, this.#port.mode, maxTokens);
+    if (written) outcome.written = written;
     this.#metrics?.output(itemBytes(outcome.items), event.content.omittedTextBytes);
     return outcome;
   }
@@ -427,35 +480,21 @@ export class Cell {
   }
 
   /**
-   * SPEC §8.3: an outcome too large for one message is not sent. Its window is replaced by one
-   * line naming the size, the outcome is re-buffered with it (a window in front of later output, a
-   * terminal outcome for the next observation or Terminate), and the observation fails.
+   * A Client-mode outcome too large for one gRPC message, as Codex's own host treats it: it is not
+   * kept for a later observation (the caller has consumed it; only its size is reported).
+   *
+   * @returns its sizes, or `undefined` when it fits
    */
-  #checkSize(event: CellEvent, startedAt: number): void {
+  #oversize(event: CellEvent, startedAt: number): OversizeOutcome | undefined {
     const limit = this.#port.maxMessageBytes;
     const durationNs = Math.max(0, Math.round((performance.now() - startedAt) * 1e6));
-    const size = outcomeResponseBytes(this.id, event.content.encodedBytes, event, durationNs);
-    if (size <= limit) return;
-    const content = createOutputCollector("client", { maxMessageBytes: limit });
-    content.push({ type: "text", text: droppedOutputText(size, limit) });
-    if (event.type === "yielded" || event.type === "pending") {
-      this.#actor.restoreOutput(content);
-    } else {
-      let replacement: TerminalEvent = { type: "terminated", content };
-      if (event.type === "completed") {
-        const { errorText } = event;
-        const rebuilt = { ...event, content };
-        const fits = errorText === undefined ||
-          outcomeResponseBytes(this.id, content.encodedBytes, rebuilt, durationNs) <= limit;
-        replacement = fits ? rebuilt : { ...rebuilt, errorText: diagnosticErrorText(errorText!) };
-      }
-      this.#actor.state.rebuffer(event, replacement);
-    }
-    this.#metrics?.output(0, size);
-    throw new HostError(
-      "too_large",
-      `code-mode execution outcome exceeds the ${limit}-byte gRPC message limit`,
-    );
+    const messageBytes = outcomeResponseBytes(this.id, event.content.encodedBytes, event, durationNs);
+    if (messageBytes <= limit) return undefined;
+    const content = event.content.contentJson ?? contentJsonOf(event.content.render());
+    const errorText = event.type === "completed" ? event.errorText : undefined;
+    return errorText === undefined
+      ? { messageBytes, limit, content }
+      : { messageBytes, limit, content, errorTextJsonBytes: errorTextJsonBytes(errorText) };
   }
 
   /**
@@ -597,8 +636,7 @@ export class Cell {
    * @param startedAt the Terminate's `performance.now()` at its start (for the size of its response)
    * @param maxTokens Server mode: the outcome's token budget (default: the Execute's)
    * @returns `terminated` with the drained output, or the committed natural completion
-   * @throws {HostError} `cell_busy` `exec cell {id} is already terminating`;
-   *   `too_large` when the outcome is too large to send (Client mode)
+   * @throws {HostError} `cell_busy` `exec cell {id} is already terminating`
    */
   terminate(startedAt: number = performance.now(), maxTokens: number = this.#maxTokens): Promise<Outcome> {
     return this.#settle(this.#actor.terminate(), startedAt, maxTokens);

@@ -149,7 +149,17 @@ export interface CellActorOptions {
   cellId?: string;
   /** Server collector limits. Default: the SPEC's. */
   outputLimits?: OutputLimits;
+  /**
+   * The door writes outcomes and the cell's delegate requests on one ordered channel (JSON V1),
+   * as Codex's own host does: after a `yielded` outcome, the cell's later tool calls and
+   * notifications reach the port only once the door has queued that outcome (its `written`), the
+   * outcome's consumer went away, the cell ended, or {@link SERIAL_HOLD_MS} passed. Default false.
+   */
+  serialOutcomes?: boolean;
 }
+
+/** The longest a yield holds back the cell's later tool calls and notifications (`serialOutcomes`). */
+export const SERIAL_HOLD_MS = 2_000;
 
 /** The handle of a running cell actor. */
 export interface CellActorHandle {
@@ -173,13 +183,6 @@ export interface CellActorHandle {
    * @returns `terminated`, or the committed completion; rejects `alreadyTerminating` or `closed`
    */
   terminate(): Promise<CellEvent>;
-  /**
-   * Puts a delivered `yielded`/`pending` window back in front of the current one: the outcome
-   * could not be sent after all (Client mode, SPEC §8.3).
-   *
-   * @param content the window to restore (possibly a replacement of the delivered one)
-   */
-  restoreOutput(content: OutputCollector): void;
 }
 
 interface Observer {
@@ -288,8 +291,12 @@ class CellActor {
   #failureReported = false;
   #ended = false;
   #wake: (() => void) | undefined;
+  readonly #serialOutcomes: boolean;
+  /** `serialOutcomes`: set while a delivered yield is not yet written; later port calls wait for it. */
+  #hold: Promise<void> | undefined;
 
   constructor(options: CellActorOptions) {
+    this.#serialOutcomes = options.serialOutcomes ?? false;
     this.#port = options.port;
     this.#onClosed = options.onClosed;
     this.#mode = options.mode;
@@ -312,7 +319,6 @@ class CellActor {
       done,
       observe: (mode, opts) => this.#observe(mode, opts?.signal),
       terminate: () => this.#state.requestTermination(),
-      restoreOutput: (content) => this.#output.restore(content),
     };
   }
 
@@ -403,7 +409,40 @@ class CellActor {
 
   #deliverYield(): void {
     const o = this.#detach()!;
-    sendYield(this.#output, o.responder);
+    if (!this.#serialOutcomes || o.responder.signal.aborted) {
+      sendYield(this.#output, o.responder);
+      return;
+    }
+    // Hold the cell's later tool calls and notifications until this outcome (and any earlier
+    // one not yet written) is written.
+    const { promise, resolve } = Promise.withResolvers<void>();
+    const signal = o.responder.signal;
+    const release = () => {
+      this.#clock.clearTimeout(timer);
+      signal.removeEventListener("abort", release);
+      this.#lifetime.signal.removeEventListener("abort", release);
+      resolve();
+    };
+    const timer = this.#clock.setTimeout(release, SERIAL_HOLD_MS);
+    signal.addEventListener("abort", release, { once: true });
+    this.#lifetime.signal.addEventListener("abort", release, { once: true });
+    const earlier = this.#hold;
+    const hold = earlier === undefined ? promise : earlier.then(() => promise);
+    this.#hold = hold;
+    void hold.then(() => {
+      if (this.#hold === hold) this.#hold = undefined;
+    });
+    if (sendYield(this.#output, o.responder, release) === "restored") release();
+  }
+
+  /**
+   * Calls the port now, or (`serialOutcomes`) after the delivered yield that is not yet written,
+   * in the order of the calls. A tool call whose cell no longer needs it by then is not made.
+   */
+  #portCall(fn: () => void | Promise<void>, signal?: AbortSignal): Promise<void> {
+    const hold = this.#hold;
+    if (hold === undefined) return this.#callPort(fn);
+    return hold.then(() => signal?.aborted ? undefined : this.#callPort(fn));
   }
 
   #deliverPending(): void {
@@ -520,7 +559,10 @@ class CellActor {
         const controller = new AbortController();
         this.#pendingCalls.set(call.id, controller);
         this.#pendingIds.add(call.id);
-        this.#track(this.#callbacks, this.#callPort(() => this.#port.invokeTool(call, controller.signal)));
+        this.#track(
+          this.#callbacks,
+          this.#portCall(() => this.#port.invokeTool(call, controller.signal), controller.signal),
+        );
         return "continue";
       }
       case "toolResultConsumed":
@@ -531,7 +573,7 @@ class CellActor {
       case "notify":
         this.#track(
           this.#notifications,
-          this.#callPort(() => this.#port.notify(entry.callId, entry.text, this.#lifetime.signal)),
+          this.#portCall(() => this.#port.notify(entry.callId, entry.text, this.#lifetime.signal)),
         );
         return "continue";
       case "pending":
@@ -618,7 +660,7 @@ class CellActor {
           case "notify":
             this.#track(
               this.#notifications,
-              this.#callPort(() => this.#port.notify(entry.callId, entry.text, this.#lifetime.signal)),
+              this.#portCall(() => this.#port.notify(entry.callId, entry.text, this.#lifetime.signal)),
             );
             break;
           case "result":

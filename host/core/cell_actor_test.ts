@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { endReasonText, ObserveMode, startCellActor } from "./cell_actor.ts";
+import { endReasonText, ObserveMode, SERIAL_HOLD_MS, startCellActor } from "./cell_actor.ts";
 import { type CellToolCall, type RuntimeEvent, RuntimeEventChannel } from "./cell_channel.ts";
 import type { CellActorPort } from "./cell_port.ts";
 import type { CellEvent, CellState, CompletedEvent } from "./cell_state.ts";
@@ -94,6 +94,7 @@ function spawn(
     host?: TestHost;
     failureHandler?: (reason: string) => void;
     bytes?: number;
+    serialOutcomes?: boolean;
   } = {},
 ): Harness {
   const mode = options.mode ?? "client";
@@ -109,6 +110,7 @@ function spawn(
     clock,
     initialObserve: { mode: initial(yieldSignal.signal) },
     failureHandler: options.failureHandler,
+    serialOutcomes: options.serialOutcomes,
   });
   return { events, cell, yieldSignal, controls: host.controls, clock, host };
 }
@@ -810,5 +812,85 @@ Deno.test("without start grace the yield time counts from the observation's star
   const t = h.cell.terminate();
   h.events.end();
   await t;
+  await h.cell.done;
+});
+
+Deno.test("serialOutcomes: a yield's later tool calls and notifications reach the port only once the yield is written, in order", async () => {
+  const h = spawn(() => ObserveMode.yieldAfter(60_000), { serialOutcomes: true });
+  h.events.trySend({ type: "notify", callId: "c", text: "before" });
+  h.events.trySend(content("a"));
+  h.events.trySend({ type: "yieldRequested" });
+  h.events.trySend({ type: "toolCall", id: "tool-1", name: { name: "t" }, kind: "function" });
+  h.events.trySend({ type: "notify", callId: "c", text: "after" });
+  const first = await h.cell.initial;
+  assert.equal(first.type, "yielded");
+  assert.ok(first.type === "yielded" && first.written, "the yield carries its written callback");
+  // Every event has been handled; only what came before the yield reached the port.
+  const second = await h.cell.observe(ObserveMode.yieldAfter(0));
+  assert.equal(second.type, "yielded");
+  assert.deepEqual(second.content.render(), []);
+  assert.deepEqual(h.host.log, ["notify c"]);
+  assert.deepEqual(h.host.notifications, ["before"]);
+  first.written!();
+  await Promise.resolve();
+  await Promise.resolve();
+  assert.deepEqual(h.host.log, ["notify c", "tool tool-1", "notify c"]);
+  assert.deepEqual(h.host.notifications, ["before", "after"]);
+  const t = h.cell.terminate();
+  h.events.trySend({ type: "result", storedValueWrites: new Map() });
+  await t;
+  h.events.end();
+  await h.cell.done;
+});
+
+Deno.test("serialOutcomes: a held tool call the cell no longer needs is never made; an unwritten yield releases after SERIAL_HOLD_MS", async () => {
+  const h = spawn(() => ObserveMode.yieldAfter(60_000), { serialOutcomes: true });
+  h.events.trySend({ type: "yieldRequested" });
+  h.events.trySend({ type: "toolCall", id: "tool-1", name: { name: "t" }, kind: "function" });
+  h.events.trySend({ type: "notify", callId: "c", text: "late" });
+  const first = await h.cell.initial;
+  assert.equal(first.type, "yielded");
+  await h.cell.observe(ObserveMode.yieldAfter(0));
+  assert.deepEqual(h.host.log, []);
+  h.clock.advance(SERIAL_HOLD_MS);
+  await Promise.resolve();
+  await Promise.resolve();
+  assert.deepEqual(h.host.log, ["tool tool-1", "notify c"]);
+
+  // A second cell: completed before its yield was written, its held call is cancelled unmade.
+  const g = spawn(() => ObserveMode.yieldAfter(60_000), { serialOutcomes: true });
+  g.events.trySend({ type: "yieldRequested" });
+  g.events.trySend({ type: "toolCall", id: "tool-9", name: { name: "t" }, kind: "function" });
+  g.events.trySend({ type: "result", storedValueWrites: new Map() });
+  const yieldedFirst = await g.cell.initial;
+  await g.host.commitStarted.promise;
+  (yieldedFirst as { written?: () => void }).written!();
+  assert.equal((await g.cell.observe(ObserveMode.yieldAfter(60_000))).type, "completed");
+  g.events.end();
+  await g.cell.done;
+  assert.deepEqual(g.host.log, ["commit"]);
+  h.events.end();
+  await h.cell.terminate().catch(() => {});
+  await h.cell.done;
+});
+
+Deno.test("yield_control() with no observer attached is ignored: the next observation waits for the next yield or the end (as Codex's host)", async () => {
+  const h = spawn(() => ObserveMode.yieldAfter(60_000));
+  h.events.trySend(content("1"));
+  h.events.trySend({ type: "yieldRequested" });
+  assertEvent(await h.cell.initial, yielded(collector("client", "1")));
+  // Between observations: output, then a yield nobody observes.
+  h.events.trySend(content("2"));
+  h.events.trySend({ type: "yieldRequested" });
+  h.events.trySend({ type: "notify", callId: "c", text: "barrier" });
+  await within(h.host.notified.promise, "both events handled");
+  let settled = false;
+  const next = h.cell.observe(ObserveMode.yieldAfter(60_000)).finally(() => settled = true);
+  await new Promise((r) => setTimeout(r, 0));
+  assert.equal(settled, false, "the unobserved yield does not end the next observation");
+  h.events.trySend(content("3"));
+  h.events.trySend({ type: "result", storedValueWrites: new Map() });
+  assertEvent(await next, completed(collector("client", "2", "3")));
+  h.events.end();
   await h.cell.done;
 });

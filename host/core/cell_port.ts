@@ -54,6 +54,12 @@ export interface CellPort {
   readonly maxMessageBytes: number;
   /** Server mode: the cell's event queue bounds (`outputEventQueueCapacity`, `…Bytes`). */
   readonly queue: { readonly capacity: number; readonly bytes: number };
+  /**
+   * The session's door writes outcomes and delegate requests on one ordered channel (JSON V1):
+   * the cell's actor holds a yield's later tool calls and notifications until the yield is
+   * written (`CellActorOptions.serialOutcomes`). Default false.
+   */
+  readonly serialOutcomes?: boolean;
   /** Returns output credit for the cell's next `events` counted events (a `Credit` frame). */
   credit(events: number): void;
   /**

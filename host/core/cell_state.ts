@@ -15,7 +15,12 @@ import type { ErrorText, OutputCollector } from "../output/output_collector.ts";
 
 /** An observation's outcome (SPEC §4.12 cell events). */
 export type CellEvent =
-  | { type: "yielded"; content: OutputCollector }
+  /**
+   * `written`: set when the actor holds back the cell's later tool calls and notifications until
+   * the outcome is on the wire (`CellActorOptions.serialOutcomes`); the door calls it once it has
+   * queued the outcome.
+   */
+  | { type: "yielded"; content: OutputCollector; written?: () => void }
   | { type: "pending"; content: OutputCollector; pendingToolCallIds: string[] }
   | { type: "completed"; content: OutputCollector; resultBufferedForMs: number; errorText?: ErrorText }
   | { type: "terminated"; content: OutputCollector };
@@ -94,13 +99,17 @@ export interface CellResponder {
  * assert.equal(out.render().length, 1);
  * ```
  */
-export function sendYield(output: OutputCollector, responder: CellResponder): "delivered" | "restored" {
+export function sendYield(
+  output: OutputCollector,
+  responder: CellResponder,
+  written?: () => void,
+): "delivered" | "restored" {
   const content = output.take();
   if (responder.signal.aborted) {
     output.restore(content);
     return "restored";
   }
-  responder.resolve({ type: "yielded", content });
+  responder.resolve(written ? { type: "yielded", content, written } : { type: "yielded", content });
   return "delivered";
 }
 
@@ -199,26 +208,6 @@ export class CellState {
     if (c.event.type !== "completed") return { ...c.event };
     const resultBufferedForMs = c.buffered ? Math.max(0, this.#clock.now() - c.committedAt) : 0;
     return { ...c.event, resultBufferedForMs };
-  }
-
-  /**
-   * A delivered terminal outcome could not be sent after all (Client mode: it exceeded the gRPC
-   * message limit, SPEC §8.3): `replacement` is buffered like a committed completion, so the next
-   * observation or Terminate receives it. Repeating it for the same delivery changes nothing.
-   *
-   * @param delivered the terminal event that was handed out
-   * @param replacement what to deliver instead
-   */
-  rebuffer(delivered: CellEvent, replacement: TerminalEvent): void {
-    if (this.#terminal !== delivered) return;
-    this.#completion = {
-      event: replacement,
-      committedAt: this.#completion?.committedAt ?? this.#clock.now(),
-      buffered: true,
-    };
-    this.#terminal = undefined;
-    this.#terminalDelivered = false;
-    this.#claim = undefined;
   }
 
   /**

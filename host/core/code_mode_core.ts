@@ -27,7 +27,7 @@
  */
 import { MIB } from "../../proto/bytes.ts";
 import { serverMissingCellContent } from "./cell.ts";
-import type { ContentItem, Outcome } from "./cell.ts";
+import type { ContentItem, Outcome, OversizeOutcome } from "./cell.ts";
 import { MAX_TIMER_MS } from "./clock.ts";
 import { HostError } from "./errors.ts";
 import { normalizeCodeModeIdentifier } from "../../proto/identifiers.ts";
@@ -41,7 +41,7 @@ import { serdeJsonError } from "./serde_json.ts";
 import { ToolCatalog } from "./tool_catalog.ts";
 import { type HostSpan, NO_METRICS, NO_SPAN, type Telemetry, type TimedMethod } from "../ops/telemetry.ts";
 
-export type { ContentItem } from "./cell.ts";
+export type { ContentItem, OversizeOutcome } from "./cell.ts";
 
 /** A session's output truncation mode (SPEC §8.1). */
 export type SessionOutputMode = "client" | "server";
@@ -80,6 +80,24 @@ export interface OpenSessionRequest {
    * refused `callback capacity must be positive`, the reference's text.
    */
   maxPendingDelegateCalls?: number;
+  /**
+   * The door writes outcomes as JSON (JSON host V1): the session's runtime also measures, for the
+   * texts and media it sends in reduced form, what JSON escaping adds to them, so that an outcome
+   * too large to send is reported with its exact JSON frame length (`oversize`). Default false.
+   */
+  jsonOutcomeSizes?: boolean;
+  /**
+   * The door writes outcomes and delegate requests on one ordered channel (JSON host V1), as
+   * Codex's own host does: a cell's tool calls and notifications made after a yield reach the door
+   * only once it has written the yield (it calls the outcome's `written`). Default false.
+   */
+  serialOutcomes?: boolean;
+  /**
+   * A Wait pending when the session closes is answered with its cell's `Terminated` outcome (the
+   * closure terminates the cell), as Codex's own host does over JSON host V1; otherwise it fails
+   * `code-mode wait was cancelled`, as Codex's host does over gRPC. Default false.
+   */
+  closureTerminatesWaits?: boolean;
   /**
    * The pool of delegate permits the session draws from besides its own (default the host-wide
    * `maxPendingDelegateCalls` pool): a door whose connection has its own delegate capacity (JSON
@@ -182,8 +200,42 @@ export type ExecutionOutcome =
      * Terminate, as Codex's host does.
      */
     resultBufferedForNs?: number;
+    /**
+     * Set when the outcome was consumed but is too large to send (Client mode; `contentItems` is then
+     * empty and `errorText` absent): a door answers with its transport's size error instead
+     * (gRPC `OUT_OF_RANGE`, {@link outcomeTooLargeMessage}; JSON V1's frame-limit error), as
+     * Codex's own host does; the cell does not get it back.
+     */
+    oversize?: OversizeOutcome;
+    /**
+     * A `yielded` outcome of a session opened with `serialOutcomes`: the door calls it once it has
+     * queued the outcome, which releases the cell's later tool calls and notifications.
+     */
+    written?: () => void;
   }
   & ({ kind: "yielded" } | { kind: "terminated" } | { kind: "completed"; errorText?: string });
+
+/**
+ * The gRPC status message of an outcome too large to send, as Codex's own host (tonic) words it;
+ * its status is `OUT_OF_RANGE`.
+ *
+ * @param oversize the outcome's sizes
+ * @returns `Error, encoded message length too large: found N bytes, the limit is: L bytes`
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { outcomeTooLargeMessage } from "./code_mode_core.ts";
+ *
+ * assert.equal(
+ *   outcomeTooLargeMessage({ messageBytes: 70, limit: 64, content: { payloadBytes: 0, shapes: new Map() } }),
+ *   "Error, encoded message length too large: found 70 bytes, the limit is: 64 bytes",
+ * );
+ * ```
+ */
+export function outcomeTooLargeMessage(oversize: OversizeOutcome): string {
+  return `Error, encoded message length too large: found ${oversize.messageBytes} bytes, the limit is: ${oversize.limit} bytes`;
+}
 
 /** What an Execute streams: `started` once, then (unless the caller went away) `outcome`. */
 export type ExecuteEvent =
@@ -240,6 +292,12 @@ export interface ToolCall {
   inputJson?: Uint8Array;
   sequence: number;
   traceparent?: string;
+  /**
+   * How many lease events the session had queued when the cell made the call (its notifications
+   * before the call among them): a door that writes both on one channel (JSON V1) writes the call
+   * after those. Not on the gRPC wire.
+   */
+  leaseMark?: number;
 }
 
 /** A registered tool subscription (SPEC §7.6). Dispose it (or call `close`) when its stream ends. */
@@ -324,7 +382,13 @@ function nanosSince(start: number): number {
 }
 
 function toOutcome(cellId: string, outcome: Outcome, start: number): ExecutionOutcome {
-  const base = { cellId, contentItems: outcome.items, hostDurationNs: nanosSince(start) };
+  const base = {
+    cellId,
+    contentItems: outcome.items,
+    hostDurationNs: nanosSince(start),
+    ...(outcome.oversize ? { oversize: outcome.oversize } : {}),
+    ...(outcome.written ? { written: outcome.written } : {}),
+  };
   if (outcome.kind === "completed") {
     const buffered = { ...base, resultBufferedForNs: outcome.resultBufferedForNs ?? 0 };
     return outcome.errorText === undefined
@@ -571,6 +635,9 @@ export class CodeModeCore {
       cellHeapMb: Math.ceil(heap / MIB),
       maxPendingDelegateCalls: request.maxPendingDelegateCalls,
       delegatePermits: request.delegatePermits,
+      jsonOutcomeSizes: request.jsonOutcomeSizes,
+      serialOutcomes: request.serialOutcomes,
+      closureTerminatesWaits: request.closureTerminatesWaits,
     }, slot);
     return {
       sessionId: session.id,
@@ -609,7 +676,7 @@ export class CodeModeCore {
    * @param options `signal`: the caller went away
    * @returns the events
    * @throws {HostError} `invalid_request`, `unknown_session`, `overloaded`, `id_reused`,
-   *   `session_closed`, `too_large`
+   *   `session_closed`
    */
   async *execute(
     request: ExecuteRequest,
@@ -728,7 +795,7 @@ export class CodeModeCore {
    * @param options `signal`: the caller went away (fails `cancelled`, nothing is consumed)
    * @returns the cell's outcome, or the missing-cell outcome
    * @throws {HostError} `invalid_request`, `unknown_session`, `overloaded`, `session_closed`,
-   *   `id_reused`, `cancelled`, `cell_busy`, `too_large`
+   *   `id_reused`, `cancelled`, `cell_busy`
    */
   wait(request: WaitRequest, options: { signal?: AbortSignal } = {}): Promise<ObservationResult> {
     const span = this.#span("Wait", request.traceparent, request.sessionId);
@@ -781,7 +848,7 @@ export class CodeModeCore {
    *   `maxOutputTokens`; gRPC's Terminate has none), default `limits.defaultMaxOutputTokens`
    * @returns the cell's outcome, or the missing-cell outcome
    * @throws {HostError} `invalid_request`, `unknown_session`, `overloaded`, `session_closed`,
-   *   `cell_busy`, `too_large`
+   *   `cell_busy`
    */
   terminate(
     request: { sessionId: string; cellId: string; traceparent?: string; maxTokens?: bigint },

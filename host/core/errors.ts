@@ -18,7 +18,8 @@
  * - `id_reused`: an execution, wait or session ID used before; `session_exists`: a client-chosen
  *   session ID that is already open.
  * - `overloaded`: an admission limit (sessions, in-flight requests, active cells, subscriptions).
- * - `too_large`: an outcome does not fit in one message.
+ * - `too_large`: a tool call does not fit in one message (an outcome that does not is reported by
+ *   its size instead: `ExecutionOutcome.oversize`).
  * - `lease_overflow`: the session's event queue was full, so the session closed.
  * - `shutting_down`: the host is draining.
  * - `session_closed`: the session is closing or closed; `cancelled`: the caller's observation was

@@ -13,6 +13,7 @@ import type { WorkerToHost } from "../../proto/worker_codec.ts";
 import { Cell, type CellOptions, type Outcome } from "./cell.ts";
 import type { CellPort } from "./cell_port.ts";
 import type { CellState, CompletedEvent } from "./cell_state.ts";
+import type { EndReason } from "./cell_channel.ts";
 import type { Clock } from "./clock.ts";
 import { HostError } from "./errors.ts";
 import { LeaseQueue } from "./lease_queue.ts";
@@ -87,6 +88,12 @@ export interface SessionOptions {
   hostDelegatePermits: Permits;
   /** The session's own delegate capacity (default `maxPendingDelegateCallsPerSession`). */
   sessionDelegateCapacity?: number;
+  /** Outcomes are written as JSON (`OpenSessionRequest.jsonOutcomeSizes`); default false. */
+  jsonOutcomeSizes?: boolean;
+  /** Outcomes and delegate requests share one ordered channel (`OpenSessionRequest.serialOutcomes`). */
+  serialOutcomes?: boolean;
+  /** A Wait pending at the closure gets its cell's Terminated outcome (`OpenSessionRequest.closureTerminatesWaits`). */
+  closureTerminatesWaits?: boolean;
   /** Metrics and tracing (default off). */
   telemetry?: Telemetry;
 }
@@ -312,6 +319,7 @@ export class Session {
         outputEventCredit: this.#options.limits.outputEventQueueCapacity,
         outputByteCredit: this.#options.limits.outputEventQueueBytes,
         maxFrameBytes: this.#options.limits.maxWorkerFrameBytes,
+        ...(this.#options.jsonOutcomeSizes ? { jsonSizes: true } : {}),
       },
     }).catch(() => {});
     if (this.#store.size > 0) {
@@ -349,8 +357,31 @@ export class Session {
 
   #onRuntimeEnded(runtime: RuntimeTransport, end: RuntimeEnd): void {
     if (runtime !== this.#runtime) return;
-    if (this.#state === "open" && !end.byHost) return this.#crash(end);
+    if (this.#state === "open" && !end.byHost) {
+      // One allocation far over a cell's heap limit (`new Array(1e7).fill(1.5)` under 16 MiB) is
+      // beyond what its Worker's limit can contain: V8 ends the whole runtime. That is the
+      // running cells' heap limit, not the session's end: they fail as over it, and the session
+      // goes on in a new runtime with its stored values (as after a hard stop). Only when the
+      // runtime's main isolate has V8's default limit (no `workerMainHeapMb`): its stderr does not
+      // say which isolate died, and with the default the main isolate is not the one.
+      if (
+        crashLabel(end) === "heap" && this.#running.size > 0 && this.#options.limits.workerMainHeapMb === 0
+      ) return void this.#recoverFromHeapLimit(end);
+      return this.#crash(end);
+    }
     for (const cell of [...this.#running.values()]) cell.end();
+  }
+
+  /** The runtime died of a cell's heap limit (see {@link #onRuntimeEnded}): replace it, keep the session. */
+  async #recoverFromHeapLimit(end: RuntimeEnd): Promise<void> {
+    if (this.#restarting) return;
+    this.#telemetry.metrics.runtimeCrashed("heap");
+    const limitMb = this.cellHeapMb;
+    await this.#replaceRuntime(
+      (cell) => cell.terminating ? { kind: "default" } : { kind: "heapLimit", limitMb },
+      "session runtime replaced: a cell's allocation passed its heap limit",
+      { cell_ids: [...this.#running.keys()].join(","), exit_code: end.code, signal: end.signal },
+    );
   }
 
   #crash(end: RuntimeEnd): void {
@@ -494,6 +525,7 @@ export class Session {
       clock,
       mode: this.outputMode === OUTPUT_SERVER ? "server" : "client",
       maxMessageBytes: this.#options.limits.maxMessageBytes,
+      serialOutcomes: this.#options.serialOutcomes ?? false,
       queue: {
         capacity: this.#options.limits.outputEventQueueCapacity,
         bytes: this.#options.limits.outputEventQueueBytes,
@@ -554,6 +586,7 @@ export class Session {
           inputJson: call.input === undefined ? undefined : JSON.stringify(call.input),
           traceparent: cell.traceparent,
           nextSequence: () => cell.nextSequence(),
+          leaseMark: this.#lease.pushed,
         }, signal);
         const failure = "errorMessage" in result ? result.errorMessage : undefined;
         const outcome = failure === undefined ? "succeeded" : signal.aborted ? "cancelled" : "failed";
@@ -754,15 +787,29 @@ export class Session {
    */
   async #restartRuntime(stopped: Cell): Promise<void> {
     if (this.#restarting) return await this.#restarting;
-    const old = this.#runtime;
+    void this.#runtime.kill();
+    this.#telemetry.metrics.runtimeRestarted();
+    await this.#replaceRuntime(
+      (cell) => cell.terminating ? { kind: "default" } : { kind: "restart", stoppedCellId: stopped.id },
+      "session runtime restarted to stop a cell",
+      { cell_id: stopped.id },
+    );
+  }
+
+  /**
+   * Ends every cell of the current (killed or dead) runtime with its reason and replaces the
+   * runtime; the session, its lease and its stored values stay.
+   */
+  async #replaceRuntime(
+    reason: (cell: Cell) => EndReason,
+    message: string,
+    fields: LogFields,
+  ): Promise<void> {
+    if (this.#restarting) return await this.#restarting;
     const { promise, resolve } = Promise.withResolvers<void>();
     this.#restarting = promise;
     try {
-      void old.kill();
-      this.#telemetry.metrics.runtimeRestarted();
-      for (const cell of [...this.#running.values()]) {
-        cell.end(cell.terminating ? { kind: "default" } : { kind: "restart", stoppedCellId: stopped.id });
-      }
+      for (const cell of [...this.#running.values()]) cell.end(reason(cell));
       let next: RuntimeTransport;
       try {
         next = await this.#options.replaceRuntime();
@@ -776,10 +823,7 @@ export class Session {
       }
       this.#runtime = next;
       this.#attach(next);
-      this.#options.log.info("session runtime restarted to stop a cell", {
-        session_ref: this.ref,
-        cell_id: stopped.id,
-      });
+      this.#options.log.info(message, { session_ref: this.ref, ...fields });
     } finally {
       this.#restarting = undefined;
       resolve();
@@ -913,9 +957,12 @@ export class Session {
     this.#closing.abort();
     this.#clearIdleTimer();
     if (this.#restarting) await this.#restarting;
-    // A Wait pending at the closure is cancelled, in Codex's host's words.
-    const cancelled = new HostError("cancelled", "code-mode wait was cancelled");
-    for (const wait of this.#activeWaits.values()) wait.cancel.abort(cancelled);
+    // A Wait pending at the closure is cancelled, in Codex's host's words (over gRPC), or answered
+    // with the Terminated outcome of the cell the closure terminates (over JSON host V1).
+    if (!this.#options.closureTerminatesWaits) {
+      const cancelled = new HostError("cancelled", "code-mode wait was cancelled");
+      for (const wait of this.#activeWaits.values()) wait.cancel.abort(cancelled);
+    }
     // Pending tool invocations are dropped and subscription streams end (SPEC §3.4 steps 4–5).
     this.#bridge.closeAll();
     const terminations: Promise<Outcome | void>[] = [];

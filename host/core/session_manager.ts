@@ -60,6 +60,12 @@ export interface OpenOptions {
   maxPendingDelegateCalls?: number;
   /** The delegate pool the session shares (default the host-wide {@link SessionManager.delegates}). */
   delegatePermits?: Permits;
+  /** Outcomes are written as JSON (`OpenSessionRequest.jsonOutcomeSizes`); default false. */
+  jsonOutcomeSizes?: boolean;
+  /** Outcomes and delegate requests share one ordered channel (`OpenSessionRequest.serialOutcomes`). */
+  serialOutcomes?: boolean;
+  /** A Wait pending at the closure gets its cell's Terminated outcome (`OpenSessionRequest.closureTerminatesWaits`). */
+  closureTerminatesWaits?: boolean;
 }
 
 /** Registry and admission. */
@@ -274,6 +280,9 @@ export class SessionManager implements AsyncDisposable {
       replaceRuntime: () => this.takeRuntime(),
       hostDelegatePermits: options.delegatePermits ?? this.delegates,
       sessionDelegateCapacity: options.maxPendingDelegateCalls,
+      jsonOutcomeSizes: options.jsonOutcomeSizes,
+      serialOutcomes: options.serialOutcomes,
+      closureTerminatesWaits: options.closureTerminatesWaits,
       telemetry: this.telemetry,
       onRemoved: (removed) => {
         if (this.#sessions.get(removed.id) === removed) this.#sessions.delete(removed.id);

@@ -41,6 +41,8 @@ export interface DispatchRequest {
   traceparent?: string;
   /** Allocates the execution's next `sequence` (called once, at send time). */
   nextSequence(): number;
+  /** The number of lease events the session had queued when the cell made the call (`ToolCall.leaseMark`). */
+  leaseMark?: number;
 }
 
 /** How a call ended, as the cell's promise sees it. */
@@ -295,6 +297,7 @@ export class ToolBridge {
     };
     if (request.inputJson !== undefined) message.inputJson = new TextEncoder().encode(request.inputJson);
     if (request.traceparent !== undefined) message.traceparent = request.traceparent;
+    if (request.leaseMark !== undefined) message.leaseMark = request.leaseMark;
     if (!this.#candidates(definition.toolName).length) {
       return { errorMessage: "no code-mode tool subscription matches the requested tool" };
     }

@@ -40,6 +40,7 @@
 
 import {
   fieldBytes,
+  jsonEscapeExtraBytes,
   MAX_MESSAGE_BYTES,
   MAX_TEXT_BYTES,
   utf8ByteLength,
@@ -63,6 +64,8 @@ export interface TrimmedTextItem {
   tail: string;
   /** The UTF-8 length of the whole text. */
   totalBytes: number;
+  /** The bytes `JSON.stringify` adds to the whole text (`jsonEscapeExtraBytes`); absent: 0. */
+  jsonExtraBytes?: number;
 }
 
 /** A media item sent as its kind and size only (SPEC §8.10); no window can keep it. */
@@ -71,6 +74,10 @@ export interface DroppedMediaItem {
   kind: "image" | "audio";
   /** The UTF-8 length of its URL. */
   bytes: number;
+  /** An image's detail (absent: `high`). */
+  detail?: "auto" | "low" | "high" | "original";
+  /** The bytes `JSON.stringify` adds to its URL; absent: 0. */
+  jsonExtraBytes?: number;
 }
 
 /** `maxDiagnosticBytes` of SPEC §2.8: the Server-mode cap on `error_text`. */
@@ -99,10 +106,27 @@ export function errorTextBytes(error: ErrorText): number {
   return typeof error === "string" ? utf8ByteLength(error) : error.totalBytes;
 }
 
+/** The marker the reference host puts between the two ends of a capped error text. */
+const DIAGNOSTIC_MARKER = "\u2026";
+
 /**
- * The diagnostic form of an error text (SPEC §8.5): unchanged up to `maxBytes` bytes, else its
- * longest whole-character prefix of at most half of `maxBytes` immediately followed by its longest
- * whole-character suffix of at most half, with no marker.
+ * The UTF-8 length of an error text as `JSON.stringify` writes it, quotes included (of the whole
+ * text also for a reduced one).
+ *
+ * @param error the error text
+ * @returns its JSON string literal's byte length
+ */
+export function errorTextJsonBytes(error: ErrorText): number {
+  return typeof error === "string"
+    ? utf8ByteLength(error) + jsonEscapeExtraBytes(error) + 2
+    : error.totalBytes + (error.jsonExtraBytes ?? 0) + 2;
+}
+
+/**
+ * The diagnostic form of an error text, as Codex 0.171's own host caps a Server-mode `error_text`:
+ * unchanged up to `maxBytes` UTF-8 bytes; else its longest whole-character prefix of at most
+ * `⌊(maxBytes − 3) / 2⌋` bytes, then `…` (3 bytes), then its longest whole-character suffix of at
+ * most the rest of `maxBytes − 3`: 32,766 + 3 + 32,767 bytes for the default 65,536.
  *
  * @param error the error text, whole or reduced (a reduced text keeps far more than half at each end)
  * @param maxBytes the cap; default 65,536
@@ -113,16 +137,18 @@ export function errorTextBytes(error: ErrorText): number {
  * import assert from "node:assert/strict";
  * import { diagnosticErrorText } from "./output_collector.ts";
  *
- * assert.equal(diagnosticErrorText("abcdefgh", 4), "abgh");
+ * assert.equal(diagnosticErrorText("abcdefghij", 9), "abc…hij");
  * assert.equal(diagnosticErrorText("abcd", 4), "abcd");
  * ```
  */
 export function diagnosticErrorText(error: ErrorText, maxBytes: number = MAX_DIAGNOSTIC_BYTES): string {
   if (errorTextBytes(error) <= maxBytes) return errorTextString(error);
-  const half = Math.floor(maxBytes / 2);
+  const budget = Math.max(0, maxBytes - utf8ByteLength(DIAGNOSTIC_MARKER));
+  const headBudget = Math.floor(budget / 2);
   const head = typeof error === "string" ? error : error.head;
   const tail = typeof error === "string" ? error : error.tail;
-  return head.slice(0, utf8Prefix(head, half).units) + tail.slice(tail.length - utf8Suffix(tail, half).units);
+  return head.slice(0, utf8Prefix(head, headBudget).units) + DIAGNOSTIC_MARKER +
+    tail.slice(tail.length - utf8Suffix(tail, budget - headBudget).units);
 }
 
 /** What a cell's output path carries into a collector. */
@@ -227,6 +253,71 @@ export function contentItemEncodedBytes(item: PushedItem): number {
   return fieldBytes(fieldBytes(inner));
 }
 
+/**
+ * The size of a window's items as a JSON door writes them, without the items (a Client window over
+ * its limit keeps none): the door adds its own per-item wrapping for each shape.
+ */
+export interface ContentJsonSize {
+  /** The UTF-8 bytes of every item's payload (its text or URL) as `JSON.stringify` writes it, quotes included. */
+  payloadBytes: number;
+  /** How many items of each shape: `text`, `audio`, `image:<detail>`. */
+  shapes: Map<string, number>;
+}
+
+/**
+ * The shape and JSON payload size of one item (see {@link ContentJsonSize}).
+ *
+ * @param item the item
+ * @returns its shape key and the JSON string literal size of its payload
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { contentItemJson } from "./output_collector.ts";
+ *
+ * assert.deepEqual(contentItemJson({ type: "text", text: 'say "hi"' }), { shape: "text", bytes: 12 });
+ * ```
+ */
+export function contentItemJson(item: PushedItem): { shape: string; bytes: number } {
+  switch (item.type) {
+    case "text":
+      return { shape: "text", bytes: utf8ByteLength(item.text) + jsonEscapeExtraBytes(item.text) + 2 };
+    case "trimmedText":
+      return { shape: "text", bytes: item.totalBytes + (item.jsonExtraBytes ?? 0) + 2 };
+    case "image":
+      return {
+        shape: `image:${item.detail}`,
+        bytes: utf8ByteLength(item.imageUrl) + jsonEscapeExtraBytes(item.imageUrl) + 2,
+      };
+    case "audio":
+      return {
+        shape: "audio",
+        bytes: utf8ByteLength(item.audioUrl) + jsonEscapeExtraBytes(item.audioUrl) + 2,
+      };
+    case "droppedMedia":
+      return {
+        shape: item.kind === "audio" ? "audio" : `image:${item.detail ?? "high"}`,
+        bytes: item.bytes + (item.jsonExtraBytes ?? 0) + 2,
+      };
+  }
+}
+
+/**
+ * The JSON size of items (see {@link ContentJsonSize}).
+ *
+ * @param items the items
+ * @returns their payload bytes and shapes
+ */
+export function contentJsonOf(items: Iterable<PushedItem>): ContentJsonSize {
+  const json: ContentJsonSize = { payloadBytes: 0, shapes: new Map() };
+  for (const item of items) {
+    const { shape, bytes } = contentItemJson(item);
+    json.payloadBytes += bytes;
+    json.shapes.set(shape, (json.shapes.get(shape) ?? 0) + 1);
+  }
+  return json;
+}
+
 /** One output window of either mode. */
 export interface OutputCollector {
   /** The mode this collector implements. */
@@ -240,6 +331,11 @@ export interface OutputCollector {
   readonly encodedBytes: number;
   /** Server mode: text bytes pushed into this window and left out of it by its limits; Client mode: 0. */
   readonly omittedTextBytes: number;
+  /**
+   * Client mode, once the window outgrew `maxMessageBytes`: the JSON size of every item pushed into
+   * it (what a JSON door would have written); otherwise `undefined`.
+   */
+  readonly contentJson: ContentJsonSize | undefined;
   /**
    * Adds one item in production order.
    *
@@ -414,9 +510,31 @@ class ClientOutputCollector implements OutputCollector {
   #items: PushedItem[] = [];
   #encoded = 0;
   #pushed = 0;
+  /** Counted from the push that took the window over its limit (before that, the items are there). */
+  #json: ContentJsonSize | undefined;
 
   constructor(limits: OutputLimits) {
     this.#limit = limits.maxMessageBytes ?? MAX_MESSAGE_BYTES;
+  }
+
+  get contentJson(): ContentJsonSize | undefined {
+    return this.#json;
+  }
+
+  /** Adds items to the JSON count (started with the retained items when the window outgrows its limit). */
+  #countJson(items: Iterable<PushedItem>): void {
+    this.#addJsonSize(contentJsonOf(items));
+  }
+
+  #addJsonSize(size: ContentJsonSize): void {
+    const json = this.#json ??= { payloadBytes: 0, shapes: new Map() };
+    json.payloadBytes += size.payloadBytes;
+    for (const [shape, n] of size.shapes) json.shapes.set(shape, (json.shapes.get(shape) ?? 0) + n);
+  }
+
+  /** Adds another window's JSON count (or its retained items') to this one's. */
+  #addJson(other: ClientOutputCollector): void {
+    this.#addJsonSize(other.#json ?? contentJsonOf(other.#items));
   }
 
   get isEmpty(): boolean {
@@ -434,8 +552,13 @@ class ClientOutputCollector implements OutputCollector {
   push(item: PushedItem): void {
     this.#pushed++;
     this.#encoded += contentItemEncodedBytes(item);
-    if (this.#encoded > this.#limit) this.#items = [];
-    else this.#items.push(item);
+    if (this.#encoded <= this.#limit) {
+      this.#items.push(item);
+      return;
+    }
+    if (this.#json === undefined) this.#countJson(this.#items);
+    this.#countJson([item]);
+    this.#items = [];
   }
 
   #retained(): OutputItem[] {
@@ -460,9 +583,11 @@ class ClientOutputCollector implements OutputCollector {
     taken.#items = this.#items;
     taken.#encoded = this.#encoded;
     taken.#pushed = this.#pushed;
+    taken.#json = this.#json;
     this.#items = [];
     this.#encoded = 0;
     this.#pushed = 0;
+    this.#json = undefined;
     return taken;
   }
 
@@ -470,14 +595,17 @@ class ClientOutputCollector implements OutputCollector {
     if (!(taken instanceof ClientOutputCollector)) throw new TypeError("restore needs a Client collector");
     this.#encoded += taken.#encoded;
     this.#pushed += taken.#pushed;
-    this.#items = this.#encoded > this.#limit
-      ? []
-      : this.#items.length === 0
-      ? taken.#items
-      : [...taken.#items, ...this.#items];
+    if (this.#encoded > this.#limit) {
+      if (this.#json === undefined) this.#countJson(this.#items);
+      this.#addJson(taken);
+      this.#items = [];
+    } else {
+      this.#items = this.#items.length === 0 ? taken.#items : [...taken.#items, ...this.#items];
+    }
     taken.#items = [];
     taken.#encoded = 0;
     taken.#pushed = 0;
+    taken.#json = undefined;
   }
 }
 
@@ -615,6 +743,10 @@ class ServerOutputCollector implements OutputCollector {
 
   get isEmpty(): boolean {
     return !this.#s.pushed;
+  }
+
+  get contentJson(): undefined {
+    return undefined;
   }
 
   get omittedTextBytes(): number {

@@ -2,6 +2,7 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import {
   contentItemEncodedBytes,
+  contentJsonOf,
   createOutputCollector,
   diagnosticErrorText,
   type OutputCollector,
@@ -674,25 +675,62 @@ Deno.test("contentItemEncodedBytes matches the protobuf encoding of ExecutionOut
   }
 });
 
-Deno.test("diagnosticErrorText keeps texts up to 65,536 bytes and otherwise joins 32,768-byte ends", () => {
+Deno.test("diagnosticErrorText keeps texts up to 65,536 bytes and otherwise joins a 32,766-byte head, '…' and a 32,767-byte tail, as Codex's host", () => {
   const short = "e".repeat(65_536);
   assert.equal(diagnosticErrorText(short), short);
-  const ascii = "a".repeat(50_000) + "b".repeat(50_000);
+  const ascii = "e".repeat(50_000) + "f".repeat(50_000);
   const d = diagnosticErrorText(ascii);
-  assert.equal(d.length, 65_536);
-  assert.equal(d, "a".repeat(32_768) + "b".repeat(32_768));
-  // Whole characters only: 🦀 is 4 bytes, 32,768 is a multiple of 4, é (2 bytes) is not odd-aligned here.
-  const crabs = "🦀".repeat(20_000);
-  assert.equal(utf8ByteLength(diagnosticErrorText(crabs)), 65_536);
-  const mixed = "x" + "é".repeat(40_000);
-  const dm = diagnosticErrorText(mixed);
-  assert.equal(utf8ByteLength(dm), 32_767 + 32_768);
-  assert.ok(!dm.includes("\ufffd"));
+  assert.equal(d, "e".repeat(32_766) + "…" + "f".repeat(32_767));
+  assert.equal(utf8ByteLength(d), 65_536);
+  assert.equal(diagnosticErrorText("x".repeat(65_537)), "x".repeat(32_766) + "…" + "x".repeat(32_767));
+  // Whole characters only, each end within its own budget (the reference's outputs for these cells).
+  const cases: [string, number, number][] = [
+    ["é".repeat(50_000), 32_766, 32_766],
+    ["a" + "é".repeat(50_000), 32_765, 32_766],
+    ["😀".repeat(30_000), 32_764, 32_764],
+    ["a" + "😀".repeat(30_000), 32_765, 32_764],
+    ["ab" + "😀".repeat(30_000), 32_766, 32_764],
+  ];
+  for (const [text, headBytes, tailBytes] of cases) {
+    const capped = diagnosticErrorText(text);
+    const at = capped.indexOf("…");
+    assert.equal(utf8ByteLength(capped.slice(0, at)), headBytes, text.slice(0, 3));
+    assert.equal(utf8ByteLength(capped.slice(at + 1)), tailBytes, text.slice(0, 3));
+    assert.ok(text.startsWith(capped.slice(0, at)) && text.endsWith(capped.slice(at + 1)));
+  }
   // The reduced form gives the same result as the whole text.
   const e = "begin:" + "X".repeat(65 * 1024 * 1024) + ":end";
   const r = trimmed(e, MAX_TEXT_BYTES) as { head: string; tail: string; totalBytes: number };
   const fromReduced = diagnosticErrorText({ head: r.head, tail: r.tail, totalBytes: r.totalBytes });
   assert.equal(fromReduced, diagnosticErrorText(e));
-  assert.equal(fromReduced.length, 65_536);
+  assert.equal(fromReduced.length, 65_534);
   assert.ok(fromReduced.startsWith("begin:XXX") && fromReduced.endsWith("XXX:end"));
+});
+
+Deno.test("Client collector: past its limit it keeps no items but the JSON size of every item pushed, across take and restore", () => {
+  const items: PushedItem[] = [
+    { type: "text", text: 'say "hi"\n' },
+    { type: "image", imageUrl: "data:image/png;base64,AA==", detail: "low" },
+    { type: "trimmedText", head: "a", tail: "z", totalBytes: 300, jsonExtraBytes: 40 },
+    { type: "audio", audioUrl: "data:audio/wav;base64,AA==" },
+    { type: "droppedMedia", kind: "image", bytes: 500, detail: "auto", jsonExtraBytes: 1 },
+    { type: "text", text: "\u0001é" },
+  ];
+  const out = createOutputCollector("client", { maxMessageBytes: 100 });
+  out.push(items[0]);
+  out.push(items[1]);
+  assert.equal(out.contentJson, undefined, "within the limit the items themselves are kept");
+  for (const item of items.slice(2)) out.push(item);
+  assert.deepEqual(out.contentJson, contentJsonOf(items));
+  assert.deepEqual(out.contentJson, {
+    payloadBytes: (9 + 3 + 2) + (26 + 2) + (300 + 40 + 2) + (26 + 2) + (500 + 1 + 2) + (3 + 5 + 2),
+    shapes: new Map([["text", 3], ["image:low", 1], ["audio", 1], ["image:auto", 1]]),
+  });
+  // A taken window keeps its count; restoring it in front of a small window counts that one too.
+  const taken = out.take();
+  assert.equal(out.contentJson, undefined);
+  out.push(items[0]);
+  out.restore(taken);
+  assert.deepEqual(out.contentJson, contentJsonOf([...items, items[0]]));
+  assert.throws(() => out.render(), RangeError);
 });

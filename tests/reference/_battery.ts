@@ -28,7 +28,7 @@ import assert from "node:assert/strict";
 import type { Session } from "./_driver.ts";
 import type { Json } from "./_observe.ts";
 import { type Ctx, type ScenarioBody, wireOf } from "./_runner.ts";
-import type { CellSpec } from "./_scenario.ts";
+import { type CellSpec, pause } from "./_scenario.ts";
 
 /** One entry, read from either form. */
 export interface BatteryEntry {
@@ -70,7 +70,7 @@ export interface Battery {
 const ENTRY_FIELDS = new Set(["name", "cells", "source", "options", "mode", "deliberate"]);
 const CELL_FIELDS = new Set(["source", "yield", "max", "wait"]);
 const OPTION_FIELDS = new Set(["setup", "enabledTools", "wait", "yieldTimeMs", "maxOutputTokens"]);
-const WAIT_FIELDS = new Set(["yield", "maxTokens", "terminate"]);
+const WAIT_FIELDS = new Set(["yield", "maxTokens", "terminate", "afterMs"]);
 
 /** Default yield of a battery cell (as the probe that made battery1). */
 const BATTERY_YIELD_MS = 5_000;
@@ -85,6 +85,7 @@ function waitOf(wait: Json): CellSpec["wait"] {
     ...(wait.yield === undefined ? {} : { yieldTimeMs: wait.yield }),
     ...(wait.maxTokens === undefined ? {} : { maxTokens: wait.maxTokens }),
     ...(wait.terminate ? { terminate: true } : {}),
+    ...(wait.afterMs === undefined ? {} : { afterMs: wait.afterMs }),
   };
 }
 
@@ -388,6 +389,7 @@ async function runEntry(
     if (!outcome.cell) continue;
     last.set(outcome.cell, outcome.kind);
     if (spec.wait) {
+      if (spec.wait.afterMs) await pause(spec.wait.afterMs);
       const result = spec.wait.terminate
         ? await session.terminate(outcome.cell)
         : await session.wait(outcome.cell, {

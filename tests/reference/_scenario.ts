@@ -25,6 +25,11 @@ export interface Scenario {
    * is taken out is compared as usual (without it, the whole scenario is the difference).
    */
   deliberate?: { id: string; check(kind: Kind, observation: Json): void; rest?(observation: Json): Json };
+  /**
+   * Where Codex's host itself orders some frames differently from run to run: the part of each
+   * side's observation that is compared (both sides alike); each use says what races.
+   */
+  compared?(observation: Json): Json;
   /** Set when the scenario cannot run as written (e.g. a battery entry with unknown fields). */
   invalid?: string;
   run: ScenarioBody;
@@ -65,7 +70,11 @@ export interface CellSpec extends ExecOptions {
   /** Answers each tool call the cell makes (default: no tool calls expected). */
   answer?: (call: ToolCall) => Json;
   /** Then observe the cell with a Wait (yield time, max tokens) or a Terminate. */
-  wait?: { yieldTimeMs?: number; maxTokens?: number; terminate?: boolean };
+  /**
+   * `afterMs`: a pause before the Wait, where a cell's synchronous tail must reach the host first
+   * (this host's runtime is another process; Codex's host runs the cell inside itself).
+   */
+  wait?: { yieldTimeMs?: number; maxTokens?: number; terminate?: boolean; afterMs?: number };
 }
 
 /**
@@ -95,6 +104,7 @@ export async function runCells(
     await calls;
     ctx.rec(`cell ${index + 1}`, outcome);
     if (spec.wait && outcome.cell) {
+      if (spec.wait.afterMs) await pause(spec.wait.afterMs);
       const result = spec.wait.terminate
         ? await session.terminate(outcome.cell)
         : await session.wait(outcome.cell, {

@@ -10,7 +10,7 @@ import { CODEX_CAPABILITIES } from "./_driver.ts";
 import type { Transport } from "./_hosts.ts";
 import type { Json } from "./_observe.ts";
 import type { Ctx } from "./_runner.ts";
-import { FOREVER, type Scenario } from "./_scenario.ts";
+import { FOREVER, pause, type Scenario } from "./_scenario.ts";
 import type { V1Connection } from "./_v1.ts";
 
 const V1: readonly Transport[] = ["v1"];
@@ -70,7 +70,16 @@ function v1Case(
         const id = conn.nextId();
         const initial = conn.next((m) => m.type === "execute/initialResponse" && m.id === id);
         const started = await request({ method: "session/execute", sessionId, request: inner }, id);
-        if (started?.result?.status === "ok") await initial;
+        if (started?.result?.status !== "ok") return;
+        const cellId = started.result.value?.cellId;
+        const closed = conn.next(
+          (m) => m.type === "cell/closed" && m.cellId === cellId,
+          conn.received.length,
+        );
+        await initial;
+        // A completed cell's cell/closed follows its result at once; ending the connection before it
+        // arrives would make its presence a race on both hosts.
+        await Promise.race([closed, pause(2_000)]);
       };
       await steps({ conn, request, sendUntil, execute });
       await conn.end();
@@ -364,6 +373,11 @@ export const V1_SCENARIOS: Scenario[] = [
         result: { status: "ok", value: { type: "notification/delivered" } },
       });
       await initial;
+      // As in `execute` above: the cell's cell/closed is awaited (bounded) before the end.
+      await Promise.race([
+        conn.next((m) => m.type === "cell/closed", conn.received.length - 1),
+        pause(2_000),
+      ]);
     },
   ),
 ];

@@ -86,6 +86,7 @@ for (const scenario of SCENARIOS) {
           );
         }
         let [a, b] = [reference.observation, ours.observation];
+        if (scenario.compared) [a, b] = [scenario.compared(a), scenario.compared(b)];
         if (scenario.deliberate) {
           const { id, check, rest } = scenario.deliberate;
           for (const [kind, side] of [["reference", reference], ["ours", ours]] as const) {

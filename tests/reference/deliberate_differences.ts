@@ -149,11 +149,9 @@ export const DELIBERATE_DIFFERENCES: readonly DeliberateDifference[] = [
   {
     id: "grpc-transport-details",
     what: "gRPC transport details",
-    reference:
-      "`content-type: application/grpc`; an unknown method's `UNIMPLEMENTED` has an empty message; no header on `SubscribeToToolCalls`",
-    ours:
-      "`application/grpc+proto`; grpc-js's `The server does not implement the method /…`; `SubscribeToToolCalls` answers `x-code-mode-subscription: registered`",
-    reason: "grpc-js's framing; the header tells a client its subscription is registered",
+    reference: "`content-type: application/grpc`; an unknown method's `UNIMPLEMENTED` has an empty message",
+    ours: "`application/grpc+proto`; grpc-js's `The server does not implement the method /…`",
+    reason: "grpc-js's framing",
   },
   {
     id: "notification-order",

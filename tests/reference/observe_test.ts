@@ -126,3 +126,14 @@ Deno.test("a battery entry's cell IDs are renamed in order of appearance, texts 
     { frames: [{ type: "cell/closed", cellId: "c1" }] },
   ]);
 });
+
+Deno.test("a V1 frame length keeps all but its last three digits (durations vary in length)", () => {
+  const at = (n: number) => `code-mode IPC frame length ${n} exceeds 67108864 bytes`;
+  assert.equal(normalise(at(73400593)), normalise(at(73400594)));
+  assert.notEqual(normalise(at(73400593)), normalise(at(73500593)));
+  assert.equal(normalise(at(73400593)), "code-mode IPC frame length 73400<ddd> exceeds 67108864 bytes");
+  const found = (n: number) =>
+    `Error, encoded message length too large: found ${n} bytes, the limit is: 67108864 bytes`;
+  assert.equal(normalise(found(73400362)), normalise(found(73400361)));
+  assert.notEqual(normalise(found(73400362)), normalise(found(74400362)));
+});

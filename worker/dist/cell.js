@@ -204,6 +204,22 @@ function utf8Suffix(s, maxBytes) {
     bytes
   };
 }
+var JSON_ESCAPED = /["\\\u0000-\u001f\ud800-\udfff]/;
+function jsonEscapeExtraBytes(s) {
+  const first = s.search(JSON_ESCAPED);
+  if (first < 0) return 0;
+  let extra = 0;
+  for (let i = first; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c >= 32 && c !== 34 && c !== 92 && (c < 55296 || c > 57343)) continue;
+    if (c === 34 || c === 92 || c === 8 || c === 9 || c === 10 || c === 12 || c === 13) {
+      extra += 1;
+    } else if (c < 32) extra += 5;
+    else if (c <= 56319 && i + 1 < s.length && isLow(s.charCodeAt(i + 1))) i++;
+    else extra += 3;
+  }
+  return extra;
+}
 
 // worker/cell_protocol.ts
 var CREDIT_EVENTS = 0;
@@ -283,11 +299,7 @@ function wireCellEvents(cellId, output) {
         {
           cellId,
           contentItem: {
-            trimmedText: {
-              head: output.text.head,
-              tail: output.text.tail,
-              totalBytes: output.text.total
-            }
+            trimmedText: wireTrimmed(output.text)
           }
         }
       ];
@@ -310,7 +322,11 @@ function wireCellEvents(cellId, output) {
           contentItem: {
             droppedMedia: {
               kind: "image",
-              bytes: output.bytes
+              bytes: output.bytes,
+              detail: output.detail,
+              ...output.jsonExtra ? {
+                jsonExtraBytes: output.jsonExtra
+              } : {}
             }
           }
         }
@@ -331,7 +347,10 @@ function wireCellEvents(cellId, output) {
           contentItem: {
             droppedMedia: {
               kind: "audio",
-              bytes: output.bytes
+              bytes: output.bytes,
+              ...output.jsonExtra ? {
+                jsonExtraBytes: output.jsonExtra
+              } : {}
             }
           }
         }
@@ -382,11 +401,7 @@ function wireCellEvents(cellId, output) {
       events.push({
         cellId,
         result: output.trimmedError ? {
-          trimmedError: {
-            head: output.trimmedError.head,
-            tail: output.trimmedError.tail,
-            totalBytes: output.trimmedError.total
-          }
+          trimmedError: wireTrimmed(output.trimmedError)
         } : output.error === void 0 ? {} : {
           errorText: output.error
         }
@@ -529,20 +544,7 @@ function eventFields(event) {
       trimmedError ? [
         [
           2,
-          [
-            [
-              1,
-              trimmedError.head
-            ],
-            [
-              2,
-              trimmedError.tail
-            ],
-            [
-              3,
-              trimmedError.totalBytes
-            ]
-          ]
+          trimmedFields(trimmedError)
         ]
       ] : errorText !== void 0 ? [
         [
@@ -559,6 +561,40 @@ function eventFields(event) {
         event.exited.reason
       ]
     ]
+  ]);
+  return fields;
+}
+function wireTrimmed(text) {
+  const { head, tail, total, jsonExtra } = text;
+  return jsonExtra ? {
+    head,
+    tail,
+    totalBytes: total,
+    jsonExtraBytes: jsonExtra
+  } : {
+    head,
+    tail,
+    totalBytes: total
+  };
+}
+function trimmedFields(text) {
+  const fields = [
+    [
+      1,
+      text.head
+    ],
+    [
+      2,
+      text.tail
+    ],
+    [
+      3,
+      text.totalBytes
+    ]
+  ];
+  if (text.jsonExtraBytes) fields.push([
+    4,
+    text.jsonExtraBytes
   ]);
   return fields;
 }
@@ -584,43 +620,39 @@ function itemFields(item) {
       ]
     ]
   ];
-  if ("trimmedText" in item) {
-    const { head, tail, totalBytes } = item.trimmedText;
+  if ("trimmedText" in item) return [
+    [
+      4,
+      trimmedFields(item.trimmedText)
+    ]
+  ];
+  if ("droppedMedia" in item) {
+    const { kind, bytes, detail, jsonExtraBytes } = item.droppedMedia;
+    const media = [
+      [
+        1,
+        kind
+      ],
+      [
+        2,
+        bytes
+      ]
+    ];
+    if (detail !== void 0) media.push([
+      3,
+      detail
+    ]);
+    if (jsonExtraBytes) media.push([
+      4,
+      jsonExtraBytes
+    ]);
     return [
       [
-        4,
-        [
-          [
-            1,
-            head
-          ],
-          [
-            2,
-            tail
-          ],
-          [
-            3,
-            totalBytes
-          ]
-        ]
+        5,
+        media
       ]
     ];
   }
-  if ("droppedMedia" in item) return [
-    [
-      5,
-      [
-        [
-          1,
-          item.droppedMedia.kind
-        ],
-        [
-          2,
-          item.droppedMedia.bytes
-        ]
-      ]
-    ]
-  ];
   return [
     [
       3,
@@ -2032,6 +2064,8 @@ var CellRun = class {
             this.#postCounted(n > this.#credit.dropMediaOver ? {
               t: "droppedImage",
               bytes: n,
+              detail,
+              jsonExtra: this.#jsonExtra(first),
               n: 0
             } : {
               t: "image",
@@ -2048,6 +2082,7 @@ var CellRun = class {
             this.#postCounted(n > this.#credit.dropMediaOver ? {
               t: "droppedAudio",
               bytes: n,
+              jsonExtra: this.#jsonExtra(first),
               n: 0
             } : {
               t: "audio",
@@ -2257,8 +2292,13 @@ var CellRun = class {
     return {
       head,
       tail,
-      total
+      total,
+      jsonExtra: this.#jsonExtra(text)
     };
+  }
+  /** What JSON escaping adds to a text sent in reduced form, when the session's door writes JSON. */
+  #jsonExtra(text) {
+    return this.#credit.jsonSizes ? jsonEscapeExtraBytes(text) : 0;
   }
   #postText(text) {
     const trimmed = this.#trim(text);

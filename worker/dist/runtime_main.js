@@ -238,11 +238,7 @@ function wireCellEvents(cellId, output) {
         {
           cellId,
           contentItem: {
-            trimmedText: {
-              head: output.text.head,
-              tail: output.text.tail,
-              totalBytes: output.text.total
-            }
+            trimmedText: wireTrimmed(output.text)
           }
         }
       ];
@@ -265,7 +261,11 @@ function wireCellEvents(cellId, output) {
           contentItem: {
             droppedMedia: {
               kind: "image",
-              bytes: output.bytes
+              bytes: output.bytes,
+              detail: output.detail,
+              ...output.jsonExtra ? {
+                jsonExtraBytes: output.jsonExtra
+              } : {}
             }
           }
         }
@@ -286,7 +286,10 @@ function wireCellEvents(cellId, output) {
           contentItem: {
             droppedMedia: {
               kind: "audio",
-              bytes: output.bytes
+              bytes: output.bytes,
+              ...output.jsonExtra ? {
+                jsonExtraBytes: output.jsonExtra
+              } : {}
             }
           }
         }
@@ -337,11 +340,7 @@ function wireCellEvents(cellId, output) {
       events.push({
         cellId,
         result: output.trimmedError ? {
-          trimmedError: {
-            head: output.trimmedError.head,
-            tail: output.trimmedError.tail,
-            totalBytes: output.trimmedError.total
-          }
+          trimmedError: wireTrimmed(output.trimmedError)
         } : output.error === void 0 ? {} : {
           errorText: output.error
         }
@@ -354,6 +353,19 @@ function wireCellEvents(cellId, output) {
   }
 }
 var utf8 = new TextEncoder();
+function wireTrimmed(text) {
+  const { head, tail, total, jsonExtra } = text;
+  return jsonExtra ? {
+    head,
+    tail,
+    totalBytes: total,
+    jsonExtraBytes: jsonExtra
+  } : {
+    head,
+    tail,
+    totalBytes: total
+  };
+}
 function tryLock(sink, id) {
   return Atomics.compareExchange(sink, SINK_LOCK, 0, id) === 0;
 }
@@ -410,7 +422,8 @@ var EMPTY = (name) => message(P + name, []);
 var TRIMMED_TEXT = message(P + "TrimmedText", [
   f(1, "head", "string"),
   f(2, "tail", "string"),
-  f(3, "totalBytes", "uint64")
+  f(3, "totalBytes", "uint64"),
+  f(4, "jsonExtraBytes", "uint64")
 ]);
 var STORE_ENTRY = message(P + "StoreEntry", [
   f(1, "key", "string"),
@@ -429,7 +442,8 @@ var HOST_TO_WORKER = message(P + "HostToWorker", [
     f(5, "maxStoredValueBytes", "uint64"),
     f(7, "outputEventCredit", "uint32"),
     f(8, "outputByteCredit", "uint64"),
-    f(9, "maxFrameBytes", "uint64")
+    f(9, "maxFrameBytes", "uint64"),
+    f(10, "jsonSizes", "bool")
   ]), "message"),
   f(2, "storeUpdate", message(P + "StoreUpdate", [
     f(1, "version", "uint64"),
@@ -489,7 +503,9 @@ var WORKER_TO_HOST = message(P + "WorkerToHost", [
       f(4, "trimmedText", TRIMMED_TEXT, "item"),
       f(5, "droppedMedia", message(P + "DroppedMedia", [
         f(1, "kind", "string"),
-        f(2, "bytes", "uint64")
+        f(2, "bytes", "uint64"),
+        f(3, "detail", "string"),
+        f(4, "jsonExtraBytes", "uint64")
       ]), "item")
     ]), "event"),
     f(4, "yieldRequested", EMPTY("Empty"), "event"),
@@ -862,6 +878,7 @@ var DEFAULT_RUNTIME_CONFIG = Object.freeze({
   maxStoredValueBytes: MAX_MESSAGE_BYTES,
   maxFrameBytes: DEFAULT_MAX_FRAME_BYTES,
   server: false,
+  jsonSizes: false,
   creditEvents: 128,
   creditBytes: 2 * MIB
 });
@@ -1104,6 +1121,7 @@ var Runtime = class {
       maxStoredValueBytes: c.maxStoredValueBytes || config.maxStoredValueBytes,
       maxFrameBytes: c.maxFrameBytes || config.maxFrameBytes,
       server: c.outputTruncation === 2,
+      jsonSizes: c.jsonSizes === true,
       creditEvents: c.outputEventCredit || config.creditEvents,
       creditBytes: c.outputByteCredit || config.creditBytes
     };
@@ -1524,7 +1542,8 @@ var Runtime = class {
         // Server: what the collector could keep of a text or an image; Client: one message.
         trimTextOver: config.server ? 2 * MAX_TEXT_BYTES : config.maxMessageBytes,
         keepTextBytes: MAX_TEXT_BYTES,
-        dropMediaOver: config.server ? MAX_MEDIA_BYTES : config.maxMessageBytes
+        dropMediaOver: config.server ? MAX_MEDIA_BYTES : config.maxMessageBytes,
+        jsonSizes: config.jsonSizes
       }
     };
     if (cell.served > 1) {

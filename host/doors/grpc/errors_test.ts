@@ -15,7 +15,7 @@ const EXPECTED: [HostErrorCode, Status, string][] = [
   [
     "too_large",
     Status.RESOURCE_EXHAUSTED,
-    "code-mode execution outcome exceeds the 10-byte gRPC message limit",
+    "code-mode tool invocation exceeds the 10-byte gRPC message limit",
   ],
   ["lease_overflow", Status.RESOURCE_EXHAUSTED, "code-mode session event queue is full"],
   ["shutting_down", Status.UNAVAILABLE, "code-mode host is shutting down"],

@@ -17,7 +17,7 @@ import {
   type ServiceDefinition,
 } from "../../../proto/loader.ts";
 import { type EngineOptions, type HostState, startEngine } from "../../engine.ts";
-import { createCodeModeService, ON_SENT, type WithOnSent } from "./service.ts";
+import { createCodeModeService, ON_SENT, SUBSCRIPTION_HEADER, type WithOnSent } from "./service.ts";
 import { errorMiddleware } from "./errors.ts";
 import { bearerTokenMiddleware } from "./access.ts";
 import { checkTlsPem, startTlsTerminator, type TlsTerminator } from "./tls_terminator.ts";
@@ -256,9 +256,15 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
  *   none, so a client reads an empty message either way.
  * - A response carrying an {@link ON_SENT} callback has it called as grpc-js hands it to the
  *   HTTP/2 stream.
+ * - The header that only makes nice-grpc send a subscription's header block early
+ *   ({@link SUBSCRIPTION_HEADER}) is taken out: Codex's host sends that block empty.
  */
 const okWithoutMessage: ServerInterceptor = (_method, call) =>
   new ServerInterceptingCall(call, {
+    sendMetadata: (metadata, next) => {
+      metadata.remove(SUBSCRIPTION_HEADER);
+      next(metadata);
+    },
     sendMessage: (message: WithOnSent<object>, next) => {
       const onSent = message?.[ON_SENT];
       next(message);

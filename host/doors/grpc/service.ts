@@ -33,7 +33,7 @@ import type {
   ToolDefinition,
   ToolName,
 } from "../../core/code_mode_core.ts";
-import { CALLBACK_CAPACITY_MESSAGE } from "../../core/code_mode_core.ts";
+import { CALLBACK_CAPACITY_MESSAGE, outcomeTooLargeMessage } from "../../core/code_mode_core.ts";
 import { HostError } from "../../core/errors.ts";
 
 /** The response header of Wait and Terminate with a cell's completion. */
@@ -90,7 +90,20 @@ function toolDefinition(def: WireToolDefinition): ToolDefinition {
   };
 }
 
+/**
+ * The response header that makes nice-grpc send a subscription's header block at once (it sends
+ * none when the block is empty); a server that can should remove it before the block is written.
+ */
+export const SUBSCRIPTION_HEADER = "x-code-mode-subscription";
+
+/**
+ * The wire form of an outcome.
+ *
+ * @throws {ServerError} `OUT_OF_RANGE` for an outcome too large to send (consumed all the same),
+ *   with tonic's text, as Codex's own host answers it
+ */
 function wireOutcome(outcome: ExecutionOutcome): ExecutionOutcomeInit {
+  if (outcome.oversize) throw new ServerError(Status.OUT_OF_RANGE, outcomeTooLargeMessage(outcome.oversize));
   const base = {
     cellId: outcome.cellId,
     contentItems: outcome.contentItems,
@@ -288,8 +301,10 @@ export function createCodeModeService(options: ServiceOptions): CodeModeHostImpl
         toolNames: request.toolNames?.map(toolName),
       });
       // Headers go out as soon as the subscription is registered (SPEC §7.6 rule 6). nice-grpc
-      // sends no header block when it is empty, so name the event in one.
-      context.header.set("x-code-mode-subscription", "registered");
+      // sends no header block when it is empty, so name the event in one; the server's
+      // interceptor (server.ts) takes the name out again, so the block is empty on the wire, as
+      // Codex's host sends it.
+      context.header.set(SUBSCRIPTION_HEADER, "registered");
       context.sendHeader();
       const intervalMs = (request.heartbeatIntervalS ?? 0) * 1000;
       if (intervalMs === 0) return yield* subscription.calls(context.signal);

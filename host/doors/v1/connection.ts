@@ -43,6 +43,7 @@ import {
   error,
   KNOWN_CAPABILITIES,
   ok,
+  oversizeStandIn,
   type Request,
   runtimeResponse,
   toolInvoke,
@@ -120,12 +121,20 @@ interface SessionState {
    * was delivered, so `cell/closed` waits for this.
    */
   finalSent: Map<string, PromiseWithResolvers<void>>;
+  /**
+   * Per cell: its Waits in progress. A Wait pending when the session closes is answered with the
+   * cell's Terminated outcome before the cell's `cell/closed`, as Codex's host writes them.
+   */
+  waiting: Map<string, number>;
   /** The session is shutting down or gone: every cell's `cell/closed` may go. */
   ending: boolean;
   /** cell/closed frames waiting for their cell's outcomes. */
   closing: Set<Promise<void>>;
-  /** Invocations cancelled before their tool call reached the door. */
-  cancelledEarly: Set<string>;
+  /**
+   * Per invocation whose cancellation came before its `tool/invoke` was written: resolved once it
+   * is (Codex's host writes the invoke, then its cancel).
+   */
+  invokeWritten: Map<string, PromiseWithResolvers<void>>;
   /** invocation ID → delegate id. */
   delegates: Map<string, bigint>;
   /** Lease events the pump has taken from the core, and written (or dropped). */
@@ -400,7 +409,19 @@ export class V1Connection {
         };
         // The wait call's token budget (the core's `maxTokens`, Server mode).
         if (request.maxOutputTokens !== undefined) wait.maxTokens = request.maxOutputTokens;
-        return await this.#observe(id, request.sessionId, () => this.#core.wait(wait, { signal }), signal);
+        const state = this.#sessions.get(request.sessionId);
+        const cellId = request.cellId;
+        state?.waiting.set(cellId, (state.waiting.get(cellId) ?? 0) + 1);
+        try {
+          return await this.#observe(id, request.sessionId, () => this.#core.wait(wait, { signal }), signal);
+        } finally {
+          if (state) {
+            const left = (state.waiting.get(cellId) ?? 1) - 1;
+            if (left > 0) state.waiting.set(cellId, left);
+            else state.waiting.delete(cellId);
+            if (left <= 0 && state.ending) this.#gate(state.finalSent, cellId).resolve();
+          }
+        }
       }
       case "session/terminate": {
         const terminate: { sessionId: string; cellId: string; maxTokens?: bigint } = {
@@ -440,16 +461,30 @@ export class V1Connection {
   ): Promise<void> {
     let result;
     let outcome: ExecutionOutcome | undefined;
+    let extraBytes: number | undefined;
     try {
       const observed = await work();
-      if (observed.state === "liveCell") outcome = observed.outcome;
+      if (observed.state === "liveCell") {
+        outcome = observed.outcome;
+        if (outcome.oversize) {
+          const standIn = oversizeStandIn(outcome);
+          extraBytes = standIn.extraBytes;
+          observed.outcome = standIn.outcome;
+        }
+      }
       result = ok({ type: "wait/completed", outcome: waitOutcome(observed) });
     } catch (err) {
       result = error(signal?.aborted ? "code-mode request cancelled" : this.#failure(id, err));
     }
     const state = this.#sessions.get(sessionId);
-    if (!state || !outcome) return await this.#answer(id, result);
-    await this.#delivering(state, outcome, () => this.#answer(id, result));
+    if (!state || !outcome) {
+      try {
+        return await this.#answer(id, result, extraBytes);
+      } finally {
+        outcome?.written?.();
+      }
+    }
+    await this.#delivering(state, outcome, () => this.#answer(id, result, extraBytes));
   }
 
   /** Writes an outcome of a cell after what must precede it; a final one opens its `cell/closed`. */
@@ -462,6 +497,8 @@ export class V1Connection {
       await this.#beforeOutcome(state, outcome);
       await write();
     } finally {
+      // The outcome is queued: the cell's later delegate requests may follow it.
+      outcome.written?.();
       if (outcome.kind !== "yielded") this.#gate(state.finalSent, outcome.cellId).resolve();
     }
   }
@@ -469,12 +506,20 @@ export class V1Connection {
   /** The session is ending: every cell may be reported closed without its final outcome. */
   #ending(state: SessionState): void {
     state.ending = true;
-    for (const gate of state.finalSent.values()) gate.resolve();
+    for (const [cellId, gate] of state.finalSent) if (!state.waiting.has(cellId)) gate.resolve();
   }
 
-  #answer(id: bigint, result: Record<string, unknown>): Promise<void> {
+  /**
+   * Answers a request. `oversizeBytes`: the result holds an outcome too large to send in its
+   * stand-in form (`oversizeStandIn`), whose frame is that much shorter than the real one.
+   */
+  #answer(id: bigint, result: Record<string, unknown>, oversizeBytes?: number): Promise<void> {
     if (this.#log.enabled("debug")) this.#statuses.set(id, String(result.status));
-    return this.#send({ type: "operation/response", id: wireId(id), result }, "code-mode host response")
+    return this.#send(
+      { type: "operation/response", id: wireId(id), result },
+      "code-mode host response",
+      oversizeBytes,
+    )
       .then(() => {});
   }
 
@@ -488,6 +533,9 @@ export class V1Connection {
         maxHeapSizeBytes: request.limits?.maxHeapSizeBytes,
         maxPendingDelegateCalls: this.#delegateCapacity,
         delegatePermits: this.#delegatePool,
+        jsonOutcomeSizes: true,
+        serialOutcomes: true,
+        closureTerminatesWaits: true,
       });
     } catch (err) {
       return await this.#answer(id, error(this.#failure(id, err)));
@@ -508,9 +556,10 @@ export class V1Connection {
       startedSent: new Map(),
       initialSent: new Map(),
       finalSent: new Map(),
+      waiting: new Map(),
       ending: false,
       closing: new Set(),
-      cancelledEarly: new Set(),
+      invokeWritten: new Map(),
       delegates: new Map(),
       leasePulled: 0,
       leaseWritten: 0,
@@ -543,7 +592,7 @@ export class V1Connection {
 
   #finalGate(state: SessionState, cellId: string): Promise<void> {
     const gate = this.#gate(state.finalSent, cellId);
-    if (state.ending) gate.resolve();
+    if (state.ending && !state.waiting.has(cellId)) gate.resolve();
     return gate.promise;
   }
 
@@ -638,10 +687,21 @@ export class V1Connection {
         return;
       }
       case "toolCallCancelled": {
-        const delegateId = state.delegates.get(event.invocationId);
+        let delegateId = state.delegates.get(event.invocationId);
         if (delegateId === undefined) {
-          state.cancelledEarly.add(event.invocationId);
-          return;
+          // Its tool/invoke is not written yet (it follows the notifications before it): the
+          // cancel follows it, as on Codex's host.
+          const written = Promise.withResolvers<void>();
+          state.invokeWritten.set(event.invocationId, written);
+          const stopped = Promise.withResolvers<void>();
+          const onStop = () => stopped.resolve();
+          state.stop.signal.addEventListener("abort", onStop, { once: true });
+          if (state.stop.signal.aborted) onStop();
+          await Promise.race([written.promise, stopped.promise]);
+          state.stop.signal.removeEventListener("abort", onStop);
+          state.invokeWritten.delete(event.invocationId);
+          delegateId = state.delegates.get(event.invocationId);
+          if (delegateId === undefined) return;
         }
         state.delegates.delete(event.invocationId);
         const delegate = this.#delegates.get(delegateId);
@@ -673,8 +733,10 @@ export class V1Connection {
   async #pumpToolCalls(sessionId: string, state: SessionState): Promise<void> {
     try {
       for await (const call of state.subscription.calls(state.stop.signal)) {
-        if (state.cancelledEarly.delete(call.invocationId)) continue;
         await this.#gate(state.startedSent, call.cellId).promise;
+        // After the notifications the cell made before this call, as Codex's host writes them.
+        const mark = call.leaseMark ?? 0;
+        while (state.leaseWritten < mark && !state.leaseEnded) await state.leaseProgress.promise;
         const delegateId = this.#nextDelegate++;
         const frame = encodeFrame({
           type: "delegate/request",
@@ -688,11 +750,13 @@ export class V1Connection {
             type: "failed",
             message: frameTooLarge(frame.length - 4, this.#maxFrame),
           });
+          state.invokeWritten.get(call.invocationId)?.resolve();
           continue;
         }
         const queued = this.#writer.send(frame);
         state.delegates.set(call.invocationId, delegateId);
         this.#delegates.set(delegateId, { kind: "tool", sessionId, invocationId: call.invocationId, queued });
+        state.invokeWritten.get(call.invocationId)?.resolve();
         await queued;
       }
     } catch (err) {
@@ -790,9 +854,11 @@ export class V1Connection {
           await this.#answer(id, ok({ type: "execution/started", cellId }));
           if (state) this.#gate(state.startedSent, cellId).resolve();
         } else {
-          const result = ok(runtimeResponse(event.outcome));
-          if (state) await this.#delivering(state, event.outcome, () => this.#initial(id, result));
-          else await this.#initial(id, result);
+          const standIn = event.outcome.oversize ? oversizeStandIn(event.outcome) : undefined;
+          const result = ok(runtimeResponse(standIn?.outcome ?? event.outcome));
+          const send = () => this.#initial(id, result, standIn?.extraBytes);
+          if (state) await this.#delivering(state, event.outcome, send);
+          else await send().finally(() => event.outcome.written?.());
         }
       }
       if (cellId !== undefined && signal.aborted) {
@@ -812,10 +878,11 @@ export class V1Connection {
     }
   }
 
-  #initial(id: bigint, result: Record<string, unknown>): Promise<void> {
+  #initial(id: bigint, result: Record<string, unknown>, oversizeBytes?: number): Promise<void> {
     return this.#send(
       { type: "execute/initialResponse", id: wireId(id), result },
       "code-mode initial response",
+      oversizeBytes,
     )
       .then(() => {});
   }
@@ -825,15 +892,31 @@ export class V1Connection {
    * `{what} exceeds the IPC frame limit: code-mode IPC frame length {n} exceeds {max} bytes`; any
    * other oversized message is not sent (logged).
    *
+   * - `oversizeBytes`: the message carries an outcome too large to send in its stand-in form
+   *   (`oversizeStandIn`), never sent as it is: the real frame's length is the stand-in's plus
+   *   these bytes. Its JSON form is never smaller than its protobuf form, so with the default
+   *   limits it is always over the frame limit; if it is not (`maxMessageBytes` set below the
+   *   frame limit), the answer is `{what} exceeds the message limit: {n} bytes`.
+   *
    * @returns whether the message itself was queued
    */
-  async #send(message: Record<string, unknown>, what?: string): Promise<boolean> {
+  async #send(message: Record<string, unknown>, what?: string, oversizeBytes?: number): Promise<boolean> {
     let frame = encodeFrame(message);
-    if (frame.length - 4 <= this.#maxFrame) {
+    const length = frame.length - 4 + (oversizeBytes ?? 0);
+    if (oversizeBytes === undefined && length <= this.#maxFrame) {
       await this.#writer.send(frame);
       return true;
     }
-    const detail = frameTooLarge(frame.length - 4, this.#maxFrame);
+    if (length <= this.#maxFrame) {
+      // An outcome over a `maxMessageBytes` set below the frame limit: the message limit's error.
+      frame = encodeFrame({
+        ...message,
+        result: error(`${what} exceeds the message limit: ${length} bytes`),
+      });
+      await this.#writer.send(frame);
+      return false;
+    }
+    const detail = frameTooLarge(length, this.#maxFrame);
     if (what === undefined) {
       this.#log.error("code-mode host message exceeded the IPC frame limit", { error: detail });
       return false;

@@ -497,6 +497,60 @@ export function runtimeResponse(outcome: ExecutionOutcome): Json {
   }
 }
 
+/** The detail number of each image shape key (`image:<detail>`). */
+const DETAIL_NUMBERS: Record<string, number> = { auto: 1, low: 2, high: 3, original: 4 };
+
+/**
+ * An outcome too large to send (`oversize`), as a stand-in and the bytes its frame lacks: the
+ * stand-in has no content items and, for a completion with an error, an empty `error_text`; the
+ * frame that would carry the real outcome is `extraBytes` longer (its items, each in this door's
+ * form, and the error text).
+ *
+ * @param outcome an outcome with `oversize` set
+ * @returns the stand-in outcome and the missing bytes
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { oversizeStandIn, runtimeResponse } from "./convert.ts";
+ *
+ * const items = [{ type: "input_text", text: "a\"b" }, { type: "input_text", text: "" }];
+ * const { outcome, extraBytes } = oversizeStandIn({
+ *   cellId: "1",
+ *   kind: "yielded",
+ *   contentItems: [],
+ *   hostDurationNs: 5,
+ *   oversize: { messageBytes: 99, limit: 64, content: { payloadBytes: 8, shapes: new Map([["text", 2]]) } },
+ * });
+ * const real = JSON.stringify(runtimeResponse(outcome)).replace('"content_items":[]', `"content_items":${JSON.stringify(items)}`);
+ * assert.equal(JSON.stringify(runtimeResponse(outcome)).length + extraBytes, real.length);
+ * ```
+ */
+export function oversizeStandIn(
+  outcome: ExecutionOutcome,
+): { outcome: ExecutionOutcome; extraBytes: number } {
+  const oversize = outcome.oversize!;
+  let extraBytes = oversize.content.payloadBytes;
+  let items = 0;
+  for (const [shape, count] of oversize.content.shapes) {
+    const empty: ContentItem = shape === "text"
+      ? { text: { text: "" } }
+      : shape === "audio"
+      ? { audio: { audioUrl: "" } }
+      : { image: { imageUrl: "", detail: DETAIL_NUMBERS[shape.slice("image:".length)] ?? 3 } };
+    // The item's wrapping: its JSON form with an empty payload, less the empty string's quotes.
+    extraBytes += count * (JSON.stringify(wireContentItems([empty])[0]).length - 2);
+    items += count;
+  }
+  if (items > 1) extraBytes += items - 1; // the commas between items
+  const { oversize: _, ...rest } = outcome;
+  if (outcome.kind !== "completed" || oversize.errorTextJsonBytes === undefined) {
+    return { outcome: { ...rest, contentItems: [] }, extraBytes };
+  }
+  extraBytes += oversize.errorTextJsonBytes - 2;
+  return { outcome: { ...rest, contentItems: [], kind: "completed", errorText: "" }, extraBytes };
+}
+
 /** A nanosecond count as a JSON integer (exact past 2^53). */
 function nanos(value: number | bigint): unknown {
   if (typeof value === "bigint") return rawJson(String(value));
