@@ -49,6 +49,7 @@ import {
   type LeaseEvent,
   type ObservationResult,
   type OpenSessionRequest as CoreOpenRequest,
+  outcomeTooLargeMessage,
   type SessionOutputMode,
   type ToolCall as CoreToolCall,
   type ToolDefinition as CoreToolDefinition,
@@ -309,6 +310,8 @@ function contentItem(item: CoreContentItem): ContentItem {
  * @returns the `ExecutionOutcome` message
  */
 export function decodedOutcome(outcome: CoreOutcome): ExecutionOutcome {
+  // An outcome too large for a gRPC message fails as the gRPC door answers it (consumed all the same).
+  if (outcome.oversize) throw new ServerError(Status.OUT_OF_RANGE, outcomeTooLargeMessage(outcome.oversize));
   const base = withoutDefaults({
     cellId: outcome.cellId,
     contentItems: outcome.contentItems.map(contentItem),

@@ -284,6 +284,19 @@ Deno.test("outcomes, Execute events and Wait answers are what a gRPC client deco
   assert.deepEqual(decodedOutcome(OUTCOMES[3]).completed, { errorText: "", _errorText: "errorText" });
 });
 
+Deno.test("an outcome too large for a gRPC message fails OUT_OF_RANGE with the gRPC door's text", () => {
+  const oversize = { messageBytes: 70, limit: 64, content: { payloadBytes: 0, shapes: new Map() } };
+  assert.throws(() => decodedOutcome({ ...OUTCOMES[0], oversize }), (error: unknown) => {
+    assert.ok(error instanceof ServerError);
+    assert.equal(error.code, Status.OUT_OF_RANGE);
+    assert.equal(
+      error.details,
+      "Error, encoded message length too large: found 70 bytes, the limit is: 64 bytes",
+    );
+    return true;
+  });
+});
+
 Deno.test("lease events and tool calls are what a gRPC client decodes", () => {
   const events: LeaseEvent[] = [
     { type: "opened", sessionId: "s", outputMode: "client" },
