@@ -6,6 +6,7 @@
  *   that nothing imports, uses the public barrel `mod.ts` as a user would;
  * - `proto/` imports nothing of the project outside `proto/`;
  * - `host/core/` imports nothing from a front door (`host/doors/`);
+ * - `host/` never imports `cli/` (the command line sits above the host), not even lazily;
  * - no production file imports a test file (`*_test.ts`, `tests/`) or `host/testing.ts`.
  *
  * @module
@@ -14,7 +15,7 @@ import assert from "node:assert/strict";
 import { dirname, join, normalize, relative } from "node:path";
 
 const ROOT = normalize(join(dirname(new URL(import.meta.url).pathname), ".."));
-const FOLDERS = ["host", "worker", "proto", "client"];
+const FOLDERS = ["host", "worker", "proto", "client", "cli"];
 
 function isTestFile(path: string): boolean {
   return path.endsWith("_test.ts") || path.startsWith("tests/") || path === "host/testing.ts";
@@ -28,13 +29,19 @@ function* sourceFiles(dir: string): Generator<string> {
   }
 }
 
-/** The project files a source imports statically (`import … from "./x.ts"`, `export … from`). */
+/**
+ * The project files a source imports: statically (`import … from "./x.ts"`, `export … from`) and
+ * lazily (`await import("./x.ts")`).
+ */
 function importsOf(path: string): string[] {
   const text = Deno.readTextFileSync(join(ROOT, path))
     // Doc comments hold examples whose imports are not the module's own.
     .replace(/\/\*[\s\S]*?\*\//g, "");
   const out: string[] = [];
   for (const match of text.matchAll(/^\s*(?:import|export)\b[^;]*?\bfrom\s*"(\.{1,2}\/[^"]+)"/gm)) {
+    out.push(relative(ROOT, normalize(join(ROOT, dirname(path), match[1]))));
+  }
+  for (const match of text.matchAll(/\bimport\(\s*"(\.{1,2}\/[^"]+)"\s*\)/g)) {
     out.push(relative(ROOT, normalize(join(ROOT, dirname(path), match[1]))));
   }
   return out;
@@ -47,6 +54,7 @@ const graph = new Map(production.map((path) => [path, importsOf(path)]));
 Deno.test("the import graph is read (a rule over no edges would pass vacuously)", () => {
   assert.ok(graph.get("host/doors/grpc/server.ts")?.includes("host/engine.ts"));
   assert.ok(graph.get("worker/runtime.ts")?.some((p) => p.startsWith("proto/")));
+  assert.ok(graph.get("cli/doors.ts")?.includes("host/doors/grpc/server.ts"), "a lazy import is an edge");
 });
 
 Deno.test("no production file takes part in an import cycle", () => {
@@ -85,6 +93,13 @@ Deno.test("host/core imports nothing from a front door", () => {
     path.startsWith("host/core/")
       ? imports.filter((t) => t.startsWith("host/doors/")).map((t) => `${path} → ${t}`)
       : []
+  );
+  assert.deepEqual(wrong, []);
+});
+
+Deno.test("host/ never imports cli/", () => {
+  const wrong = [...graph].flatMap(([path, imports]) =>
+    path.startsWith("host/") ? imports.filter((t) => t.startsWith("cli/")).map((t) => `${path} → ${t}`) : []
   );
   assert.deepEqual(wrong, []);
 });
