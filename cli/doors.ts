@@ -4,14 +4,14 @@
  * starts (`await import`): `--version`, `--help` and a usage error load no door, and the gRPC and
  * JSON V1 doors never load the MCP SDK.
  *
- * | form              | door            | endpoint                    | stop (`cli/drain.ts`) |
- * | ----------------- | --------------- | --------------------------- | --------------------- |
- * | `grpc://IP:PORT`  | gRPC over TCP   | stdout line, `listening` log | two-stage            |
- * | `unix:PATH`       | gRPC on a socket | stdout line, `listening` log | two-stage           |
- * | `grpc+stdio://`   | gRPC on stdio   | `listening` log; stdin EOF ends it (exit 0) | two-stage |
- * | `stdio`           | JSON host V1    | none; EOF ends it           | none                  |
- * | `mcp+stdio`       | MCP on stdio    | none; EOF ends it           | none                  |
- * | `mcp+http://IP:PORT` | MCP over HTTP | stdout line, `listening` log | one-stage           |
+ * | `--listen`           | door              | endpoint                                    | stop (`drain.ts`) |
+ * | -------------------- | ----------------- | ------------------------------------------- | ----------------- |
+ * | `grpc://IP:PORT`     | gRPC over TCP     | stdout line, `listening` log                | two-stage         |
+ * | `unix:PATH`          | gRPC on a socket  | stdout line, `listening` log                | two-stage         |
+ * | `grpc+stdio://`      | gRPC on stdio     | `listening` log; stdin EOF ends it (exit 0) | two-stage         |
+ * | `stdio`, `stdio://`  | JSON host V1      | none; stdin EOF ends it                     | none              |
+ * | `mcp+stdio`          | MCP on stdio      | none; stdin EOF ends it                     | none              |
+ * | `mcp+http://IP:PORT` | MCP over HTTP     | stdout line, `listening` log                | one-stage         |
  *
  * A door that cannot start throws a {@link StartFailure} with the message to log and the exit
  * code: 2 for what the user must change (an invalid `--limit`, an `--mcp-config` that cannot be
@@ -94,7 +94,7 @@ async function startGrpc(config: HostConfig, log: Logger): Promise<Door> {
 
 /** A stdio door ends with its client; nothing stops it sooner (its `shutdown` and `kill` wait for that). */
 function stdioDoor(ended: Promise<number>): Door {
-  const waitForEnd = () => ended.then(() => {}, () => {});
+  const waitForEnd = () => ended.then(() => {});
   return { url: undefined, printsUrl: false, shutdown: waitForEnd, kill: waitForEnd, ended, stop: "none" };
 }
 
