@@ -63,7 +63,10 @@ function failed(error: unknown, log: Logger): number {
  */
 async function main(args: string[]): Promise<number> {
   const config = await parseHostFlags(args, processFiles());
-  if (config.kind === "usage") return failed(new StartFailure(config.message, 2), new Logger());
+  if (config.kind === "usage") {
+    new Logger().error(config.message);
+    return 2;
+  }
   if (config.kind === "print") {
     await Deno.stdout.write(new TextEncoder().encode(config.text));
     return 0;
