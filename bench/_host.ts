@@ -23,7 +23,7 @@ export const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const options = { "grpc.max_receive_message_length": 67_108_864, "grpc.use_local_subchannel_pool": 1 };
 
 /**
- * Starts the host as `deno task serve` runs it (`deno run --allow-all host/main.ts`), in a process
+ * Starts the host as `deno task serve` runs it (`deno run --allow-all cli/main.ts`), in a process
  * of its own, as a harness meets it: client and host then do not share one JS thread, where the
  * client's work on the `started` event would stall the host's.
  */
@@ -31,7 +31,7 @@ export async function measureHost(warmSessions: number, extraArgs: string[] = []
   const { child, line, lines } = await spawnDeno([
     "run",
     "--allow-all",
-    new URL("../host/main.ts", import.meta.url).pathname,
+    new URL("../cli/main.ts", import.meta.url).pathname,
     "--listen",
     "grpc://127.0.0.1:0",
     "--warm-sessions",

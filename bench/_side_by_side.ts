@@ -9,7 +9,8 @@
  *   both hosts, and it is not the Deno process under test.
  * - Codex's host is `codex-code-mode-host` 0.171 from the cache that `tests/reference/_codex.ts`
  *   installs (never downloaded again once there).
- * - This host is `deno run --allow-all host/main.ts` of `BENCH_HOST_DIR` (default: this checkout),
+ * - This host is `deno run --allow-all cli/main.ts` of `BENCH_HOST_DIR` (default: this checkout; a
+ *   checkout from before `cli/` has `host/main.ts`),
  *   with no flags but the ones Codex's host has too (`--listen`), unless a row says otherwise.
  *
  * @module
@@ -129,6 +130,17 @@ export class PythonClient {
   }
 }
 
+/** The CLI entry of `HOST_DIR`: `cli/main.ts`, or `host/main.ts` in a checkout from before `cli/`. */
+function hostEntry(): string {
+  const entry = join(HOST_DIR, "cli", "main.ts");
+  try {
+    Deno.statSync(entry);
+    return entry;
+  } catch {
+    return join(HOST_DIR, "host", "main.ts");
+  }
+}
+
 /** Which host: this one or Codex's. */
 export type HostKind = "ours" | "codex";
 
@@ -141,7 +153,7 @@ export async function codexHostPath(): Promise<string> {
  * The argv that starts a host as its users start it.
  *
  * - `tcp`: `--listen grpc://127.0.0.1:0` (the endpoint is the first stdout line); this host as
- *   `deno run --allow-all host/main.ts` (`deno task serve`).
+ *   `deno run --allow-all cli/main.ts` (`deno task serve`).
  * - `stdio`: `--listen grpc+stdio://`, as Codex spawns its host; this host through its launcher
  *   `bin/codex-code-mode-host` (what `deno task codex:install` points Codex at).
  */
@@ -149,7 +161,7 @@ export async function hostArgv(kind: HostKind, transport: "tcp" | "stdio", extra
   const listen = transport === "tcp" ? ["--listen", "grpc://127.0.0.1:0"] : ["--listen", "grpc+stdio://"];
   if (kind === "codex") return [await codexHostPath(), ...listen, ...extra];
   if (transport === "stdio") return [join(HOST_DIR, "bin", "codex-code-mode-host"), ...listen, ...extra];
-  return [Deno.execPath(), "run", "--allow-all", join(HOST_DIR, "host", "main.ts"), ...listen, ...extra];
+  return [Deno.execPath(), "run", "--allow-all", hostEntry(), ...listen, ...extra];
 }
 
 /** A host in a process of its own on `127.0.0.1:0`; its stderr is kept (the last 64 KiB). */

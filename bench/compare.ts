@@ -147,7 +147,7 @@ if (section("latency")) {
       args: [
         "run",
         "--allow-all",
-        new URL("../host/main.ts", import.meta.url).pathname,
+        new URL("../cli/main.ts", import.meta.url).pathname,
         "--listen",
         "grpc+stdio://",
         "--log-level",

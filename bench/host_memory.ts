@@ -2,7 +2,7 @@
  * Host memory over repeated rounds of fuzz and load (issue 20, item 5): is the host's memory after
  * a fuzz + load suite a leak (it grows round after round) or a cache or garbage (it levels off)?
  *
- * Starts a host process (`deno run --inspect … host/main.ts`, 127.0.0.1:0) and runs
+ * Starts a host process (`deno run --inspect … cli/main.ts`, 127.0.0.1:0) and runs
  * `BENCH_MEMORY_ROUNDS` (default 5) rounds against it, each of:
  *
  * - fuzz: `BENCH_MEMORY_FUZZ` (default 2,000) requests over the ten RPCs, random bytes and
@@ -45,7 +45,7 @@ const child = new Deno.Command(Deno.execPath(), {
     "run",
     "--allow-all",
     "--inspect=127.0.0.1:0",
-    "host/main.ts",
+    "cli/main.ts",
     "--listen",
     "grpc://127.0.0.1:0",
     "--warm-sessions",

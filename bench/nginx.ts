@@ -1,5 +1,5 @@
 /**
- * `deno task bench:nginx`: what the nginx hop of "Scale out" costs. One host (`host/main.ts` in its
+ * `deno task bench:nginx`: what the nginx hop of "Scale out" costs. One host (`cli/main.ts` in its
  * own process, with a route token) and nginx with the repository's routing and locations in front of
  * it; two client-library providers, one direct and one through nginx, measured alternately in one
  * run: a warm Execute `text("x")` (execute + initialResponse) after a 60 ms gap, and OpenSession

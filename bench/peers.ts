@@ -8,7 +8,7 @@
  * - workerd (its npm package ships the binary): an HTTP request to a parent Worker that loads a new
  *   dynamic Worker through the Worker Loader binding (a unique ID per request, so a new isolate) and
  *   returns its response; the floor is a request that the parent answers itself;
- * - the host (`host/main.ts` in its own process, as `deno task serve` runs it): a back-to-back
+ * - the host (`cli/main.ts` in its own process, as `deno task serve` runs it): a back-to-back
  *   `text("x")` Execute, and the Health/Check of the same server as its floor.
  *
  * `BENCH_PEERS_DIR=DIR` uses the packages already installed in `DIR` (an earlier run's folder, made

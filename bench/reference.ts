@@ -6,7 +6,7 @@
  * slower for times and memory, faster for cells/s), notes, and one JSON line with every figure.
  *
  * - Both hosts start as their users start them, with no flags that Codex's host lacks: this one as
- *   `deno run --allow-all host/main.ts --listen grpc://127.0.0.1:0` (defaults: two warm runtimes,
+ *   `deno run --allow-all cli/main.ts --listen grpc://127.0.0.1:0` (defaults: two warm runtimes,
  *   the OS sandbox when bubblewrap works, info logs on stderr), Codex's as
  *   `codex-code-mode-host --listen grpc://127.0.0.1:0`. One channel (one HTTP/2 connection) each,
  *   as Codex keeps one; every session reads its lease.

@@ -1,6 +1,6 @@
 /**
  * `ProcessOwnedGrpcCodeModeSessionProvider`: a port of Codex's process-owned gRPC provider. It
- * spawns the host itself (default: this checkout's `host/main.ts --listen grpc+stdio://`) and
+ * spawns the host itself (default: this checkout's `cli/main.ts --listen grpc+stdio://`) and
  * speaks gRPC over the child's stdin/stdout.
  *
  * How (SPEC §9.1 `grpc+stdio://`, §10.3–§10.5):
@@ -33,7 +33,7 @@ export interface ProcessOwnedProviderOptions {
    */
   command?: string;
   /**
-   * The host's arguments (default: `run --allow-all <this checkout>/host/main.ts --listen
+   * The host's arguments (default: `run --allow-all <this checkout>/cli/main.ts --listen
    * grpc+stdio://`).
    */
   args?: string[];
@@ -62,11 +62,11 @@ export interface ProcessOwnedProviderOptions {
 const DISPOSED = "code-mode host process provider is disposed";
 
 /**
- * The default host arguments: `run --allow-all <this checkout>/host/main.ts --listen grpc+stdio://`,
+ * The default host arguments: `run --allow-all <this checkout>/cli/main.ts --listen grpc+stdio://`,
  * then `extra` (more host flags).
  */
 export function defaultHostArgs(...extra: string[]): string[] {
-  const main = new URL("../host/main.ts", import.meta.url);
+  const main = new URL("../cli/main.ts", import.meta.url);
   const entry = main.protocol === "file:" ? decodeURIComponent(main.pathname) : main.href;
   return ["run", "--allow-all", entry, "--listen", "grpc+stdio://", ...extra];
 }

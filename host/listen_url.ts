@@ -43,21 +43,20 @@ function loopback(ip: string): boolean {
   return isIP(ip) === 4 ? ip.startsWith("127.") : ip === "::1" || ip === "0:0:0:0:0:0:0:1";
 }
 
-/** `SCHEME://IP:PORT` with an IP literal (IPv6 in brackets), refused outside loopback unless allowed. */
-function parseAddress(
-  url: string,
-  scheme: string,
-  what: string,
-  allowNonLoopback: boolean,
-): Omit<ListenAddress, "kind"> {
-  const rest = url.slice(scheme.length);
-  const match = /^(?:\[([^\]]+)\]|([^:\[\]]+)):(\d{1,5})$/.exec(rest);
+/**
+ * The one `IP:PORT` reader of every listen address (`--listen grpc://`, `mcp+http://`,
+ * `--metrics-listen`): an IP literal (IPv6 in brackets) and a port up to 65535, refused outside
+ * loopback unless allowed.
+ *
+ * @returns the address, or `undefined` when `text` is no `IP:PORT` (each caller words that refusal)
+ * @throws {ListenError} ``refusing to listen on non-loopback address `{IP:PORT}` without --allow-non-loopback``
+ */
+function parseIpPort(text: string, allowNonLoopback: boolean): Omit<ListenAddress, "kind"> | undefined {
+  const match = /^(?:\[([^\]]+)\]|([^:\[\]]+)):(\d{1,5})$/.exec(text);
   const ip = match ? (match[1] ?? match[2]) : "";
   const port = match ? Number(match[3]) : NaN;
   const family = isIP(ip);
-  if (!match || family === 0 || (match[1] !== undefined && family !== 6) || port > 65535) {
-    throw new ListenError(`invalid ${what} --listen URL \`${url}\`; expected \`${scheme}IP:PORT\``);
-  }
+  if (!match || family === 0 || (match[1] !== undefined && family !== 6) || port > 65535) return undefined;
   const bind = family === 6 ? `[${ip}]:${port}` : `${ip}:${port}`;
   const isLoopback = loopback(ip);
   if (!isLoopback && !allowNonLoopback) {
@@ -66,6 +65,29 @@ function parseAddress(
     );
   }
   return { ip, port, bind, loopback: isLoopback };
+}
+
+/** `SCHEME://IP:PORT` (see {@link parseIpPort}). */
+function parseAddress(
+  url: string,
+  scheme: string,
+  what: string,
+  allowNonLoopback: boolean,
+): Omit<ListenAddress, "kind"> {
+  const address = parseIpPort(url.slice(scheme.length), allowNonLoopback);
+  if (address === undefined) {
+    throw new ListenError(`invalid ${what} --listen URL \`${url}\`; expected \`${scheme}IP:PORT\``);
+  }
+  return address;
+}
+
+/** Why a `unix:PATH` socket path is refused, or `undefined` when it is accepted. */
+function unixPathProblem(path: string): string | undefined {
+  if (path === "") return "the socket path is empty";
+  if (path.startsWith("//")) return "write `unix:/ABSOLUTE/PATH` or `unix:RELATIVE/PATH`";
+  if (path.includes("\0")) return "the socket path contains a NUL character";
+  if (/[\n\r\u2028\u2029]/.test(path)) return "the socket path contains a line break";
+  return undefined;
 }
 
 /**
@@ -101,11 +123,7 @@ export function parseListenUrl(url: string, allowNonLoopback: boolean): ListenTa
   if (url === "mcp+stdio" || url === "mcp+stdio://") return { kind: "mcp-stdio" };
   if (url.startsWith("unix:")) {
     const path = url.slice("unix:".length);
-    let reason: string | undefined;
-    if (path === "") reason = "the socket path is empty";
-    else if (path.startsWith("//")) reason = "write `unix:/ABSOLUTE/PATH` or `unix:RELATIVE/PATH`";
-    else if (path.includes("\0")) reason = "the socket path contains a NUL character";
-    else if (/[\n\r\u2028\u2029]/.test(path)) reason = "the socket path contains a line break";
+    const reason = unixPathProblem(path);
     if (reason !== undefined) {
       throw new ListenError(`invalid Unix --listen URL \`${url}\` (${reason}); expected ${LISTEN_FORMS}`);
     }
@@ -149,18 +167,9 @@ export interface MetricsAddress {
  * ```
  */
 export function parseMetricsListen(text: string, allowNonLoopback = false): MetricsAddress {
-  const match = /^(?:\[([^\]]+)\]|([^:\[\]]+)):(\d{1,5})$/.exec(text);
-  const ip = match ? (match[1] ?? match[2]) : "";
-  const port = match ? Number(match[3]) : NaN;
-  const family = isIP(ip);
-  if (!match || family === 0 || (match[1] !== undefined && family !== 6) || port > 65535) {
+  const address = parseIpPort(text, allowNonLoopback);
+  if (address === undefined) {
     throw new ListenError(`invalid --metrics-listen \`${text}\`; expected \`IP:PORT\``);
   }
-  const address = family === 6 ? `[${ip}]:${port}` : `${ip}:${port}`;
-  if (!loopback(ip) && !allowNonLoopback) {
-    throw new ListenError(
-      `refusing to listen on non-loopback address \`${address}\` without --allow-non-loopback`,
-    );
-  }
-  return { hostname: ip, port, address };
+  return { hostname: address.ip, port: address.port, address: address.bind };
 }

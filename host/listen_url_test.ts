@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { ListenError, parseListenUrl } from "./listen_url.ts";
+import { ListenError, parseListenUrl, parseMetricsListen } from "./listen_url.ts";
 
 Deno.test("parseListenUrl() accepts IP literals with any port, IPv6 in brackets", () => {
   assert.deepEqual(parseListenUrl("grpc://127.0.0.1:0", false), {
@@ -94,4 +94,33 @@ Deno.test("parseListenUrl() accepts the MCP front door's forms, with the gRPC fo
       e.message === "invalid MCP --listen URL `mcp+http://localhost:80`; expected `mcp+http://IP:PORT`",
   );
   assert.throws(() => parseListenUrl("mcp+stdio:", false), /^ListenError: unsupported --listen URL/);
+});
+
+Deno.test("parseMetricsListen() reads IP:PORT as --listen does, with its own refusal", () => {
+  assert.deepEqual(parseMetricsListen("[::1]:9464"), { hostname: "::1", port: 9464, address: "[::1]:9464" });
+  assert.equal(parseMetricsListen("10.0.0.1:0", true).address, "10.0.0.1:0");
+  for (
+    const text of [
+      "localhost:9464",
+      "127.0.0.1",
+      "[127.0.0.1]:1",
+      "::1:5",
+      "127.0.0.1:65536",
+      "grpc://127.0.0.1:1",
+    ]
+  ) {
+    assert.throws(
+      () => parseMetricsListen(text),
+      (e) =>
+        e instanceof ListenError &&
+        e.message === `invalid --metrics-listen \`${text}\`; expected \`IP:PORT\``,
+      text,
+    );
+  }
+  assert.throws(
+    () => parseMetricsListen("[::]:0"),
+    (e) =>
+      e instanceof ListenError &&
+      e.message === "refusing to listen on non-loopback address `[::]:0` without --allow-non-loopback",
+  );
 });

@@ -298,7 +298,7 @@ export interface ServeProcess extends AsyncDisposable {
 
 const repoRoot = new URL("..", import.meta.url).pathname;
 
-/** Starts `deno run host/main.ts …` (what `deno task serve` runs) and reads its endpoint line. */
+/** Starts `deno run cli/main.ts …` (what `deno task serve` runs) and reads its endpoint line. */
 export async function serve(
   args: string[],
   options: { expectFailure?: boolean } = {},

@@ -17,7 +17,7 @@ import {
 
 export const ROOT: string = join(dirname(fileURLToPath(import.meta.url)), "..");
 export const FIXTURE: string = join(ROOT, "tests", "mcp_fixture_server.ts");
-const MAIN = join(ROOT, "host", "main.ts");
+const MAIN = join(ROOT, "cli", "main.ts");
 const COMMON = ["--warm-sessions", "1", "--log-level", "warn"];
 
 /** The fixture server's `{pid, event}` reports, awaited by name. */
@@ -112,7 +112,7 @@ function wrap(client: Client, close: () => Promise<void>): McpTestClient {
   };
 }
 
-/** The argv of `host/main.ts` with `--listen listen`, the tests' defaults, then `args` (later flags win). */
+/** The argv of `cli/main.ts` with `--listen listen`, the tests' defaults, then `args` (later flags win). */
 export function hostArgs(listen: string, args: string[] = []): string[] {
   return [
     "run",
@@ -127,7 +127,7 @@ export function hostArgs(listen: string, args: string[] = []): string[] {
   ];
 }
 
-/** Starts `host/main.ts --listen mcp+stdio` and connects the SDK's stdio client to it. */
+/** Starts `cli/main.ts --listen mcp+stdio` and connects the SDK's stdio client to it. */
 export async function connectStdio(
   args: string[] = [],
 ): Promise<McpTestClient & { transport: StdioClientTransport }> {
@@ -149,7 +149,7 @@ export interface TestHostProcess extends AsyncDisposable {
   child: Deno.ChildProcess;
 }
 
-/** Starts `host/main.ts --listen listen` (a form with an endpoint line) and reads that line. */
+/** Starts `cli/main.ts --listen listen` (a form with an endpoint line) and reads that line. */
 export async function startHost(listen: string, args: string[] = []): Promise<TestHostProcess> {
   const child = new Deno.Command(Deno.execPath(), {
     args: hostArgs(listen, args),

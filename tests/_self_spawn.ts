@@ -1,6 +1,6 @@
 /**
  * The self-spawned session runtime of a compiled executable (SPEC §9.9), from source: the argv a
- * host uses to start `host/main.ts` as its runtime under exactly the permissions `deno task
+ * host uses to start `cli/main.ts` as its runtime under exactly the permissions `deno task
  * compile` gives the executable (read from deno.json), so that tests exercise the same entry
  * dispatch and the same narrowing. Only two things differ from the executable, both because the
  * program is loaded from source: `--config` (the import map) and the npm cache (`DENO_DIR`, passed
@@ -40,7 +40,7 @@ function cacheDir(): string {
 
 /**
  * The host options that make runtimes self-spawned: `runtimeCommand` is `deno run <the
- * executable's permission flags> host/main.ts --code-mode-session-runtime`. The OS sandbox is off
+ * executable's permission flags> cli/main.ts --code-mode-session-runtime`. The OS sandbox is off
  * here: from source the runtime command reads this repository and Deno's cache, which the sandbox
  * (rightly) hides; a compiled executable needs only itself inside it.
  *
@@ -61,7 +61,7 @@ export function selfSpawnOptions(flags: string[] = compilePermissionFlags()): {
       "--cached-only",
       `--config=${ROOT}/deno.json`,
       ...flags,
-      `${ROOT}/host/main.ts`,
+      `${ROOT}/cli/main.ts`,
       SELF_RUNTIME_ARG,
     ],
   };

@@ -44,7 +44,7 @@ Deno.test("client: OpenSession sends max_pending_delegate_calls (4096 by default
 Deno.test({
   name: "client: with this host, tools travel once per catalog revision and again after the host forgot it",
   async fn() {
-    const main = new URL("../host/main.ts", import.meta.url).pathname;
+    const main = new URL("../cli/main.ts", import.meta.url).pathname;
     const { address, child } = await startServer(Deno.execPath(), [
       "run",
       "-A",

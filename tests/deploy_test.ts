@@ -92,7 +92,7 @@ Deno.test("the StatefulSet's host flags are flags the host accepts", async () =>
   const [host] = find("StatefulSet", "code-mode-host").spec.template.spec.containers;
   const args = host.args.map((a: string) => a.replace("$(POD_NAME)", "code-mode-host-0"));
   const out = await new Deno.Command(Deno.execPath(), {
-    args: ["run", "--allow-all", new URL("../host/main.ts", import.meta.url).pathname, ...args, "--help"],
+    args: ["run", "--allow-all", new URL("../cli/main.ts", import.meta.url).pathname, ...args, "--help"],
     stdout: "piped",
     stderr: "piped",
   }).output();

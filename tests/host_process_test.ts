@@ -135,7 +135,7 @@ Deno.test("No runtime survives the host: SIGINT, and SIGKILL of the host while a
       assert.ok(pids.length >= 2, "a session runtime and a warm runtime run");
       // deno task runs the host as its child: signal the host process itself.
       const hostPid = descendants(host.child.pid).find((p) =>
-        Deno.readTextFileSync(`/proc/${p}/cmdline`).includes("host/main.ts")
+        Deno.readTextFileSync(`/proc/${p}/cmdline`).includes("cli/main.ts")
       )!;
       Deno.kill(hostPid, signal);
       assert.ok(

@@ -56,7 +56,7 @@ Deno.test("unix:PATH: a live host's socket is refused (exit 1), a dead host's st
   try {
     // The host process itself (not `deno task`), so that SIGKILL reaches it.
     const live = new Deno.Command(Deno.execPath(), {
-      args: ["run", "--allow-all", "host/main.ts", "--listen", `unix:${path}`, "--warm-sessions", "0"],
+      args: ["run", "--allow-all", "cli/main.ts", "--listen", `unix:${path}`, "--warm-sessions", "0"],
       cwd: repoRoot,
       stdin: "null",
       stdout: "piped",

@@ -187,7 +187,7 @@ Deno.test({
     assert.deepEqual((await run(raw.client, s.id, "text(1)")).texts, ["1"]);
     const hostPid = processTree(host.child.pid).find((pid) => {
       try {
-        return Deno.readTextFileSync(`/proc/${pid}/cmdline`).includes("host/main.ts");
+        return Deno.readTextFileSync(`/proc/${pid}/cmdline`).includes("cli/main.ts");
       } catch {
         return false;
       }

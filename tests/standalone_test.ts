@@ -14,7 +14,7 @@ const ROOT = new URL("..", import.meta.url).pathname;
 Deno.test("deno task compile embeds every file the runtime and the host load at run time", () => {
   const includes = compileIncludes().map((path) => path.replace(/\/+$/, ""));
   const covered = (path: string) => includes.some((inc) => path === inc || path.startsWith(`${inc}/`));
-  assert.equal(compileCommand().at(-1), "host/main.ts");
+  assert.equal(compileCommand().at(-1), "cli/main.ts");
   // The runtime directory's files, and every file a bundle loads next to itself.
   const loaded = new Set(RUNTIME_FILES);
   for (const name of RUNTIME_FILES) {

@@ -1,6 +1,6 @@
 /**
  * The compiled executable as its own session runtime (SPEC §9.9). A host built with `deno compile`
- * spawns itself with {@link SELF_RUNTIME_ARG} and its runtime directory; `main.ts` hands such a
+ * spawns itself with {@link SELF_RUNTIME_ARG} and its runtime directory; `cli/main.ts` hands such a
  * process to {@link runSelfSpawnedRuntime} before anything of the host runs. Because a compiled
  * executable's permissions are fixed at compile time, the runtime narrows them itself first, to
  * what SPEC §9.3's `deno run` flags would have given it: read of its runtime directory, nothing

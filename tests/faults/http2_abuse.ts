@@ -167,11 +167,11 @@ const RPCS = [
 ];
 const ENHANCE_YOUR_CALM = 0xb;
 
-/** The host process under `deno task serve` (the task's child running host/main.ts). */
+/** The host process under `deno task serve` (the task's child running cli/main.ts). */
 function hostPid(p: ServeProcess): number {
   const pid = descendants(p.child.pid).find((pid) => {
     try {
-      return Deno.readTextFileSync(`/proc/${pid}/cmdline`).includes("host/main.ts");
+      return Deno.readTextFileSync(`/proc/${pid}/cmdline`).includes("cli/main.ts");
     } catch {
       return false;
     }

@@ -251,7 +251,7 @@ const CASES: [string, string, boolean, (sid: string) => Uint8Array][] = [
 
 Deno.test("This host answers Codex 0.171's gRPC requests exactly as Codex's own host does", async (t) => {
   const { host } = await ensureCodex();
-  const main = new URL("../../host/main.ts", import.meta.url).pathname;
+  const main = new URL("../../cli/main.ts", import.meta.url).pathname;
   const servers = await Promise.all([
     [host, "--listen", "grpc://127.0.0.1:0"],
     [Deno.execPath(), "run", "-A", main, "--listen", "grpc://127.0.0.1:0"],

@@ -1,7 +1,7 @@
 /**
  * `createHost`: the gRPC front door — a nice-grpc server with the code-mode service, health and
  * reflection — over an engine (`host/engine.ts`: limits, runtime directory, session manager, core).
- * Listening, draining and disposal live here; signals and process exit live in `main.ts`.
+ * Listening, draining and disposal live here; signals and process exit live in `cli/` (`cli/drain.ts`).
  *
  * @module
  */
