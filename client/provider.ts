@@ -18,9 +18,9 @@ import { type Channel, ClientError, createChannel, createClient, Metadata, Statu
 import { CodeModeError } from "../proto/errors.ts";
 import { codeModeHostDefinition, type ServiceDefinition } from "../proto/loader.ts";
 import { MAX_INT32, MAX_MESSAGE_BYTES, utf8ByteLength } from "../proto/bytes.ts";
+import { realClock, sleep, TIMED_OUT, withDeadline } from "../proto/clock.ts";
 import { Binding, type Msg, type RawClient, statusError } from "./binding.ts";
 import type { OpeningRequest } from "./binding_opener.ts";
-import { realClock, TIMED_OUT, withDeadline } from "./clock.ts";
 import { type ParsedEndpoint, parseEndpoint } from "./endpoint.ts";
 import { GrpcCodeModeSession } from "./session.ts";
 import { rpcFailureText, timeoutText } from "./status_text.ts";
@@ -273,7 +273,7 @@ export class GrpcCodeModeSessionProvider implements CodeModeSessionProvider {
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       if (attempt > 0) {
         const delay = ADMISSION_DELAYS_MS[Math.min(attempt - 1, ADMISSION_DELAYS_MS.length - 1)];
-        if (delay > 0) await this.clock.sleep(delay * (0.9 + Math.random() * 0.2), request.signal);
+        if (delay > 0) await sleep(this.clock, delay * (0.9 + Math.random() * 0.2), request.signal);
       }
       const outcome = await this.#attempt(generation, openRequest, request);
       if ("binding" in outcome) return outcome;

@@ -16,7 +16,7 @@
  */
 import { ClientError, Status } from "nice-grpc";
 import { CodeModeError, type CodeModeErrorCode } from "../proto/errors.ts";
-import { TIMED_OUT, withDeadline } from "./clock.ts";
+import { TIMED_OUT, withDeadline } from "../proto/clock.ts";
 import { deferred } from "./deferred.ts";
 import { type Binding, type CellRecord, type Msg, retiresBinding, statusError } from "./binding.ts";
 import type { BindingOpener } from "./binding_opener.ts";
