@@ -16,10 +16,11 @@ import { Buffer } from "node:buffer";
 import { ChannelCredentials } from "@grpc/grpc-js";
 import { type Channel, ClientError, createChannel, createClient, Metadata, Status } from "nice-grpc";
 import { CodeModeError } from "../proto/errors.ts";
-import { codeModeHostDefinition, type ServiceDefinition } from "../proto/loader.ts";
+import { codeModeHostClientDefinition } from "../proto/loader.ts";
+import { type OpenSessionRequestInit, OutputTruncationMode } from "../proto/code_mode_types.ts";
 import { MAX_INT32, MAX_MESSAGE_BYTES, utf8ByteLength } from "../proto/bytes.ts";
 import { realClock, sleep, TIMED_OUT, withDeadline } from "../proto/clock.ts";
-import { Binding, type Msg, type RawClient, statusError } from "./binding.ts";
+import { Binding, type HostClient, statusError } from "./binding.ts";
 import type { OpeningRequest } from "./binding_opener.ts";
 import { type ParsedEndpoint, parseEndpoint } from "./endpoint.ts";
 import { GrpcCodeModeSession } from "./session.ts";
@@ -59,7 +60,7 @@ export interface ProviderOptions {
  * the host's embedded provider (`host/doors/embedded.ts`) through {@link useConnector}; a provider
  * with one has no endpoint, no connection and no channel to discard.
  */
-export type Connector = () => { client: RawClient; release(): void };
+export type Connector = () => { client: HostClient; release(): void };
 
 const connectors = new WeakMap<GrpcCodeModeSessionProvider, Connector>();
 
@@ -109,7 +110,7 @@ export class GrpcCodeModeSessionProvider implements CodeModeSessionProvider {
   #parsed: ParsedEndpoint | undefined;
   #generation = 0;
   #channel: Channel | undefined;
-  #client: RawClient | undefined;
+  #client: HostClient | undefined;
   #holds = 0;
 
   /**
@@ -180,7 +181,7 @@ export class GrpcCodeModeSessionProvider implements CodeModeSessionProvider {
     return metadata;
   }
 
-  #hold(): { client: RawClient; release(): void } {
+  #hold(): { client: HostClient; release(): void } {
     const connector = connectors.get(this);
     if (connector) return connector();
     if (!this.#channel) {
@@ -205,11 +206,7 @@ export class GrpcCodeModeSessionProvider implements CodeModeSessionProvider {
           ? {}
           : { "grpc.ssl_target_name_override": this.#options.tlsServerName }),
       });
-      this.#client = createClient(
-        // deno-lint-ignore no-explicit-any
-        withoutResponseCopy(codeModeHostDefinition()) as any,
-        this.#channel,
-      ) as unknown as RawClient;
+      this.#client = createClient(codeModeHostClientDefinition(), this.#channel);
     }
     const channel = this.#channel;
     const client = this.#client!;
@@ -250,7 +247,7 @@ export class GrpcCodeModeSessionProvider implements CodeModeSessionProvider {
   async openBinding(request: OpeningRequest): Promise<{ binding: Binding; mode: CodeModeOutputTruncation }> {
     const generation = ++this.#generation;
     const limits = request.limits;
-    const openRequest: Msg = {};
+    const openRequest: OpenSessionRequestInit = {};
     if (limits && (limits.maxYieldTimeMs !== undefined || limits.maxHeapSizeBytes !== undefined)) {
       if (limits.maxHeapSizeBytes !== undefined && limits.maxHeapSizeBytes > Number.MAX_SAFE_INTEGER) {
         throw new CodeModeError(
@@ -263,7 +260,9 @@ export class GrpcCodeModeSessionProvider implements CodeModeSessionProvider {
         ...(limits.maxHeapSizeBytes === undefined ? {} : { maxHeapSizeBytes: limits.maxHeapSizeBytes }),
       };
     }
-    if (request.mode === "server") openRequest.outputTruncation = 2;
+    if (request.mode === "server") {
+      openRequest.outputTruncation = OutputTruncationMode.OUTPUT_TRUNCATION_MODE_SERVER;
+    }
     const capacity = request.maxPendingDelegateCalls ?? DEFAULT_PENDING_DELEGATE_CALLS;
     if (!Number.isInteger(capacity) || capacity < 1 || capacity > MAX_UINT32) {
       throw new CodeModeError(undefined, `invalid code-mode delegate capacity: ${capacity}`);
@@ -285,7 +284,7 @@ export class GrpcCodeModeSessionProvider implements CodeModeSessionProvider {
 
   async #attempt(
     generation: number,
-    openRequest: Msg,
+    openRequest: OpenSessionRequestInit,
     request: OpeningRequest,
   ): Promise<
     { binding: Binding; mode: CodeModeOutputTruncation } | { error: CodeModeError; retry: boolean }
@@ -306,7 +305,7 @@ export class GrpcCodeModeSessionProvider implements CodeModeSessionProvider {
           if (utf8ByteLength(value) > MAX_ROUTE_BYTES) routeTooLong = true;
           else route = value;
         },
-      }) as AsyncIterable<Msg>;
+      });
       const lease = stream[Symbol.asyncIterator]();
       const first = await withDeadline(this.clock, lease.next(), this.transportTimeoutMs);
       if (first === TIMED_OUT) {
@@ -331,12 +330,13 @@ export class GrpcCodeModeSessionProvider implements CodeModeSessionProvider {
       }
       const opened = first.value.opened;
       if (!opened) return fail("gRPC code-mode session lease omitted its opening event");
-      const sessionId: string = opened.sessionId ?? "";
+      const sessionId = opened.sessionId ?? "";
       if (sessionId === "") return fail("gRPC code-mode host returned an empty session ID");
       if (utf8ByteLength(sessionId) > MAX_SESSION_ID_BYTES) {
         return fail("gRPC code-mode host returned session ID exceeding 256 bytes");
       }
-      const mode: CodeModeOutputTruncation = opened.outputTruncation === 2 ? "server" : "client";
+      const mode: CodeModeOutputTruncation =
+        opened.outputTruncation === OutputTruncationMode.OUTPUT_TRUNCATION_MODE_SERVER ? "server" : "client";
       if (request.pinned && mode !== request.mode) return fail(MODE_CHANGED);
       const binding = new Binding({
         sessionId,
@@ -370,34 +370,4 @@ export class GrpcCodeModeSessionProvider implements CodeModeSessionProvider {
       request.signal?.removeEventListener("abort", onOuterAbort);
     }
   }
-}
-
-/**
- * The same methods (paths, codecs) in nice-grpc's ts-proto shape: nice-grpc hands a grpc-js style
- * definition's decoders a `Buffer.from` copy of every received message (a 64 MiB outcome: one more
- * 64 MiB copy, ~50 ms), but this shape's decoders the received bytes themselves.
- *
- * @param definition the grpc-js style definition
- * @returns the ts-proto style definition of the same service
- */
-function withoutResponseCopy(definition: ServiceDefinition) {
-  const codec = (encode: (value: unknown) => Uint8Array, decode: (bytes: Uint8Array) => unknown) => ({
-    encode: (value: unknown) => ({ finish: () => encode(value) }),
-    decode,
-  });
-  const methods: Record<string, unknown> = {};
-  let fullName = "";
-  for (const [key, method] of Object.entries(definition)) {
-    const [, service, name] = method.path.split("/");
-    fullName = service;
-    methods[key] = {
-      name,
-      requestType: codec(method.requestSerialize, method.requestDeserialize),
-      responseType: codec(method.responseSerialize, method.responseDeserialize),
-      requestStream: method.requestStream,
-      responseStream: method.responseStream,
-      options: {},
-    };
-  }
-  return { name: fullName.split(".").at(-1), fullName, methods };
 }

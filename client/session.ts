@@ -15,10 +15,18 @@
  * @module
  */
 import { ClientError, Status } from "nice-grpc";
+import {
+  type ContentItem,
+  type ExecuteEvent,
+  type ExecutionOutcome,
+  type ToolDefinitionInit,
+  ToolKind,
+  type WaitResponse,
+} from "../proto/code_mode_types.ts";
 import { CodeModeError, type CodeModeErrorCode } from "../proto/errors.ts";
 import { TIMED_OUT, withDeadline } from "../proto/clock.ts";
 import { deferred } from "./deferred.ts";
-import { type Binding, type CellRecord, type Msg, retiresBinding, statusError } from "./binding.ts";
+import { type Binding, type CellRecord, retiresBinding, sendAndForget, statusError } from "./binding.ts";
 import type { BindingOpener } from "./binding_opener.ts";
 import { boundErrorText, RESET_MESSAGE, timeoutText } from "./status_text.ts";
 import type {
@@ -51,7 +59,7 @@ export class NoopCodeModeSessionDelegate implements CodeModeSessionDelegate {
   cellClosed(): void {}
 }
 
-function contentItems(items: Msg[] | undefined): FunctionCallOutputContentItem[] {
+function contentItems(items: ContentItem[] | undefined): FunctionCallOutputContentItem[] {
   return (items ?? []).map((item) => {
     if (item.text) return { type: "input_text", text: item.text.text ?? "" };
     if (item.image) {
@@ -74,7 +82,7 @@ function contentItems(items: Msg[] | undefined): FunctionCallOutputContentItem[]
 }
 
 /** Maps a wire `ExecutionOutcome` to a response with the public cell ID. */
-function toResponse(outcome: Msg, publicId: string): RuntimeResponse {
+function toResponse(outcome: ExecutionOutcome, publicId: string): RuntimeResponse {
   const base = {
     cellId: publicId,
     contentItems: contentItems(outcome.contentItems),
@@ -108,13 +116,13 @@ function routeLostIn(trailer: Trailer): boolean {
 }
 
 /** The tool set of an Execute as one string: equal exactly when the wire definitions are. */
-function catalogKey(tools: Msg[]): string {
+function catalogKey(tools: ToolDefinitionInit[]): string {
   const text = (bytes?: Uint8Array) => (bytes === undefined ? null : new TextDecoder().decode(bytes));
   return JSON.stringify(
     tools.map((t) => [
       t.name,
-      t.toolName.name,
-      t.toolName.namespace ?? null,
+      t.toolName?.name,
+      t.toolName?.namespace ?? null,
       t.description,
       t.kind,
       text(t.inputSchemaJson),
@@ -194,7 +202,8 @@ export class GrpcCodeModeSession implements CodeModeSession {
       if (this.#binding.generation !== generation) throw new CodeModeError(undefined, RESET_MESSAGE);
       return this.#binding;
     });
-    this.#opening = next.catch(() => {});
+    // The chain only orders the openings; each caller gets its own outcome from `next`.
+    this.#opening = next.then(() => undefined, () => undefined);
     return next;
   }
 
@@ -247,11 +256,11 @@ export class GrpcCodeModeSession implements CodeModeSession {
     const cancel = new AbortController();
     let routeLost = false;
     const encode = (value: unknown) => new TextEncoder().encode(JSON.stringify(value));
-    const tools = request.enabledTools.map((t) => ({
+    const tools = request.enabledTools.map((t): ToolDefinitionInit => ({
       name: t.name,
       toolName: t.toolName,
       description: t.description,
-      kind: t.kind === "freeform" ? 2 : 1,
+      kind: t.kind === "freeform" ? ToolKind.TOOL_KIND_FREEFORM : ToolKind.TOOL_KIND_FUNCTION,
       ...(t.inputSchema === undefined ? {} : { inputSchemaJson: encode(t.inputSchema) }),
       ...(t.outputSchema === undefined ? {} : { outputSchemaJson: encode(t.outputSchema) }),
     }));
@@ -273,13 +282,13 @@ export class GrpcCodeModeSession implements CodeModeSession {
       onTrailer: (trailer: Trailer) => {
         routeLost = routeLostIn(trailer);
       },
-    }) as AsyncIterable<Msg>;
+    });
     const events = stream[Symbol.asyncIterator]();
-    let first: IteratorResult<Msg>;
+    let first: IteratorResult<ExecuteEvent>;
     try {
       first = await this.#deadline(
         binding,
-        Promise.race([events.next(), binding.failed]),
+        binding.orFailure(events.next()),
         this.#provider.transportTimeoutMs,
         "execution starting event",
         cancel,
@@ -313,13 +322,13 @@ export class GrpcCodeModeSession implements CodeModeSession {
         `gRPC code-mode execution returned ID ${started.executionId} instead of ${executionId}`,
       );
     }
-    const hostId: string = started.cellId;
+    const hostId = started.cellId ?? "";
     binding.bindCell(cell, hostId);
     if (catalog?.withTools) binding.confirmCatalog(catalog.revision);
     const onPreempt = () => {
-      void binding.client.yieldObservation({ sessionId: binding.sessionId, executionId }, {
+      sendAndForget(binding.client.yieldObservation({ sessionId: binding.sessionId, executionId }, {
         metadata: binding.metadata(),
-      }).catch(() => {});
+      }));
     };
     options.preempt?.addEventListener("abort", onPreempt, { once: true });
     let abandoned = false;
@@ -328,9 +337,9 @@ export class GrpcCodeModeSession implements CodeModeSession {
       abandoned = true;
       cancel.abort();
       if (binding.live) {
-        void binding.client.terminate({ sessionId: binding.sessionId, cellId: hostId }, {
+        sendAndForget(binding.client.terminate({ sessionId: binding.sessionId, cellId: hostId }, {
           metadata: binding.metadata(),
-        }).catch(() => {});
+        }));
       }
       binding.reportClosed(cell);
     };
@@ -340,7 +349,7 @@ export class GrpcCodeModeSession implements CodeModeSession {
       try {
         const next = await this.#deadline(
           binding,
-          Promise.race([events.next(), binding.failed]),
+          binding.orFailure(events.next()),
           outcomeDeadline,
           "execution outcome",
           cancel,
@@ -354,7 +363,7 @@ export class GrpcCodeModeSession implements CodeModeSession {
           );
         }
         const outcome = next.value.outcome;
-        if (outcome.cellId !== hostId) {
+        if ((outcome.cellId ?? "") !== hostId) {
           throw failBinding(
             binding,
             `gRPC code-mode execution returned cell ${outcome.cellId} instead of ${hostId}`,
@@ -399,7 +408,7 @@ export class GrpcCodeModeSession implements CodeModeSession {
       return;
     }
     if (response.type !== "result") return;
-    await Promise.race([cell.closed.promise, binding.failed.catch(() => {})]);
+    await Promise.race([cell.closed.promise, binding.ended]);
   }
 
   async wait(
@@ -429,10 +438,10 @@ export class GrpcCodeModeSession implements CodeModeSession {
       this.#waitLocks.set(request.cellId, lock.promise);
       const onAbort = () => {
         cancel.abort();
-        void binding.client.cancelWait({ sessionId: binding.sessionId, waitId }, {
-          metadata: binding.metadata(),
-        })
-          .catch((error: unknown) => {
+        binding.background(
+          binding.client.cancelWait({ sessionId: binding.sessionId, waitId }, {
+            metadata: binding.metadata(),
+          }).catch((error: unknown) => {
             binding.fail(
               new CodeModeError(
                 undefined,
@@ -443,14 +452,13 @@ export class GrpcCodeModeSession implements CodeModeSession {
                 ),
               ),
             );
-          })
-          .finally(() => lock.resolve());
+          }).finally(() => lock.resolve()),
+        );
       };
       const onPreempt = () => {
-        void binding.client.yieldObservation({ sessionId: binding.sessionId, waitId }, {
+        sendAndForget(binding.client.yieldObservation({ sessionId: binding.sessionId, waitId }, {
           metadata: binding.metadata(),
-        })
-          .catch(() => {});
+        }));
       };
       if (options.signal?.aborted) {
         // Cancelled before it was sent (at once, or while it queued for the cell's lock or the
@@ -463,7 +471,7 @@ export class GrpcCodeModeSession implements CodeModeSession {
       try {
         const response = await this.#deadline(
           binding,
-          Promise.race([
+          binding.orFailure(
             binding.client.wait(
               {
                 sessionId: binding.sessionId,
@@ -479,9 +487,8 @@ export class GrpcCodeModeSession implements CodeModeSession {
                   routeLost = routeLostIn(trailer);
                 },
               },
-            ) as Promise<Msg>,
-            binding.failed,
-          ]),
+            ),
+          ),
           60_000 + request.yieldTimeMs + 1_000,
           "wait",
           cancel,
@@ -499,7 +506,7 @@ export class GrpcCodeModeSession implements CodeModeSession {
     }
   }
 
-  async #waitOutcome(binding: Binding, hostId: string, response: Msg): Promise<WaitOutcome> {
+  async #waitOutcome(binding: Binding, hostId: string, response: WaitResponse): Promise<WaitOutcome> {
     const live = response.liveCell;
     const outcome = live ?? response.missingCell;
     if (!outcome) throw new CodeModeError(undefined, "gRPC code-mode execution returned an unexpected event");
@@ -522,16 +529,15 @@ export class GrpcCodeModeSession implements CodeModeSession {
     try {
       const response = await this.#deadline(
         binding,
-        Promise.race([
+        binding.orFailure(
           binding.client.terminate({ sessionId: binding.sessionId, cellId: hostId }, {
             signal: cancel.signal,
             metadata: binding.metadata(),
             onTrailer: (trailer: Trailer) => {
               routeLost = routeLostIn(trailer);
             },
-          }) as Promise<Msg>,
-          binding.failed,
-        ]),
+          }),
+        ),
         this.#provider.transportTimeoutMs,
         "termination",
         cancel,

@@ -18,7 +18,7 @@
 import { ClientError, Metadata, type Metadata as MetadataType, ServerError, Status } from "nice-grpc";
 import { codeModeHostDefinition } from "../../proto/loader.ts";
 import { CodeModeError } from "../../proto/errors.ts";
-import type { RawClient } from "../../client/binding.ts";
+import type { HostClient } from "../../client/binding.ts";
 import { type Connector, GrpcCodeModeSessionProvider, useConnector } from "../../client/provider.ts";
 import type {
   Clock,
@@ -111,12 +111,12 @@ interface CallOptions {
  * @param engine the engine whose core serves the calls
  * @returns the client
  */
-export function inMemoryClient(engine: Engine): RawClient {
+export function inMemoryClient(engine: Engine): HostClient {
   const definition = codeModeHostDefinition();
   // deno-lint-ignore no-explicit-any
   const service = createCodeModeService({ core: engine.core }) as unknown as Record<string, any>;
   const log = engine.log;
-  const client: RawClient = {};
+  const client: Record<string, unknown> = {};
   for (const [key, method] of Object.entries(definition)) {
     const request = (value: unknown) => method.requestDeserialize(method.requestSerialize(value));
     const response = (value: unknown) => method.responseDeserialize(method.responseSerialize(value));
@@ -217,7 +217,8 @@ export function inMemoryClient(engine: Engine): RawClient {
       };
     }
   }
-  return client;
+  // Assembled method by method from the definition, which is built from the .proto file at run time.
+  return client as HostClient;
 }
 
 /**
@@ -244,7 +245,7 @@ export class InProcessCodeModeSessionProvider implements AsyncDisposable {
   readonly #options: InProcessProviderOptions;
   readonly #inner: GrpcCodeModeSessionProvider;
   #engine: Engine | undefined;
-  #client: RawClient | undefined;
+  #client: HostClient | undefined;
   #starting: Promise<void> | undefined;
   #isolation: Isolation | undefined;
   #stopped = false;
