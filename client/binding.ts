@@ -496,36 +496,39 @@ export class Binding {
       toolKind: kind,
       ...(call.inputJson === undefined ? {} : { input }),
     };
+    this.background(this.#invoke(id, cell.delegate, toolCall));
+  }
+
+  /** Runs an accepted tool call on the delegate and completes it, unless it was cancelled meanwhile. */
+  async #invoke(id: string, delegate: CodeModeSessionDelegate, toolCall: CodeModeToolCall): Promise<void> {
     const abort = new AbortController();
     this.#invocations.set(id, abort);
     this.#pendingDelegateCalls++;
-    this.background((async () => {
-      let outcome: ToolCallOutcome;
+    let outcome: ToolCallOutcome;
+    try {
+      const value = await delegate.invokeTool(toolCall, abort.signal);
+      let json: string;
       try {
-        const value = await cell.delegate.invokeTool(toolCall, abort.signal);
-        let json: string;
-        try {
-          json = JSON.stringify(value === undefined ? null : value);
-        } catch (error) {
-          throw new EncodeError(`failed to encode code-mode tool result: ${(error as Error).message}`);
-        }
-        outcome = { succeeded: { outputJson: new TextEncoder().encode(json) } };
-      } catch (reason) {
-        const message = reason instanceof EncodeError
-          ? reason.message
-          : typeof reason === "string"
-          ? reason
-          : reason instanceof Error
-          ? reason.message
-          : String(reason);
-        outcome = { failed: { message } };
-      } finally {
-        this.#pendingDelegateCalls--;
-        this.#invocations.delete(id);
+        json = JSON.stringify(value === undefined ? null : value);
+      } catch (error) {
+        throw new EncodeError(`failed to encode code-mode tool result: ${(error as Error).message}`);
       }
-      if (abort.signal.aborted || !this.live) return;
-      this.#complete(id, outcome, abort.signal);
-    })());
+      outcome = { succeeded: { outputJson: new TextEncoder().encode(json) } };
+    } catch (reason) {
+      const message = reason instanceof EncodeError
+        ? reason.message
+        : typeof reason === "string"
+        ? reason
+        : reason instanceof Error
+        ? reason.message
+        : String(reason);
+      outcome = { failed: { message } };
+    } finally {
+      this.#pendingDelegateCalls--;
+      this.#invocations.delete(id);
+    }
+    if (abort.signal.aborted || !this.live) return;
+    this.#complete(id, outcome, abort.signal);
   }
 
   #complete(invocationId: string, outcome: ToolCallOutcome, cancelled?: AbortSignal): void {

@@ -482,37 +482,9 @@ async function keep(options: Options): Promise<void> {
   const serve = async (conn: Deno.UnixConn) => {
     active++;
     clearTimeout(idle);
-    const stop = new AbortController();
-    // Lines go out one after the other; `sending` settles once the last one queued is written. A
-    // broken connection stops the cell.
-    let sending: Promise<void> = Promise.resolve();
-    const send = (value: unknown): void => {
-      sending = sending.then(() => writeLine(conn, value)).catch(() => stop.abort());
-    };
     try {
-      const lines = readLines(conn);
-      const first = (await lines.next()).value as { source?: string; close?: boolean } | undefined;
-      if (first?.close) return done.resolve();
-      if (typeof first?.source !== "string") return;
-      // A later line (terminate) or the connection's end (the command was killed) stops the cell.
-      // (Read without `break`: leaving a `for await` cancels the readable, which closes the connection.)
-      lines.next().then(() => stop.abort(), () => stop.abort());
-      const request = first as { source: string; yieldTimeMs?: number; maxOutputTokens?: number };
-      try {
-        const response = await runCell(session, request, send, stop.signal);
-        send({ exitCode: exitCodeOf(response) });
-        await sending;
-      } catch (error) {
-        send({ error: (error as Error).message });
-        send({ exitCode: 1 });
-        await sending;
-      }
-    } catch {
-      /* a broken connection ends only its own command */
+      if (await serveCommand(conn, session) === "close") done.resolve();
     } finally {
-      try {
-        conn.close();
-      } catch { /* already closed */ }
       active--;
       armIdle();
     }
@@ -534,6 +506,47 @@ async function keep(options: Options): Promise<void> {
   await dispose(provider);
   await removeIfPossible(dir);
   Deno.exit(0);
+}
+
+/**
+ * Serves one command's connection on the keeper's session: its cell (stopped by a later line or the
+ * connection's end), the cell's events, then its exit code. Never rejects: a broken connection ends
+ * only its own command.
+ *
+ * @returns `"close"` when the command asked the keeper to close
+ */
+async function serveCommand(conn: Deno.UnixConn, session: CodeModeSession): Promise<"close" | undefined> {
+  const stop = new AbortController();
+  // Lines go out one after the other; `sending` settles once the last one queued is written. A
+  // broken connection stops the cell.
+  let sending: Promise<void> = Promise.resolve();
+  const send = (value: unknown): void => {
+    sending = sending.then(() => writeLine(conn, value)).catch(() => stop.abort());
+  };
+  try {
+    const lines = readLines(conn);
+    const first = (await lines.next()).value as { source?: string; close?: boolean } | undefined;
+    if (first?.close) return "close";
+    if (typeof first?.source !== "string") return;
+    // A later line (terminate) or the connection's end (the command was killed) stops the cell.
+    // (Read without `break`: leaving a `for await` cancels the readable, which closes the connection.)
+    lines.next().then(() => stop.abort(), () => stop.abort());
+    const request = first as { source: string; yieldTimeMs?: number; maxOutputTokens?: number };
+    try {
+      const response = await runCell(session, request, send, stop.signal);
+      send({ exitCode: exitCodeOf(response) });
+    } catch (error) {
+      send({ error: (error as Error).message });
+      send({ exitCode: 1 });
+    }
+    await sending;
+  } catch {
+    /* a broken connection ends only its own command */
+  } finally {
+    try {
+      conn.close();
+    } catch { /* already closed */ }
+  }
 }
 
 /** Removes a file or directory of this command's own; one that is gone or cannot go is left. */

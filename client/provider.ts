@@ -17,7 +17,11 @@ import { ChannelCredentials } from "@grpc/grpc-js";
 import { type Channel, ClientError, createChannel, createClient, Metadata, Status } from "nice-grpc";
 import { CodeModeError } from "../proto/errors.ts";
 import { codeModeHostClientDefinition } from "../proto/loader.ts";
-import { type OpenSessionRequestInit, OutputTruncationMode } from "../proto/code_mode_types.ts";
+import {
+  type OpenSessionRequestInit,
+  OutputTruncationMode,
+  type SessionEvent,
+} from "../proto/code_mode_types.ts";
 import { MAX_INT32, MAX_MESSAGE_BYTES, utf8ByteLength } from "../proto/bytes.ts";
 import { realClock, sleep, TIMED_OUT, withDeadline } from "../proto/clock.ts";
 import { Binding, type HostClient, statusError } from "./binding.ts";
@@ -89,6 +93,35 @@ const MAX_SESSION_ID_BYTES = 256;
 const ADMISSION_DELAYS_MS = [0, 50, 100, 200];
 const MAX_ATTEMPTS = 5;
 const MODE_CHANGED = "gRPC code-mode host changed the session output truncation mode on reconnect";
+
+/**
+ * What the first event of an opening's lease says: the opened session, or why the opening fails
+ * (`UNAVAILABLE`: retried).
+ */
+function readOpening(
+  first: IteratorResult<SessionEvent>,
+  request: OpeningRequest,
+):
+  | { sessionId: string; mode: CodeModeOutputTruncation; supportsCatalogRevision: boolean }
+  | { refusal: string; code?: "UNAVAILABLE" } {
+  if (first.done) {
+    return {
+      refusal: rpcFailureText("session opening", Status.UNAVAILABLE, "session lease ended before opening"),
+      code: "UNAVAILABLE",
+    };
+  }
+  const opened = first.value.opened;
+  if (!opened) return { refusal: "gRPC code-mode session lease omitted its opening event" };
+  const sessionId = opened.sessionId ?? "";
+  if (sessionId === "") return { refusal: "gRPC code-mode host returned an empty session ID" };
+  if (utf8ByteLength(sessionId) > MAX_SESSION_ID_BYTES) {
+    return { refusal: "gRPC code-mode host returned session ID exceeding 256 bytes" };
+  }
+  const mode: CodeModeOutputTruncation =
+    opened.outputTruncation === OutputTruncationMode.OUTPUT_TRUNCATION_MODE_SERVER ? "server" : "client";
+  if (request.pinned && mode !== request.mode) return { refusal: MODE_CHANGED };
+  return { sessionId, mode, supportsCatalogRevision: opened.supportsCatalogRevision === true };
+}
 
 /**
  * Opens Codex-compatible sessions on one host endpoint, over one shared connection.
@@ -322,27 +355,14 @@ export class GrpcCodeModeSessionProvider implements CodeModeSessionProvider {
         return { error: new CodeModeError(code, message), retry: code === "UNAVAILABLE" };
       };
       if (routeTooLong) return fail("session routing token is too long");
-      if (first.done) {
-        return fail(
-          rpcFailureText("session opening", Status.UNAVAILABLE, "session lease ended before opening"),
-          "UNAVAILABLE",
-        );
-      }
-      const opened = first.value.opened;
-      if (!opened) return fail("gRPC code-mode session lease omitted its opening event");
-      const sessionId = opened.sessionId ?? "";
-      if (sessionId === "") return fail("gRPC code-mode host returned an empty session ID");
-      if (utf8ByteLength(sessionId) > MAX_SESSION_ID_BYTES) {
-        return fail("gRPC code-mode host returned session ID exceeding 256 bytes");
-      }
-      const mode: CodeModeOutputTruncation =
-        opened.outputTruncation === OutputTruncationMode.OUTPUT_TRUNCATION_MODE_SERVER ? "server" : "client";
-      if (request.pinned && mode !== request.mode) return fail(MODE_CHANGED);
+      const opening = readOpening(first, request);
+      if ("refusal" in opening) return fail(opening.refusal, opening.code);
+      const { sessionId, mode } = opening;
       const binding = new Binding({
         sessionId,
         generation,
         route,
-        supportsCatalogRevision: opened.supportsCatalogRevision === true,
+        supportsCatalogRevision: opening.supportsCatalogRevision,
         maxPendingDelegateCalls: openRequest.maxPendingDelegateCalls,
         client: hold.client,
         host: this,
