@@ -56,14 +56,13 @@ export {
 export { DEFAULT_LIMITS, type Limits, resolveLimits } from "./host/core/limits.ts";
 export { CodeModeError, type CodeModeErrorCode } from "./proto/errors.ts";
 export { type LogFields, Logger, type LogLevel } from "./host/ops/log.ts";
-export { type Clock as HostClock, realClock as hostRealClock } from "./host/core/clock.ts";
 export { GrpcCodeModeSessionProvider, type ProviderOptions } from "./client/provider.ts";
 export {
   ProcessOwnedGrpcCodeModeSessionProvider,
   type ProcessOwnedProviderOptions,
 } from "./client/process_provider.ts";
 export { GrpcCodeModeSession, NoopCodeModeSessionDelegate } from "./client/session.ts";
-export { realClock } from "./client/clock.ts";
+export { realClock } from "./proto/clock.ts";
 export { RESET_MESSAGE } from "./client/status_text.ts";
 // The harness kit of SPEC §11 (client/harness/mod.ts holds an index of what each export is).
 export * from "./client/harness/mod.ts";

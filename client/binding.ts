@@ -10,16 +10,39 @@
  *
  * @module
  */
-import { ClientError, type Metadata, Status } from "nice-grpc";
+import { type CallOptions, ClientError, type Metadata, Status } from "nice-grpc";
+import {
+  type CodeModeHostClient,
+  type Notification,
+  type SessionEvent,
+  type ToolCall,
+  type ToolCallFailedInit,
+  type ToolCallSucceededInit,
+  ToolKind,
+} from "../proto/code_mode_types.ts";
 import { CodeModeError } from "../proto/errors.ts";
 import { deferred } from "./deferred.ts";
 import { rpcFailureText } from "./status_text.ts";
 import type { CodeModeSessionDelegate, CodeModeToolCall, ToolDefinition } from "./types.ts";
 
-// deno-lint-ignore no-explicit-any
-export type Msg = any;
-/** A loosely typed client of `codex.code_mode.v1.CodeModeHost`. */
-export type RawClient = Record<string, (request: Msg, options?: Msg) => Msg>;
+/** A client of `codex.code_mode.v1.CodeModeHost` with nice-grpc's call options. */
+export type HostClient = CodeModeHostClient<CallOptions>;
+
+/** A tool call's outcome as `CompleteToolCall` sends it. */
+type ToolCallOutcome = { succeeded: ToolCallSucceededInit } | { failed: ToolCallFailedInit };
+
+/**
+ * Sends an RPC whose answer nobody waits for: a notification's acknowledgement, a preemption's
+ * `YieldObservation`, an abandoned cell's `Terminate`. As in Codex's client, its failure changes
+ * nothing: a lost binding is reported by its lease and by the next call that needs an answer.
+ *
+ * @param call the RPC in flight
+ */
+export function sendAndForget(call: Promise<unknown>): void {
+  call.then(ignoreOutcome, ignoreOutcome);
+}
+
+function ignoreOutcome(): void {}
 
 /** The stale-generation text (§10.5 rule 2). */
 const STALE_MESSAGE = "cell belongs to a stale code-mode host generation";
@@ -89,16 +112,21 @@ export class Binding {
   readonly sessionId: string;
   readonly generation: number;
   readonly route: string | undefined;
-  readonly client: RawClient;
+  readonly client: HostClient;
   /** Set once the binding failed or was shut down. */
   failure: CodeModeError | undefined;
-  /** Rejects with the failure when the binding fails (never resolves). */
-  readonly failed: Promise<never>;
+  /** Resolves with the failure when the binding fails or is shut down (never rejects). */
+  readonly ended: Promise<CodeModeError>;
 
   readonly #host: BindingHost;
   readonly #release: () => void;
   readonly #streams = new AbortController();
-  #rejectFailed!: (error: CodeModeError) => void;
+  readonly #ended = deferred<CodeModeError>();
+  /**
+   * Rejects with the failure, at once when it is set, for calls to race (`orFailure`). Marked
+   * handled: a binding nobody calls may fail unobserved, and its failure is kept in `failure`.
+   */
+  readonly #failed = deferred<never>();
   readonly #cells = new Map<string, CellRecord>();
   readonly #executions = new Map<string, CellRecord>();
   readonly #invocations = new Map<string, AbortController>();
@@ -124,10 +152,10 @@ export class Binding {
     supportsCatalogRevision?: boolean;
     /** Default 4096. */
     maxPendingDelegateCalls?: number;
-    client: RawClient;
+    client: HostClient;
     host: BindingHost;
     release: () => void;
-    lease: AsyncIterator<Msg>;
+    lease: AsyncIterator<SessionEvent>;
     leaseAbort: AbortController;
   }) {
     this.sessionId = options.sessionId;
@@ -138,10 +166,39 @@ export class Binding {
     this.client = options.client;
     this.#host = options.host;
     this.#release = options.release;
-    this.failed = new Promise<never>((_, reject) => this.#rejectFailed = reject);
-    this.failed.catch(() => {});
+    this.ended = this.#ended.promise;
+    this.#failed.promise.then(undefined, ignoreOutcome);
     this.#streams.signal.addEventListener("abort", () => options.leaseAbort.abort(), { once: true });
-    void this.#readLease(options.lease);
+    this.background(this.#readLease(options.lease));
+  }
+
+  /**
+   * Settles like `promise`, or rejects with the binding's failure when the binding ends first.
+   *
+   * @param promise a call of this binding
+   * @returns the call's value
+   * @throws {CodeModeError} the binding's failure; or what `promise` rejects with
+   */
+  orFailure<T>(promise: Promise<T>): Promise<T> {
+    return Promise.race([promise, this.#failed.promise]);
+  }
+
+  /**
+   * Owns work that runs beside the calls (stream readers, tool calls, completions). Each handles
+   * its own failures; one that escapes fails the binding, so it is recorded, never lost.
+   *
+   * @param task the work in flight
+   */
+  background(task: Promise<unknown>): void {
+    task.then(ignoreOutcome, (error: unknown) => {
+      this.fail(
+        error instanceof CodeModeError
+          ? error
+          : new CodeModeError(undefined, `code-mode client failed: ${(error as Error)?.message ?? error}`, {
+            cause: error,
+          }),
+      );
+    });
   }
 
   /** Whether the binding can still serve calls. */
@@ -264,7 +321,7 @@ export class Binding {
       signal: this.#streams.signal,
       metadata: this.metadata(),
       onHeader: () => headers.resolve(),
-    }) as AsyncIterable<Msg>;
+    });
     const iterator = stream[Symbol.asyncIterator]();
     const first = iterator.next();
     const ended = first.then(
@@ -281,10 +338,10 @@ export class Binding {
       this.#streams.abort();
       throw error;
     }
-    void this.#readSubscription(iterator, first);
+    this.background(this.#readSubscription(iterator, first));
   }
 
-  async #readLease(lease: AsyncIterator<Msg>): Promise<void> {
+  async #readLease(lease: AsyncIterator<SessionEvent>): Promise<void> {
     try {
       for (;;) {
         const r = await lease.next();
@@ -300,57 +357,63 @@ export class Binding {
     }
   }
 
-  #onLeaseEvent(event: Msg): void {
+  #onLeaseEvent(event: SessionEvent): void {
     if (event.opened) {
       return this.fail(
         new CodeModeError(undefined, "gRPC code-mode host repeated the session opening event"),
       );
     }
     if (event.toolCallCancelled) {
-      const id = event.toolCallCancelled.invocationId;
+      const id = event.toolCallCancelled.invocationId ?? "";
       this.#cancelledInvocations.add(id);
       this.#invocations.get(id)?.abort();
       return;
     }
     if (event.notification) return this.#onNotification(event.notification);
     if (event.cellClosed) {
-      const cell = this.#executions.get(event.cellClosed.executionId) ??
-        this.#cells.get(event.cellClosed.cellId);
+      const { executionId = "", cellId = "" } = event.cellClosed;
+      const cell = this.#executions.get(executionId) ?? this.#cells.get(cellId);
       if (!cell) return;
-      this.bindCell(cell, event.cellClosed.cellId);
-      void Promise.allSettled([...cell.notifications]).then(() => this.reportClosed(cell));
+      this.bindCell(cell, cellId);
+      this.background(Promise.allSettled([...cell.notifications]).then(() => this.reportClosed(cell)));
       return;
     }
     if (event.notificationCancelled) return;
     this.fail(new CodeModeError(undefined, "gRPC code-mode host sent an empty session event"));
   }
 
-  #onNotification(n: Msg): void {
-    if (!UUID.test(n.notificationId ?? "")) {
+  #onNotification(n: Notification): void {
+    const notificationId = n.notificationId ?? "";
+    if (!UUID.test(notificationId)) {
       return this.fail(new CodeModeError(undefined, "code-mode notification ID must be a UUID"));
     }
-    const cell = this.#executions.get(n.executionId);
+    const cell = this.#executions.get(n.executionId ?? "");
     if (!cell) return;
-    this.bindCell(cell, n.cellId);
-    if (n.callId !== cell.toolCallId) {
+    this.bindCell(cell, n.cellId ?? "");
+    const callId = n.callId;
+    if (callId !== cell.toolCallId) {
       return this.fail(
         new CodeModeError(undefined, "code-mode notification call ID does not match its execution"),
       );
     }
-    const delivery = (async () => {
+    const deliver = async () => {
       try {
-        await cell.delegate.notify(n.callId, cell.publicId, n.text ?? "", cell.notificationAbort.signal);
+        await cell.delegate.notify(callId, cell.publicId, n.text ?? "", cell.notificationAbort.signal);
       } catch { /* the delegate's failures are logged by the delegate; never fatal */ }
-    })();
+    };
+    // Settled deliveries leave the set; `CellClosed` waits for those still in it.
+    const delivery: Promise<void> = deliver().finally(() => cell.notifications.delete(delivery));
     cell.notifications.add(delivery);
-    void delivery.finally(() => cell.notifications.delete(delivery));
-    void this.client.acknowledgeNotification(
-      { sessionId: this.sessionId, notificationId: n.notificationId },
+    sendAndForget(this.client.acknowledgeNotification(
+      { sessionId: this.sessionId, notificationId },
       { metadata: this.metadata() },
-    ).catch(() => {});
+    ));
   }
 
-  async #readSubscription(iterator: AsyncIterator<Msg>, first: Promise<IteratorResult<Msg>>): Promise<void> {
+  async #readSubscription(
+    iterator: AsyncIterator<ToolCall>,
+    first: Promise<IteratorResult<ToolCall>>,
+  ): Promise<void> {
     try {
       let next = first;
       for (;;) {
@@ -370,7 +433,7 @@ export class Binding {
     }
   }
 
-  #onToolCall(call: Msg): void {
+  #onToolCall(call: ToolCall): void {
     if (call.sessionId !== this.sessionId) {
       return this.fail(
         new CodeModeError(
@@ -388,21 +451,22 @@ export class Binding {
     }
     this.#seenInvocations.add(id);
     if (this.#cancelledInvocations.delete(id)) return;
-    const cell = this.#executions.get(call.executionId);
+    const cell = this.#executions.get(call.executionId ?? "");
     if (!cell || cell.closedReported) {
       return this.#complete(id, {
-        failed: { message: `code-mode cell ${this.publicId(call.cellId)} is closed` },
+        failed: { message: `code-mode cell ${this.publicId(call.cellId ?? "")} is closed` },
       });
     }
     // The tool call can overtake `started` (another stream): it names the cell as well.
-    this.bindCell(cell, call.cellId);
-    const name = call.toolName?.name;
-    if (name === undefined) {
+    this.bindCell(cell, call.cellId ?? "");
+    const toolName = call.toolName;
+    if (toolName?.name === undefined) {
       return this.#complete(id, { failed: { message: "code-mode tool invocation omitted its tool name" } });
     }
-    const kind = call.toolKind === 2 ? "freeform" : "function";
+    const name = toolName.name;
+    const kind = call.toolKind === ToolKind.TOOL_KIND_FREEFORM ? "freeform" : "function";
     const enabled = cell.enabledTools.some((t) =>
-      t.toolName.name === name && sameNamespace(t.toolName.namespace, call.toolName.namespace) &&
+      t.toolName.name === name && sameNamespace(t.toolName.namespace, toolName.namespace) &&
       t.kind === kind
     );
     if (!enabled) {
@@ -427,47 +491,48 @@ export class Binding {
     }
     const toolCall: CodeModeToolCall = {
       cellId: cell.publicId,
-      runtimeToolCallId: call.runtimeToolCallId,
-      toolName: call.toolName.namespace === undefined
-        ? { name }
-        : { name, namespace: call.toolName.namespace },
+      runtimeToolCallId: call.runtimeToolCallId ?? "",
+      toolName: toolName.namespace === undefined ? { name } : { name, namespace: toolName.namespace },
       toolKind: kind,
       ...(call.inputJson === undefined ? {} : { input }),
     };
+    this.background(this.#invoke(id, cell.delegate, toolCall));
+  }
+
+  /** Runs an accepted tool call on the delegate and completes it, unless it was cancelled meanwhile. */
+  async #invoke(id: string, delegate: CodeModeSessionDelegate, toolCall: CodeModeToolCall): Promise<void> {
     const abort = new AbortController();
     this.#invocations.set(id, abort);
     this.#pendingDelegateCalls++;
-    void (async () => {
-      let outcome: Msg;
+    let outcome: ToolCallOutcome;
+    try {
+      const value = await delegate.invokeTool(toolCall, abort.signal);
+      let json: string;
       try {
-        const value = await cell.delegate.invokeTool(toolCall, abort.signal);
-        let json: string;
-        try {
-          json = JSON.stringify(value === undefined ? null : value);
-        } catch (error) {
-          throw new EncodeError(`failed to encode code-mode tool result: ${(error as Error).message}`);
-        }
-        outcome = { succeeded: { outputJson: new TextEncoder().encode(json) } };
-      } catch (reason) {
-        const message = reason instanceof EncodeError
-          ? reason.message
-          : typeof reason === "string"
-          ? reason
-          : reason instanceof Error
-          ? reason.message
-          : String(reason);
-        outcome = { failed: { message } };
-      } finally {
-        this.#pendingDelegateCalls--;
-        this.#invocations.delete(id);
+        json = JSON.stringify(value === undefined ? null : value);
+      } catch (error) {
+        throw new EncodeError(`failed to encode code-mode tool result: ${(error as Error).message}`);
       }
-      if (abort.signal.aborted || !this.live) return;
-      this.#complete(id, outcome, abort.signal);
-    })();
+      outcome = { succeeded: { outputJson: new TextEncoder().encode(json) } };
+    } catch (reason) {
+      const message = reason instanceof EncodeError
+        ? reason.message
+        : typeof reason === "string"
+        ? reason
+        : reason instanceof Error
+        ? reason.message
+        : String(reason);
+      outcome = { failed: { message } };
+    } finally {
+      this.#pendingDelegateCalls--;
+      this.#invocations.delete(id);
+    }
+    if (abort.signal.aborted || !this.live) return;
+    this.#complete(id, outcome, abort.signal);
   }
 
-  #complete(invocationId: string, outcome: Msg, cancelled?: AbortSignal): void {
-    void (async () => {
+  #complete(invocationId: string, outcome: ToolCallOutcome, cancelled?: AbortSignal): void {
+    this.background((async () => {
       try {
         await this.client.completeToolCall(
           { sessionId: this.sessionId, invocationId, ...outcome },
@@ -477,7 +542,7 @@ export class Binding {
         if (cancelled?.aborted || this.#cancelledInvocations.has(invocationId) || !this.live) return;
         this.fail(statusError("tool invocation completion", error));
       }
-    })();
+    })());
   }
 
   /**
@@ -488,7 +553,8 @@ export class Binding {
   fail(error: CodeModeError): void {
     if (this.failure) return;
     this.failure = error;
-    this.#rejectFailed(error);
+    this.#failed.reject(error);
+    this.#ended.resolve(error);
     this.#end();
   }
 

@@ -213,7 +213,7 @@ async function runCell(
     let pending: Promise<RuntimeResponse> = cell.initialResponse();
     let first = true;
     for (;;) {
-      pending.catch(() => {}); // settled by the race below or given up for the termination
+      // The race handles `pending`'s failure too when the stop wins it (the cell is terminated).
       const next = await Promise.race([pending, stopped.promise]);
       const response = next === "stop" ? (await session.terminate(cell.cellId)).response : next;
       // A yielded window with nothing in it is shown only once, the first time.
@@ -407,7 +407,7 @@ async function runOnKeeper(options: Options): Promise<number> {
   try {
     if (!conn) {
       const lost = file !== undefined;
-      if (lost) await Deno.remove(path).catch(() => {});
+      if (lost) await removeIfPossible(path);
       file = await startKeeper(options);
       // A session file whose keeper has gone lost its session and stored values: say so, run nothing.
       if (lost) throw new CodeModeError(undefined, RESET_MESSAGE);
@@ -419,7 +419,11 @@ async function runOnKeeper(options: Options): Promise<number> {
     return 1;
   }
   using stop = interrupted();
-  const onStop = () => void writeLine(conn, { terminate: true }).catch(() => {});
+  // A failed write means a broken connection, which the read loop below reports.
+  let stopping: Promise<unknown> = Promise.resolve();
+  const onStop = () => {
+    stopping = writeLine(conn, { terminate: true }).then(() => undefined, (error: unknown) => error);
+  };
   stop.signal.addEventListener("abort", onStop);
   const request = {
     source: options.source,
@@ -433,6 +437,7 @@ async function runOnKeeper(options: Options): Promise<number> {
     if (event.exitCode !== undefined) code = event.exitCode;
     else emit(event);
   }
+  await stopping;
   if (code === undefined) emit({ error: `session keeper of ${path} ended before the cell did` });
   return code ?? 1;
 }
@@ -458,7 +463,7 @@ async function keep(options: Options): Promise<void> {
   } catch (error) {
     console.log((error as Error).message.replaceAll("\n", " "));
     await dispose(provider);
-    await Deno.remove(dir, { recursive: true }).catch(() => {});
+    await removeIfPossible(dir);
     Deno.exit(1);
   }
   // The one line the starting command waits for; nothing is written to stdout or stderr after it.
@@ -477,46 +482,80 @@ async function keep(options: Options): Promise<void> {
   const serve = async (conn: Deno.UnixConn) => {
     active++;
     clearTimeout(idle);
-    const stop = new AbortController();
-    const send = (value: unknown) => writeLine(conn, value).catch(() => stop.abort());
     try {
-      const lines = readLines(conn);
-      const first = (await lines.next()).value as { source?: string; close?: boolean } | undefined;
-      if (first?.close) return done.resolve();
-      if (typeof first?.source !== "string") return;
-      // A later line (terminate) or the connection's end (the command was killed) stops the cell.
-      // (Read without `break`: leaving a `for await` cancels the readable, which closes the connection.)
-      void lines.next().catch(() => {}).finally(() => stop.abort());
-      const request = first as { source: string; yieldTimeMs?: number; maxOutputTokens?: number };
-      try {
-        const response = await runCell(session, request, (event) => void send(event), stop.signal);
-        await send({ exitCode: exitCodeOf(response) });
-      } catch (error) {
-        await send({ error: (error as Error).message });
-        await send({ exitCode: 1 });
-      }
-    } catch {
-      /* a broken connection ends only its own command */
+      if (await serveCommand(conn, session) === "close") done.resolve();
     } finally {
-      try {
-        conn.close();
-      } catch { /* already closed */ }
       active--;
       armIdle();
     }
   };
-  void (async () => {
-    for await (const conn of listener) void serve(conn);
+  const accepting = (async () => {
+    try {
+      // `serve` never rejects (a broken connection ends only its own command); the commands still
+      // running when the keeper stops end with its exit.
+      for await (const conn of listener) serve(conn);
+    } catch { /* the listener was closed */ }
   })();
   await done.promise;
   clearTimeout(idle);
   listener.close();
+  await accepting;
   // Remove the file only if it is still ours (a later keeper may have replaced it).
-  if (readSessionFileQuietly(path)?.pid === Deno.pid) await Deno.remove(path).catch(() => {});
-  await session.shutdown().catch(() => {});
+  if (readSessionFileQuietly(path)?.pid === Deno.pid) await removeIfPossible(path);
+  await session.shutdown(); // never throws
   await dispose(provider);
-  await Deno.remove(dir, { recursive: true }).catch(() => {});
+  await removeIfPossible(dir);
   Deno.exit(0);
+}
+
+/**
+ * Serves one command's connection on the keeper's session: its cell (stopped by a later line or the
+ * connection's end), the cell's events, then its exit code. Never rejects: a broken connection ends
+ * only its own command.
+ *
+ * @returns `"close"` when the command asked the keeper to close
+ */
+async function serveCommand(conn: Deno.UnixConn, session: CodeModeSession): Promise<"close" | undefined> {
+  const stop = new AbortController();
+  // Lines go out one after the other; `sending` settles once the last one queued is written. A
+  // broken connection stops the cell.
+  let sending: Promise<void> = Promise.resolve();
+  const send = (value: unknown): void => {
+    sending = sending.then(() => writeLine(conn, value)).catch(() => stop.abort());
+  };
+  try {
+    const lines = readLines(conn);
+    const first = (await lines.next()).value as { source?: string; close?: boolean } | undefined;
+    if (first?.close) return "close";
+    if (typeof first?.source !== "string") return;
+    // A later line (terminate) or the connection's end (the command was killed) stops the cell.
+    // (Read without `break`: leaving a `for await` cancels the readable, which closes the connection.)
+    lines.next().then(() => stop.abort(), () => stop.abort());
+    const request = first as { source: string; yieldTimeMs?: number; maxOutputTokens?: number };
+    try {
+      const response = await runCell(session, request, send, stop.signal);
+      send({ exitCode: exitCodeOf(response) });
+    } catch (error) {
+      send({ error: (error as Error).message });
+      send({ exitCode: 1 });
+    }
+    await sending;
+  } catch {
+    /* a broken connection ends only its own command */
+  } finally {
+    try {
+      conn.close();
+    } catch { /* already closed */ }
+  }
+}
+
+/** Removes a file or directory of this command's own; one that is gone or cannot go is left. */
+async function removeIfPossible(path: string): Promise<void> {
+  try {
+    await Deno.remove(path, { recursive: true });
+  } catch {
+    // Gone already (another keeper's cleanup), or not ours to remove: nothing depends on it.
+  }
 }
 
 function readSessionFileQuietly(path: string): SessionFile | undefined {

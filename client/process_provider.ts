@@ -21,6 +21,7 @@
  *
  * @module
  */
+import { relayBytes } from "../proto/byte_relay.ts";
 import { CodeModeError } from "../proto/errors.ts";
 import { GrpcCodeModeSessionProvider } from "./provider.ts";
 import type { Clock, CodeModeSession, CodeModeSessionOptions, CodeModeSessionProvider } from "./types.ts";
@@ -102,7 +103,7 @@ export class ProcessOwnedGrpcCodeModeSessionProvider implements CodeModeSessionP
   #listener: Deno.Listener<Deno.UnixConn, Deno.UnixAddr> | undefined;
   #accepting: Promise<void> | undefined;
   #inner: GrpcCodeModeSessionProvider | undefined;
-  readonly #children = new Set<Child>();
+  readonly #children = new Map<Deno.ChildProcess, Child>();
   #spawned = 0;
   #spawnFailure: string | undefined;
   #disposed: Promise<void> | undefined;
@@ -119,7 +120,7 @@ export class ProcessOwnedGrpcCodeModeSessionProvider implements CodeModeSessionP
   /** The pid of the child currently serving the connection, if any. */
   get pid(): number | undefined {
     let last: Child | undefined;
-    for (const child of this.#children) last = child;
+    for (const child of this.#children.values()) last = child;
     return last?.process.pid;
   }
 
@@ -212,35 +213,32 @@ export class ProcessOwnedGrpcCodeModeSessionProvider implements CodeModeSessionP
         process.kill("SIGKILL");
       } catch { /* already exited */ }
     };
-    const exited = process.status.then(() => {});
-    // Client → child: the connection's end closes the child's stdin (the host's signal to stop).
-    const down = conn.readable.pipeTo(process.stdin).catch(() => {
-      process.stdin.close().catch(() => {});
+    // Client → child: the connection's end closes the child's stdin (the host's signal to stop),
+    // its failure aborts it. Child → client: the child's stdout ending (it exits, crashes or stops
+    // serving) ends the connection; a child still shutting down keeps its grace.
+    const relay = relayBytes(conn, { readable: process.stdout, writable: process.stdin }, {
+      keepClientOpen: true,
     });
-    // Child → client: the child's stdout ending (it exits, crashes or stops serving) ends the
-    // connection; a child still shutting down keeps its grace.
-    const up = process.stdout.pipeTo(conn.writable, { preventClose: true }).catch(() => {});
     let graceTimer: ReturnType<typeof setTimeout> | undefined;
     const stop = (graceMs: number) => {
       closeConn();
-      process.stdin.close().catch(() => {});
       if (graceMs <= 0) kill();
       else graceTimer ??= setTimeout(kill, graceMs);
       return done;
     };
     const grace = o.exitGraceMs ?? 5_000;
-    void down.then(() => stop(grace));
-    void up.then(() => stop(grace));
-    void exited.then(() => stop(0));
+    const exited = process.status.then(() => undefined);
     const done = (async () => {
+      // The connection's end gives the child its grace; its exit ends the connection at once.
+      const first = await Promise.race([relay.ended, exited]);
+      stop(first === undefined ? 0 : grace);
       await exited;
       clearTimeout(graceTimer);
       closeConn();
-      await Promise.allSettled([down, up]);
+      await relay.settled;
+      this.#children.delete(process);
     })();
-    const child: Child = { process, done, stop };
-    this.#children.add(child);
-    void done.then(() => this.#children.delete(child));
+    this.#children.set(process, { process, done, stop });
   }
 
   /**
@@ -254,8 +252,14 @@ export class ProcessOwnedGrpcCodeModeSessionProvider implements CodeModeSessionP
       } catch { /* already closed */ }
       await this.#accepting;
       const grace = this.#options.exitGraceMs ?? 5_000;
-      await Promise.all([...this.#children].map((child) => child.stop(grace)));
-      if (this.#dir) await Deno.remove(this.#dir, { recursive: true }).catch(() => {});
+      await Promise.all([...this.#children.values()].map((child) => child.stop(grace)));
+      if (this.#dir) {
+        try {
+          await Deno.remove(this.#dir, { recursive: true });
+        } catch {
+          // A private temporary directory: nothing depends on its removal.
+        }
+      }
     })();
     return this.#disposed;
   }

@@ -16,11 +16,16 @@ import { Buffer } from "node:buffer";
 import { ChannelCredentials } from "@grpc/grpc-js";
 import { type Channel, ClientError, createChannel, createClient, Metadata, Status } from "nice-grpc";
 import { CodeModeError } from "../proto/errors.ts";
-import { codeModeHostDefinition, type ServiceDefinition } from "../proto/loader.ts";
+import { codeModeHostClientDefinition } from "../proto/loader.ts";
+import {
+  type OpenSessionRequestInit,
+  OutputTruncationMode,
+  type SessionEvent,
+} from "../proto/code_mode_types.ts";
 import { MAX_INT32, MAX_MESSAGE_BYTES, utf8ByteLength } from "../proto/bytes.ts";
-import { Binding, type Msg, type RawClient, statusError } from "./binding.ts";
+import { realClock, sleep, TIMED_OUT, withDeadline } from "../proto/clock.ts";
+import { Binding, type HostClient, statusError } from "./binding.ts";
 import type { OpeningRequest } from "./binding_opener.ts";
-import { realClock, TIMED_OUT, withDeadline } from "./clock.ts";
 import { type ParsedEndpoint, parseEndpoint } from "./endpoint.ts";
 import { GrpcCodeModeSession } from "./session.ts";
 import { rpcFailureText, timeoutText } from "./status_text.ts";
@@ -59,7 +64,7 @@ export interface ProviderOptions {
  * the host's embedded provider (`embedded/`) through {@link useConnector}; a provider
  * with one has no endpoint, no connection and no channel to discard.
  */
-export type Connector = () => { client: RawClient; release(): void };
+export type Connector = () => { client: HostClient; release(): void };
 
 const connectors = new WeakMap<GrpcCodeModeSessionProvider, Connector>();
 
@@ -90,6 +95,35 @@ const MAX_ATTEMPTS = 5;
 const MODE_CHANGED = "gRPC code-mode host changed the session output truncation mode on reconnect";
 
 /**
+ * What the first event of an opening's lease says: the opened session, or why the opening fails
+ * (`UNAVAILABLE`: retried).
+ */
+function readOpening(
+  first: IteratorResult<SessionEvent>,
+  request: OpeningRequest,
+):
+  | { sessionId: string; mode: CodeModeOutputTruncation; supportsCatalogRevision: boolean }
+  | { refusal: string; code?: "UNAVAILABLE" } {
+  if (first.done) {
+    return {
+      refusal: rpcFailureText("session opening", Status.UNAVAILABLE, "session lease ended before opening"),
+      code: "UNAVAILABLE",
+    };
+  }
+  const opened = first.value.opened;
+  if (!opened) return { refusal: "gRPC code-mode session lease omitted its opening event" };
+  const sessionId = opened.sessionId ?? "";
+  if (sessionId === "") return { refusal: "gRPC code-mode host returned an empty session ID" };
+  if (utf8ByteLength(sessionId) > MAX_SESSION_ID_BYTES) {
+    return { refusal: "gRPC code-mode host returned session ID exceeding 256 bytes" };
+  }
+  const mode: CodeModeOutputTruncation =
+    opened.outputTruncation === OutputTruncationMode.OUTPUT_TRUNCATION_MODE_SERVER ? "server" : "client";
+  if (request.pinned && mode !== request.mode) return { refusal: MODE_CHANGED };
+  return { sessionId, mode, supportsCatalogRevision: opened.supportsCatalogRevision === true };
+}
+
+/**
  * Opens Codex-compatible sessions on one host endpoint, over one shared connection.
  *
  * @example
@@ -109,7 +143,7 @@ export class GrpcCodeModeSessionProvider implements CodeModeSessionProvider {
   #parsed: ParsedEndpoint | undefined;
   #generation = 0;
   #channel: Channel | undefined;
-  #client: RawClient | undefined;
+  #client: HostClient | undefined;
   #holds = 0;
 
   /**
@@ -180,7 +214,7 @@ export class GrpcCodeModeSessionProvider implements CodeModeSessionProvider {
     return metadata;
   }
 
-  #hold(): { client: RawClient; release(): void } {
+  #hold(): { client: HostClient; release(): void } {
     const connector = connectors.get(this);
     if (connector) return connector();
     if (!this.#channel) {
@@ -205,11 +239,7 @@ export class GrpcCodeModeSessionProvider implements CodeModeSessionProvider {
           ? {}
           : { "grpc.ssl_target_name_override": this.#options.tlsServerName }),
       });
-      this.#client = createClient(
-        // deno-lint-ignore no-explicit-any
-        withoutResponseCopy(codeModeHostDefinition()) as any,
-        this.#channel,
-      ) as unknown as RawClient;
+      this.#client = createClient(codeModeHostClientDefinition(), this.#channel);
     }
     const channel = this.#channel;
     const client = this.#client!;
@@ -250,7 +280,7 @@ export class GrpcCodeModeSessionProvider implements CodeModeSessionProvider {
   async openBinding(request: OpeningRequest): Promise<{ binding: Binding; mode: CodeModeOutputTruncation }> {
     const generation = ++this.#generation;
     const limits = request.limits;
-    const openRequest: Msg = {};
+    const openRequest: OpenSessionRequestInit = {};
     if (limits && (limits.maxYieldTimeMs !== undefined || limits.maxHeapSizeBytes !== undefined)) {
       if (limits.maxHeapSizeBytes !== undefined && limits.maxHeapSizeBytes > Number.MAX_SAFE_INTEGER) {
         throw new CodeModeError(
@@ -263,7 +293,9 @@ export class GrpcCodeModeSessionProvider implements CodeModeSessionProvider {
         ...(limits.maxHeapSizeBytes === undefined ? {} : { maxHeapSizeBytes: limits.maxHeapSizeBytes }),
       };
     }
-    if (request.mode === "server") openRequest.outputTruncation = 2;
+    if (request.mode === "server") {
+      openRequest.outputTruncation = OutputTruncationMode.OUTPUT_TRUNCATION_MODE_SERVER;
+    }
     const capacity = request.maxPendingDelegateCalls ?? DEFAULT_PENDING_DELEGATE_CALLS;
     if (!Number.isInteger(capacity) || capacity < 1 || capacity > MAX_UINT32) {
       throw new CodeModeError(undefined, `invalid code-mode delegate capacity: ${capacity}`);
@@ -273,7 +305,7 @@ export class GrpcCodeModeSessionProvider implements CodeModeSessionProvider {
     for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
       if (attempt > 0) {
         const delay = ADMISSION_DELAYS_MS[Math.min(attempt - 1, ADMISSION_DELAYS_MS.length - 1)];
-        if (delay > 0) await this.clock.sleep(delay * (0.9 + Math.random() * 0.2), request.signal);
+        if (delay > 0) await sleep(this.clock, delay * (0.9 + Math.random() * 0.2), request.signal);
       }
       const outcome = await this.#attempt(generation, openRequest, request);
       if ("binding" in outcome) return outcome;
@@ -285,7 +317,7 @@ export class GrpcCodeModeSessionProvider implements CodeModeSessionProvider {
 
   async #attempt(
     generation: number,
-    openRequest: Msg,
+    openRequest: OpenSessionRequestInit,
     request: OpeningRequest,
   ): Promise<
     { binding: Binding; mode: CodeModeOutputTruncation } | { error: CodeModeError; retry: boolean }
@@ -306,7 +338,7 @@ export class GrpcCodeModeSessionProvider implements CodeModeSessionProvider {
           if (utf8ByteLength(value) > MAX_ROUTE_BYTES) routeTooLong = true;
           else route = value;
         },
-      }) as AsyncIterable<Msg>;
+      });
       const lease = stream[Symbol.asyncIterator]();
       const first = await withDeadline(this.clock, lease.next(), this.transportTimeoutMs);
       if (first === TIMED_OUT) {
@@ -323,26 +355,14 @@ export class GrpcCodeModeSessionProvider implements CodeModeSessionProvider {
         return { error: new CodeModeError(code, message), retry: code === "UNAVAILABLE" };
       };
       if (routeTooLong) return fail("session routing token is too long");
-      if (first.done) {
-        return fail(
-          rpcFailureText("session opening", Status.UNAVAILABLE, "session lease ended before opening"),
-          "UNAVAILABLE",
-        );
-      }
-      const opened = first.value.opened;
-      if (!opened) return fail("gRPC code-mode session lease omitted its opening event");
-      const sessionId: string = opened.sessionId ?? "";
-      if (sessionId === "") return fail("gRPC code-mode host returned an empty session ID");
-      if (utf8ByteLength(sessionId) > MAX_SESSION_ID_BYTES) {
-        return fail("gRPC code-mode host returned session ID exceeding 256 bytes");
-      }
-      const mode: CodeModeOutputTruncation = opened.outputTruncation === 2 ? "server" : "client";
-      if (request.pinned && mode !== request.mode) return fail(MODE_CHANGED);
+      const opening = readOpening(first, request);
+      if ("refusal" in opening) return fail(opening.refusal, opening.code);
+      const { sessionId, mode } = opening;
       const binding = new Binding({
         sessionId,
         generation,
         route,
-        supportsCatalogRevision: opened.supportsCatalogRevision === true,
+        supportsCatalogRevision: opening.supportsCatalogRevision,
         maxPendingDelegateCalls: openRequest.maxPendingDelegateCalls,
         client: hold.client,
         host: this,
@@ -370,34 +390,4 @@ export class GrpcCodeModeSessionProvider implements CodeModeSessionProvider {
       request.signal?.removeEventListener("abort", onOuterAbort);
     }
   }
-}
-
-/**
- * The same methods (paths, codecs) in nice-grpc's ts-proto shape: nice-grpc hands a grpc-js style
- * definition's decoders a `Buffer.from` copy of every received message (a 64 MiB outcome: one more
- * 64 MiB copy, ~50 ms), but this shape's decoders the received bytes themselves.
- *
- * @param definition the grpc-js style definition
- * @returns the ts-proto style definition of the same service
- */
-function withoutResponseCopy(definition: ServiceDefinition) {
-  const codec = (encode: (value: unknown) => Uint8Array, decode: (bytes: Uint8Array) => unknown) => ({
-    encode: (value: unknown) => ({ finish: () => encode(value) }),
-    decode,
-  });
-  const methods: Record<string, unknown> = {};
-  let fullName = "";
-  for (const [key, method] of Object.entries(definition)) {
-    const [, service, name] = method.path.split("/");
-    fullName = service;
-    methods[key] = {
-      name,
-      requestType: codec(method.requestSerialize, method.requestDeserialize),
-      responseType: codec(method.responseSerialize, method.responseDeserialize),
-      requestStream: method.requestStream,
-      responseStream: method.responseStream,
-      options: {},
-    };
-  }
-  return { name: fullName.split(".").at(-1), fullName, methods };
 }

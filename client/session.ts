@@ -15,19 +15,20 @@
  * @module
  */
 import { ClientError, Status } from "nice-grpc";
+import type { ExecuteEvent, WaitResponse } from "../proto/code_mode_types.ts";
 import { CodeModeError, type CodeModeErrorCode } from "../proto/errors.ts";
-import { TIMED_OUT, withDeadline } from "./clock.ts";
+import { TIMED_OUT, withDeadline } from "../proto/clock.ts";
 import { deferred } from "./deferred.ts";
-import { type Binding, type CellRecord, type Msg, retiresBinding, statusError } from "./binding.ts";
+import { type Binding, type CellRecord, retiresBinding, sendAndForget, statusError } from "./binding.ts";
 import type { BindingOpener } from "./binding_opener.ts";
 import { boundErrorText, RESET_MESSAGE, timeoutText } from "./status_text.ts";
+import { catalogKey, toRuntimeResponse, wireTool } from "./wire_values.ts";
 import type {
   CodeModeOutputTruncation,
   CodeModeSession,
   CodeModeSessionDelegate,
   CodeModeSessionOptions,
   ExecuteRequest,
-  FunctionCallOutputContentItem,
   RuntimeResponse,
   StartedCell,
   WaitOutcome,
@@ -35,7 +36,6 @@ import type {
 } from "./types.ts";
 
 const SHUTTING_DOWN = "code mode session is shutting down";
-const DETAILS = [undefined, "auto", "low", "high", "original"] as const;
 
 /** A delegate that has no tools (SPEC §10.1). */
 export class NoopCodeModeSessionDelegate implements CodeModeSessionDelegate {
@@ -49,44 +49,6 @@ export class NoopCodeModeSessionDelegate implements CodeModeSessionDelegate {
   }
   /** Ignores the closure. */
   cellClosed(): void {}
-}
-
-function contentItems(items: Msg[] | undefined): FunctionCallOutputContentItem[] {
-  return (items ?? []).map((item) => {
-    if (item.text) return { type: "input_text", text: item.text.text ?? "" };
-    if (item.image) {
-      const out: FunctionCallOutputContentItem = {
-        type: "input_image",
-        image_url: item.image.imageUrl ?? "",
-      };
-      if (item.image.detail !== undefined && item.image.detail !== 0) {
-        const detail = DETAILS[item.image.detail];
-        if (!detail) {
-          throw new CodeModeError(undefined, `code-mode image has invalid detail value ${item.image.detail}`);
-        }
-        out.detail = detail;
-      }
-      return out;
-    }
-    if (item.audio) return { type: "input_audio", audio_url: item.audio.audioUrl ?? "" };
-    throw new CodeModeError(undefined, "code-mode execution returned an empty content item");
-  });
-}
-
-/** Maps a wire `ExecutionOutcome` to a response with the public cell ID. */
-function toResponse(outcome: Msg, publicId: string): RuntimeResponse {
-  const base = {
-    cellId: publicId,
-    contentItems: contentItems(outcome.contentItems),
-    codeModeHostDurationNs: Number(outcome.codeModeHostDurationNs ?? 0),
-  };
-  if (outcome.completed) {
-    return outcome.completed.errorText === undefined
-      ? { type: "result", ...base }
-      : { type: "result", ...base, errorText: outcome.completed.errorText };
-  }
-  if (outcome.terminated) return { type: "terminated", ...base };
-  return { type: "yielded", ...base };
 }
 
 /**
@@ -107,19 +69,70 @@ function routeLostIn(trailer: Trailer): boolean {
   return trailer.get("x-code-mode-route-lost") === "true";
 }
 
-/** The tool set of an Execute as one string: equal exactly when the wire definitions are. */
-function catalogKey(tools: Msg[]): string {
-  const text = (bytes?: Uint8Array) => (bytes === undefined ? null : new TextDecoder().decode(bytes));
-  return JSON.stringify(
-    tools.map((t) => [
-      t.name,
-      t.toolName.name,
-      t.toolName.namespace ?? null,
-      t.description,
-      t.kind,
-      text(t.inputSchemaJson),
-      text(t.outputSchemaJson),
-    ]),
+/** An Execute in flight: what its steps share. */
+interface ExecuteCall {
+  readonly binding: Binding;
+  readonly cell: CellRecord;
+  readonly executionId: string;
+  /** The catalog revision it named, if any (`Binding.catalogFor`). */
+  readonly catalog: { revision: number; withTools: boolean } | undefined;
+  /** Cancels the RPC. */
+  readonly cancel: AbortController;
+  /** What its trailers said (SPEC §10.6). */
+  readonly trailers: { routeLost: boolean };
+  readonly events: AsyncIterator<ExecuteEvent>;
+}
+
+/**
+ * The host cell ID an Execute's first event names, bound to its execution. Any other first event
+ * cancels the call, forgets the execution and fails the binding.
+ */
+function startedCellId(call: ExecuteCall, first: IteratorResult<ExecuteEvent>): string {
+  const { binding, cell, cancel, executionId } = call;
+  if (first.done || !first.value.started) {
+    cancel.abort();
+    binding.removeExecution(cell);
+    throw failBinding(
+      binding,
+      first.done
+        ? "gRPC code-mode execution ended before its starting event"
+        : "gRPC code-mode execution omitted its starting event",
+    );
+  }
+  const started = first.value.started;
+  if (started.executionId !== executionId) {
+    cancel.abort();
+    binding.removeExecution(cell);
+    throw failBinding(
+      binding,
+      `gRPC code-mode execution returned ID ${started.executionId} instead of ${executionId}`,
+    );
+  }
+  const hostId = started.cellId ?? "";
+  binding.bindCell(cell, hostId);
+  return hostId;
+}
+
+/**
+ * Retires a cancelled Wait with CancelWait, then frees its cell's lock. A CancelWait that fails
+ * fails the binding: the host may still hold the wait.
+ */
+function retireWait(binding: Binding, waitId: string, lock: PromiseWithResolvers<void>): void {
+  binding.background(
+    binding.client.cancelWait({ sessionId: binding.sessionId, waitId }, {
+      metadata: binding.metadata(),
+    }).catch((error: unknown) => {
+      binding.fail(
+        new CodeModeError(
+          undefined,
+          boundErrorText(
+            `failed to retire canceled gRPC code-mode wait: ${
+              statusError("wait cancellation", error).message
+            }`,
+          ),
+        ),
+      );
+    }).finally(() => lock.resolve()),
   );
 }
 
@@ -194,7 +207,8 @@ export class GrpcCodeModeSession implements CodeModeSession {
       if (this.#binding.generation !== generation) throw new CodeModeError(undefined, RESET_MESSAGE);
       return this.#binding;
     });
-    this.#opening = next.catch(() => {});
+    // The chain only orders the openings; each caller gets its own outcome from `next`.
+    this.#opening = next.then(() => undefined, () => undefined);
     return next;
   }
 
@@ -234,6 +248,33 @@ export class GrpcCodeModeSession implements CodeModeSession {
       throw new CodeModeError(undefined, `invalid code-mode output token limit: ${request.maxOutputTokens}`);
     }
     const binding = await this.#obtain(generation);
+    const call = this.#sendExecute(binding, request, delegate);
+    let first: IteratorResult<ExecuteEvent>;
+    try {
+      first = await this.#deadline(
+        binding,
+        binding.orFailure(call.events.next()),
+        this.#provider.transportTimeoutMs,
+        "execution starting event",
+        call.cancel,
+      );
+    } catch (error) {
+      call.cancel.abort();
+      binding.removeExecution(call.cell);
+      if (call.catalog?.withTools === false && isUnknownRevision(error)) {
+        // The host no longer knows the revision (another tool set replaced it): send the tools.
+        binding.forgetCatalog();
+        return await this.execute(request, delegate, options);
+      }
+      throw this.#callFailed(binding, "execution", error, call.trailers.routeLost);
+    }
+    const hostId = startedCellId(call, first);
+    if (call.catalog?.withTools) binding.confirmCatalog(call.catalog.revision);
+    return this.#startedCell(call, hostId, 60_000 + (request.yieldTimeMs ?? 10_000) + 1_000, options);
+  }
+
+  /** Registers the execution and sends its Execute (tools by catalog revision when they can). */
+  #sendExecute(binding: Binding, request: ExecuteRequest, delegate: CodeModeSessionDelegate): ExecuteCall {
     const executionId = crypto.randomUUID();
     // Registered before sending: its tool calls, notifications and CellClosed may beat `started`.
     const cell = binding.addExecution({
@@ -245,16 +286,8 @@ export class GrpcCodeModeSession implements CodeModeSession {
     // Aborting before `started` does not cancel at once: the cell ID must be known so that the cell
     // can be terminated and reported closed (abandonment, §10.11).
     const cancel = new AbortController();
-    let routeLost = false;
-    const encode = (value: unknown) => new TextEncoder().encode(JSON.stringify(value));
-    const tools = request.enabledTools.map((t) => ({
-      name: t.name,
-      toolName: t.toolName,
-      description: t.description,
-      kind: t.kind === "freeform" ? 2 : 1,
-      ...(t.inputSchema === undefined ? {} : { inputSchemaJson: encode(t.inputSchema) }),
-      ...(t.outputSchema === undefined ? {} : { outputSchemaJson: encode(t.outputSchema) }),
-    }));
+    const trailers = { routeLost: false };
+    const tools = request.enabledTools.map(wireTool);
     const catalog = this.#options.catalogRevisions === false
       ? undefined
       : binding.catalogFor(catalogKey(tools));
@@ -271,55 +304,27 @@ export class GrpcCodeModeSession implements CodeModeSession {
       signal: cancel.signal,
       metadata: binding.metadata(),
       onTrailer: (trailer: Trailer) => {
-        routeLost = routeLostIn(trailer);
+        trailers.routeLost = routeLostIn(trailer);
       },
-    }) as AsyncIterable<Msg>;
-    const events = stream[Symbol.asyncIterator]();
-    let first: IteratorResult<Msg>;
-    try {
-      first = await this.#deadline(
-        binding,
-        Promise.race([events.next(), binding.failed]),
-        this.#provider.transportTimeoutMs,
-        "execution starting event",
-        cancel,
-      );
-    } catch (error) {
-      cancel.abort();
-      binding.removeExecution(cell);
-      if (catalog?.withTools === false && isUnknownRevision(error)) {
-        // The host no longer knows the revision (another tool set replaced it): send the tools.
-        binding.forgetCatalog();
-        return await this.execute(request, delegate, options);
-      }
-      throw this.#callFailed(binding, "execution", error, routeLost);
-    }
-    if (first.done || !first.value.started) {
-      cancel.abort();
-      binding.removeExecution(cell);
-      throw failBinding(
-        binding,
-        first.done
-          ? "gRPC code-mode execution ended before its starting event"
-          : "gRPC code-mode execution omitted its starting event",
-      );
-    }
-    const started = first.value.started;
-    if (started.executionId !== executionId) {
-      cancel.abort();
-      binding.removeExecution(cell);
-      throw failBinding(
-        binding,
-        `gRPC code-mode execution returned ID ${started.executionId} instead of ${executionId}`,
-      );
-    }
-    const hostId: string = started.cellId;
-    binding.bindCell(cell, hostId);
-    if (catalog?.withTools) binding.confirmCatalog(catalog.revision);
+    });
+    return { binding, cell, executionId, catalog, cancel, trailers, events: stream[Symbol.asyncIterator]() };
+  }
+
+  /**
+   * The started cell of an Execute: its initial observation (read once, on its deadline), its
+   * preemption and its abandonment (by `abandon()` or either signal).
+   */
+  #startedCell(
+    call: ExecuteCall,
+    hostId: string,
+    outcomeDeadlineMs: number,
+    options: { preempt?: AbortSignal; signal?: AbortSignal },
+  ): StartedCell {
+    const { binding, cell, executionId, cancel } = call;
     const onPreempt = () => {
-      void binding.client.yieldObservation({ sessionId: binding.sessionId, executionId }, {
+      sendAndForget(binding.client.yieldObservation({ sessionId: binding.sessionId, executionId }, {
         metadata: binding.metadata(),
-      }).catch(() => {});
+      }));
     };
     options.preempt?.addEventListener("abort", onPreempt, { once: true });
     let abandoned = false;
@@ -328,44 +333,19 @@ export class GrpcCodeModeSession implements CodeModeSession {
       abandoned = true;
       cancel.abort();
       if (binding.live) {
-        void binding.client.terminate({ sessionId: binding.sessionId, cellId: hostId }, {
+        sendAndForget(binding.client.terminate({ sessionId: binding.sessionId, cellId: hostId }, {
           metadata: binding.metadata(),
-        }).catch(() => {});
+        }));
       }
       binding.reportClosed(cell);
     };
-    const outcomeDeadline = 60_000 + (request.yieldTimeMs ?? 10_000) + 1_000;
     let initial: Promise<RuntimeResponse> | undefined;
     const readOutcome = async (): Promise<RuntimeResponse> => {
       try {
-        const next = await this.#deadline(
-          binding,
-          Promise.race([events.next(), binding.failed]),
-          outcomeDeadline,
-          "execution outcome",
-          cancel,
-        );
-        if (next.done || !next.value.outcome) {
-          throw failBinding(
-            binding,
-            next.done
-              ? "gRPC code-mode execution omitted its initial outcome"
-              : "gRPC code-mode execution returned an unexpected event",
-          );
-        }
-        const outcome = next.value.outcome;
-        if (outcome.cellId !== hostId) {
-          throw failBinding(
-            binding,
-            `gRPC code-mode execution returned cell ${outcome.cellId} instead of ${hostId}`,
-          );
-        }
-        const response = toResponse(outcome, cell.publicId);
-        await this.#settleNotifications(binding, cell, response);
-        return response;
+        return await this.#initialOutcome(call, hostId, outcomeDeadlineMs);
       } catch (error) {
         if (abandoned) throw new CodeModeError("CANCELLED", "gRPC code-mode execution was abandoned");
-        throw this.#callFailed(binding, "execution outcome", error, routeLost);
+        throw this.#callFailed(binding, "execution outcome", error, call.trailers.routeLost);
       } finally {
         options.signal?.removeEventListener("abort", abandon);
         options.preempt?.removeEventListener("abort", onPreempt);
@@ -392,6 +372,36 @@ export class GrpcCodeModeSession implements CodeModeSession {
     };
   }
 
+  /** Reads an Execute's outcome event and maps it (a result waits for its cell to close). */
+  async #initialOutcome(call: ExecuteCall, hostId: string, deadlineMs: number): Promise<RuntimeResponse> {
+    const { binding, cell } = call;
+    const next = await this.#deadline(
+      binding,
+      binding.orFailure(call.events.next()),
+      deadlineMs,
+      "execution outcome",
+      call.cancel,
+    );
+    if (next.done || !next.value.outcome) {
+      throw failBinding(
+        binding,
+        next.done
+          ? "gRPC code-mode execution omitted its initial outcome"
+          : "gRPC code-mode execution returned an unexpected event",
+      );
+    }
+    const outcome = next.value.outcome;
+    if ((outcome.cellId ?? "") !== hostId) {
+      throw failBinding(
+        binding,
+        `gRPC code-mode execution returned cell ${outcome.cellId} instead of ${hostId}`,
+      );
+    }
+    const response = toRuntimeResponse(outcome, cell.publicId);
+    await this.#settleNotifications(binding, cell, response);
+    return response;
+  }
+
   /** A `result` waits for its cell's `CellClosed` and notifications; `terminated` aborts them. */
   async #settleNotifications(binding: Binding, cell: CellRecord, response: RuntimeResponse): Promise<void> {
     if (response.type === "terminated") {
@@ -399,7 +409,7 @@ export class GrpcCodeModeSession implements CodeModeSession {
       return;
     }
     if (response.type !== "result") return;
-    await Promise.race([cell.closed.promise, binding.failed.catch(() => {})]);
+    await Promise.race([cell.closed.promise, binding.ended]);
   }
 
   async wait(
@@ -421,92 +431,84 @@ export class GrpcCodeModeSession implements CodeModeSession {
       // Waits on one cell are serialised: a cancelled wait keeps the lock until CancelWait returns.
       await this.#waitLocks.get(request.cellId);
       const binding = await this.#obtain(generation);
-      const hostId = binding.hostId(request.cellId);
-      const waitId = crypto.randomUUID();
-      const cancel = new AbortController();
-      let routeLost = false;
-      const lock = deferred<void>();
-      this.#waitLocks.set(request.cellId, lock.promise);
-      const onAbort = () => {
-        cancel.abort();
-        void binding.client.cancelWait({ sessionId: binding.sessionId, waitId }, {
-          metadata: binding.metadata(),
-        })
-          .catch((error: unknown) => {
-            binding.fail(
-              new CodeModeError(
-                undefined,
-                boundErrorText(
-                  `failed to retire canceled gRPC code-mode wait: ${
-                    statusError("wait cancellation", error).message
-                  }`,
-                ),
-              ),
-            );
-          })
-          .finally(() => lock.resolve());
-      };
-      const onPreempt = () => {
-        void binding.client.yieldObservation({ sessionId: binding.sessionId, waitId }, {
-          metadata: binding.metadata(),
-        })
-          .catch(() => {});
-      };
-      if (options.signal?.aborted) {
-        // Cancelled before it was sent (at once, or while it queued for the cell's lock or the
-        // binding): nothing reached the host, and its listener would never run to free the lock.
-        lock.resolve();
-        throw statusError("wait", options.signal.reason);
-      }
-      options.signal?.addEventListener("abort", onAbort, { once: true });
-      options.preempt?.addEventListener("abort", onPreempt, { once: true });
-      try {
-        const response = await this.#deadline(
-          binding,
-          Promise.race([
-            binding.client.wait(
-              {
-                sessionId: binding.sessionId,
-                cellId: hostId,
-                waitId,
-                yieldTimeMs: request.yieldTimeMs,
-                ...(request.maxTokens === undefined ? {} : { maxTokens: request.maxTokens }),
-              },
-              {
-                signal: cancel.signal,
-                metadata: binding.metadata(),
-                onTrailer: (trailer: Trailer) => {
-                  routeLost = routeLostIn(trailer);
-                },
-              },
-            ) as Promise<Msg>,
-            binding.failed,
-          ]),
-          60_000 + request.yieldTimeMs + 1_000,
-          "wait",
-          cancel,
-        );
-        return await this.#waitOutcome(binding, hostId, response);
-      } catch (error) {
-        throw this.#callFailed(binding, "wait", error, routeLost);
-      } finally {
-        options.signal?.removeEventListener("abort", onAbort);
-        options.preempt?.removeEventListener("abort", onPreempt);
-        if (!options.signal?.aborted) lock.resolve();
-      }
+      return await this.#waitOn(binding, request, options);
     } finally {
       this.#observers.delete(request.cellId);
     }
   }
 
-  async #waitOutcome(binding: Binding, hostId: string, response: Msg): Promise<WaitOutcome> {
+  /** Sends a Wait on `binding`, its cell's lock held until it ends or its cancellation is retired. */
+  async #waitOn(
+    binding: Binding,
+    request: WaitRequest,
+    options: { preempt?: AbortSignal; signal?: AbortSignal },
+  ): Promise<WaitOutcome> {
+    const hostId = binding.hostId(request.cellId);
+    const waitId = crypto.randomUUID();
+    const cancel = new AbortController();
+    let routeLost = false;
+    const lock = deferred<void>();
+    this.#waitLocks.set(request.cellId, lock.promise);
+    const onAbort = () => {
+      cancel.abort();
+      retireWait(binding, waitId, lock);
+    };
+    const onPreempt = () => {
+      sendAndForget(binding.client.yieldObservation({ sessionId: binding.sessionId, waitId }, {
+        metadata: binding.metadata(),
+      }));
+    };
+    if (options.signal?.aborted) {
+      // Cancelled before it was sent (at once, or while it queued for the cell's lock or the
+      // binding): nothing reached the host, and its listener would never run to free the lock.
+      lock.resolve();
+      throw statusError("wait", options.signal.reason);
+    }
+    options.signal?.addEventListener("abort", onAbort, { once: true });
+    options.preempt?.addEventListener("abort", onPreempt, { once: true });
+    try {
+      const response = await this.#deadline(
+        binding,
+        binding.orFailure(
+          binding.client.wait(
+            {
+              sessionId: binding.sessionId,
+              cellId: hostId,
+              waitId,
+              yieldTimeMs: request.yieldTimeMs,
+              ...(request.maxTokens === undefined ? {} : { maxTokens: request.maxTokens }),
+            },
+            {
+              signal: cancel.signal,
+              metadata: binding.metadata(),
+              onTrailer: (trailer: Trailer) => {
+                routeLost = routeLostIn(trailer);
+              },
+            },
+          ),
+        ),
+        60_000 + request.yieldTimeMs + 1_000,
+        "wait",
+        cancel,
+      );
+      return await this.#waitOutcome(binding, hostId, response);
+    } catch (error) {
+      throw this.#callFailed(binding, "wait", error, routeLost);
+    } finally {
+      options.signal?.removeEventListener("abort", onAbort);
+      options.preempt?.removeEventListener("abort", onPreempt);
+      if (!options.signal?.aborted) lock.resolve();
+    }
+  }
+
+  async #waitOutcome(binding: Binding, hostId: string, response: WaitResponse): Promise<WaitOutcome> {
     const live = response.liveCell;
     const outcome = live ?? response.missingCell;
     if (!outcome) throw new CodeModeError(undefined, "gRPC code-mode execution returned an unexpected event");
     if (outcome.cellId !== hostId) {
       throw failBinding(binding, `gRPC code-mode host returned cell ${outcome.cellId} instead of ${hostId}`);
     }
-    const mapped = toResponse(outcome, binding.publicId(hostId));
+    const mapped = toRuntimeResponse(outcome, binding.publicId(hostId));
     const cell = binding.cell(hostId);
     if (live && cell) await this.#settleNotifications(binding, cell, mapped);
     return live ? { type: "liveCell", response: mapped } : { type: "missingCell", response: mapped };
@@ -522,16 +524,15 @@ export class GrpcCodeModeSession implements CodeModeSession {
     try {
       const response = await this.#deadline(
         binding,
-        Promise.race([
+        binding.orFailure(
           binding.client.terminate({ sessionId: binding.sessionId, cellId: hostId }, {
             signal: cancel.signal,
             metadata: binding.metadata(),
             onTrailer: (trailer: Trailer) => {
               routeLost = routeLostIn(trailer);
             },
-          }) as Promise<Msg>,
-          binding.failed,
-        ]),
+          }),
+        ),
         this.#provider.transportTimeoutMs,
         "termination",
         cancel,

@@ -31,13 +31,8 @@ export interface CodeModeSessionOptions {
   catalogRevisions?: boolean;
 }
 
-/** The provider's time source: its deadlines, delays and idle bookkeeping (SPEC §10.3). */
-export interface Clock {
-  /** Monotonic milliseconds. */
-  now(): number;
-  /** Resolves after `ms` (rejects with the signal's reason when it aborts first). */
-  sleep(ms: number, signal?: AbortSignal): Promise<void>;
-}
+/** The provider's time source (its deadlines and delays, SPEC §10.3): the project's one clock. */
+export type { Clock } from "../proto/clock.ts";
 
 /**
  * What opens public sessions: `GrpcCodeModeSessionProvider` (a host at an endpoint) and

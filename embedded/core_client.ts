@@ -1,5 +1,5 @@
 /**
- * The client library's client of `codex.code_mode.v1.CodeModeHost` (`RawClient` in
+ * The client library's client of `codex.code_mode.v1.CodeModeHost` (`HostClient` in
  * `client/binding.ts`: nice-grpc's calling conventions) whose calls run on a {@link CodeModeCore}
  * in this process: no protobuf encoding, no HTTP/2, no socket. Each method does with its call what
  * the gRPC door (`host/doors/grpc/service.ts`) does with the same RPC, on the message objects
@@ -20,7 +20,7 @@
  *
  * @module
  */
-import { ClientError, Metadata, ServerError } from "nice-grpc";
+import { ClientError, Metadata, ServerError, Status } from "nice-grpc";
 import type {
   AcknowledgeNotificationRequestInit,
   CancelWaitRequestInit,
@@ -37,10 +37,11 @@ import type {
   WaitResponse,
   YieldObservationRequestInit,
 } from "../proto/code_mode_types.ts";
-import type { RawClient } from "../client/binding.ts";
+import type { HostClient } from "../client/binding.ts";
 import type { CodeModeCore } from "../host/core/code_mode_core.ts";
 import type { Logger } from "../host/ops/log.ts";
 import { wireError } from "../host/doors/wire_errors.ts";
+import { PROCESS_METRICS_UNSUPPORTED } from "../host/doors/grpc/service.ts";
 import {
   checkTexts,
   completionRequest,
@@ -137,7 +138,7 @@ export type CoreOperations = Pick<
 /** A client over a core, and what its calls left running. */
 export interface CoreClient {
   /** The client, for the client library's provider. */
-  readonly client: RawClient;
+  readonly client: HostClient;
   /** Resolves once every call still running (its caller gone or not) has ended. */
   settled(): Promise<void>;
 }
@@ -376,6 +377,11 @@ export function coreClient(core: CoreOperations, log: Logger): CoreClient {
       core.completeToolCall(completionRequest(request));
       return Promise.resolve({});
     }),
+    // As the gRPC door (and Codex's own host) answers it.
+    getProcessMetrics: calls.unary(
+      "GetProcessMetrics",
+      () => Promise.reject(new ServerError(Status.UNIMPLEMENTED, PROCESS_METRICS_UNSUPPORTED)),
+    ),
   };
   return { client, settled: () => calls.settled() };
 }

@@ -1084,3 +1084,65 @@ export interface CodeModeHostImplementation<Context> {
     context: Context,
   ): Promise<GetProcessMetricsResponseInit>;
 }
+
+/**
+ * A client of `codex.code_mode.v1.CodeModeHost`, keyed like the loader's definition: requests as the
+ * encoder takes them, responses as decoded; `Options` are the client's call options.
+ */
+export type CodeModeHostClient<Options> = {
+  /** `rpc OpenSession(OpenSessionRequest) returns (stream SessionEvent)` */
+  openSession(
+    request: OpenSessionRequestInit,
+    options?: Options,
+  ): AsyncIterable<SessionEvent>;
+  /** `rpc CloseSession(CloseSessionRequest) returns (CloseSessionResponse)` */
+  closeSession(
+    request: CloseSessionRequestInit,
+    options?: Options,
+  ): Promise<CloseSessionResponse>;
+  /** `rpc SubscribeToToolCalls(SubscribeToToolCallsRequest) returns (stream ToolCall)` */
+  subscribeToToolCalls(
+    request: SubscribeToToolCallsRequestInit,
+    options?: Options,
+  ): AsyncIterable<ToolCall>;
+  /** `rpc CompleteToolCall(CompleteToolCallRequest) returns (CompleteToolCallResponse)` */
+  completeToolCall(
+    request: CompleteToolCallRequestInit,
+    options?: Options,
+  ): Promise<CompleteToolCallResponse>;
+  /** `rpc AcknowledgeNotification(AcknowledgeNotificationRequest) returns (AcknowledgeNotificationResponse)` */
+  acknowledgeNotification(
+    request: AcknowledgeNotificationRequestInit,
+    options?: Options,
+  ): Promise<AcknowledgeNotificationResponse>;
+  /** `rpc Execute(ExecuteRequest) returns (stream ExecuteEvent)` */
+  execute(
+    request: ExecuteRequestInit,
+    options?: Options,
+  ): AsyncIterable<ExecuteEvent>;
+  /** `rpc Wait(WaitRequest) returns (WaitResponse)` */
+  wait(
+    request: WaitRequestInit,
+    options?: Options,
+  ): Promise<WaitResponse>;
+  /** `rpc YieldObservation(YieldObservationRequest) returns (YieldObservationResponse)` */
+  yieldObservation(
+    request: YieldObservationRequestInit,
+    options?: Options,
+  ): Promise<YieldObservationResponse>;
+  /** `rpc CancelWait(CancelWaitRequest) returns (CancelWaitResponse)` */
+  cancelWait(
+    request: CancelWaitRequestInit,
+    options?: Options,
+  ): Promise<CancelWaitResponse>;
+  /** `rpc Terminate(TerminateRequest) returns (WaitResponse)` */
+  terminate(
+    request: TerminateRequestInit,
+    options?: Options,
+  ): Promise<WaitResponse>;
+  /** `rpc GetProcessMetrics(GetProcessMetricsRequest) returns (GetProcessMetricsResponse)` */
+  getProcessMetrics(
+    request: GetProcessMetricsRequestInit,
+    options?: Options,
+  ): Promise<GetProcessMetricsResponse>;
+};

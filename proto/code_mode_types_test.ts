@@ -5,6 +5,7 @@ import type {
   ExecuteRequest,
   OpenSessionRequest,
   SessionEvent,
+  WaitResponse,
   WaitResponseInit,
 } from "./code_mode_types.ts";
 import { generateCodeModeTypes, GENERATED_TYPES_URL } from "./gen_types.ts";
@@ -77,9 +78,9 @@ Deno.test("the Init types are what the encoder takes", () => {
   const root = publicProtoRoot();
   assert.ok(plainEncoder(root.lookupType("codex.code_mode.v1.ExecuteEvent"))(started).length > 0);
   const bytes = plainEncoder(root.lookupType("codex.code_mode.v1.WaitResponse"))(outcome);
-  const back = plainDecoder(root.lookupType("codex.code_mode.v1.WaitResponse"))(bytes);
-  assert.equal(back.liveCell.completed.errorText, "x");
-  assert.equal(back.liveCell.codeModeHostDurationNs, "12");
+  const back = plainDecoder(root.lookupType("codex.code_mode.v1.WaitResponse"))(bytes) as WaitResponse;
+  assert.equal(back.liveCell?.completed?.errorText, "x");
+  assert.equal(back.liveCell?.codeModeHostDurationNs, "12");
 });
 
 Deno.test("the generated service lists every method of the loader's service", () => {

@@ -127,6 +127,26 @@ function service(svc: protobuf.Service): string {
     `export interface ${svc.name}Implementation<Context> {\n${methods.join("\n")}\n}\n`;
 }
 
+function client(svc: protobuf.Service): string {
+  const methods = svc.methodsArray.map((method) => {
+    method.resolve();
+    const key = method.name[0].toLowerCase() + method.name.slice(1);
+    const request = `${method.resolvedRequestType!.name}Init`;
+    const response = method.resolvedResponseType!.name;
+    const result = method.responseStream ? `AsyncIterable<${response}>` : `Promise<${response}>`;
+    return `  /** \`rpc ${method.name}(${method.resolvedRequestType!.name}) returns (${
+      method.responseStream ? "stream " : ""
+    }${response})\` */\n  ${key}(\n    request: ${request},\n    options?: Options,\n  ): ${result};`;
+  });
+  // A type literal rather than an interface: a client assembled method by method at run time
+  // (a `Record`) can then be asserted to it.
+  return `/**\n * A client of \`${
+    svc.fullName.slice(1)
+  }\`, keyed like the loader's definition: requests as the\n` +
+    ` * encoder takes them, responses as decoded; \`Options\` are the client's call options.\n */\n` +
+    `export type ${svc.name}Client<Options> = {\n${methods.join("\n")}\n};\n`;
+}
+
 /**
  * Generates the text of `proto/code_mode_types.ts`.
  *
@@ -165,7 +185,8 @@ export function generateCodeModeTypes(): string {
       parts.push(message(type, false), message(type, true));
     }
   }
-  parts.push(service(ns.lookup(SERVICE) as protobuf.Service));
+  const svc = ns.lookup(SERVICE) as protobuf.Service;
+  parts.push(service(svc), client(svc));
   return parts.join("\n");
 }
 

@@ -11,7 +11,7 @@
 import { Buffer } from "node:buffer";
 import protobuf from "protobufjs";
 
-protobuf.util.Buffer = Buffer as unknown as typeof protobuf.util.Buffer;
+protobuf.util.Buffer = Buffer;
 protobuf.configure();
 
 export default protobuf;

@@ -9,30 +9,28 @@ import type { Clock, CodeModeSession, CodeModeSessionDelegate, RuntimeResponse }
 /** A provider clock that only moves when told to. */
 export class FakeClock implements Clock {
   #now = 0;
-  #sleepers: { due: number; resolve(): void }[] = [];
+  #next = 1;
+  #timers = new Map<number, { due: number; fn(): void }>();
   now(): number {
     return this.#now;
   }
-  sleep(ms: number, signal?: AbortSignal): Promise<void> {
-    if (signal?.aborted) return Promise.reject(signal.reason);
-    return new Promise((resolve, reject) => {
-      const sleeper = { due: this.#now + ms, resolve };
-      this.#sleepers.push(sleeper);
-      signal?.addEventListener("abort", () => {
-        this.#sleepers = this.#sleepers.filter((s) => s !== sleeper);
-        reject(signal.reason);
-      }, { once: true });
-    });
+  setTimeout(fn: () => void, ms: number): unknown {
+    const id = this.#next++;
+    this.#timers.set(id, { due: this.#now + ms, fn });
+    return id;
   }
-  /** Sleeps waiting for their time (deadlines armed and not yet settled or aborted). */
+  clearTimeout(handle: unknown): void {
+    this.#timers.delete(handle as number);
+  }
+  /** Timers waiting for their time (deadlines and delays armed and not yet settled or aborted). */
   get sleeping(): number {
-    return this.#sleepers.length;
+    return this.#timers.size;
   }
   advance(ms: number): void {
     this.#now += ms;
-    const due = this.#sleepers.filter((s) => s.due <= this.#now);
-    this.#sleepers = this.#sleepers.filter((s) => s.due > this.#now);
-    for (const s of due) s.resolve();
+    const due = [...this.#timers].filter(([, t]) => t.due <= this.#now);
+    for (const [id] of due) this.#timers.delete(id);
+    for (const [, t] of due) t.fn();
   }
 }
 

@@ -1802,9 +1802,10 @@ Deno.test("reduced forms: long texts, long error texts and oversized image URLs 
   );
   const out = await cell.until((m) => m.t === "result");
   assert.deepEqual(out.slice(1), [
-    { t: "trimmedText", text: { head: "éaa", tail: "🦀", total: 46 } },
-    { t: "droppedImage", bytes: 35 },
+    // jsonExtra: what JSON escaping adds (0 here: nothing to escape); a dropped image keeps its detail.
+    { t: "trimmedText", text: { head: "éaa", tail: "🦀", total: 46, jsonExtra: 0 } },
+    { t: "droppedImage", bytes: 35, detail: "high", jsonExtra: 0 },
     { t: "image", image: { url: "data:x", detail: "high" } },
-    { t: "result", writes: [], trimmedError: { head: "<zzz", tail: "zzz>", total: 102 } },
+    { t: "result", writes: [], trimmedError: { head: "<zzz", tail: "zzz>", total: 102, jsonExtra: 0 } },
   ]);
 });

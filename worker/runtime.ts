@@ -27,6 +27,7 @@ import { encodeFrame, FrameDecoder } from "../proto/frame_codec.ts";
 import { DEFAULT_MAX_FRAME_BYTES, LINE_END, tryLock, unlock, wireCellEvents } from "./cell_events.ts";
 import { collectGarbage } from "./collect_garbage.ts";
 import { MAX_MEDIA_BYTES, MAX_MESSAGE_BYTES, MAX_TEXT_BYTES, MIB } from "../proto/bytes.ts";
+import { type Clock, realClock } from "../proto/clock.ts";
 import {
   createWorkerCodec,
   type HostToWorker,
@@ -58,23 +59,6 @@ const cellUrl = new URL("./cell.js", import.meta.url);
 /** The port type of the cell protocol (the web one); ours are `node:worker_threads` ports. */
 type WebPort = globalThis.MessagePort;
 
-/** Timers and time of a {@link Runtime} (milliseconds). */
-export interface RuntimeClock {
-  /** A monotonic time in milliseconds (`performance.now()`). */
-  now(): number;
-  /** Calls `callback` once after `ms` milliseconds; returns the timer's handle. */
-  setTimeout(callback: () => void, ms: number): unknown;
-  /** Cancels a timer of {@link RuntimeClock.setTimeout}; `undefined` is ignored. */
-  clearTimeout(handle: unknown): void;
-}
-
-/** The real clock: `performance.now()` and the global timers. */
-export const realRuntimeClock: RuntimeClock = {
-  now: () => performance.now(),
-  setTimeout: (callback, ms) => setTimeout(callback, ms),
-  clearTimeout: (handle) => clearTimeout(handle as number | undefined),
-};
-
 /** Where host frames come from: `Deno.stdin`, or anything that reads like it. */
 export interface RuntimeInput {
   /** Reads into `buffer`; the bytes read, or `null` at EOF. */
@@ -95,8 +79,8 @@ export interface RuntimeOptions {
   output: (bytes: Uint8Array) => void;
   /** Ends the process (`Deno.exit`). */
   exit: (code: number) => void;
-  /** Default {@link realRuntimeClock}. */
-  clock?: RuntimeClock;
+  /** Default {@link realClock}. */
+  clock?: Clock;
   /** Creates a cell's Worker (default: a Worker on `cell.js` next to this module). */
   createWorker?: (heapMb: number) => CellThread;
   /** The process's CPU time, µs (default `process.cpuUsage()`): the watchdog's parked test. */
@@ -268,7 +252,7 @@ export class Runtime {
   readonly #input: RuntimeInput;
   readonly #write: (bytes: Uint8Array) => void;
   readonly #exit: (code: number) => void;
-  readonly #clock: RuntimeClock;
+  readonly #clock: Clock;
   readonly #createWorker: (heapMb: number) => CellThread;
   readonly #cpuMicros: () => number;
   readonly #rssBytes: () => number;
@@ -306,7 +290,7 @@ export class Runtime {
     this.#input = options.input;
     this.#write = options.output;
     this.#exit = options.exit;
-    this.#clock = options.clock ?? realRuntimeClock;
+    this.#clock = options.clock ?? realClock;
     this.#createWorker = options.createWorker ??
       ((heapMb) => new Worker(cellUrl, { resourceLimits: { maxOldGenerationSizeMb: heapMb } }));
     this.#cpuMicros = options.cpuMicros ?? (() => {

@@ -8,6 +8,7 @@ import { EventEmitter } from "node:events";
 import type { MessagePort } from "node:worker_threads";
 import { encodeFrame, FrameDecoder } from "../proto/frame_codec.ts";
 import { MIB } from "../proto/bytes.ts";
+import type { Clock } from "../proto/clock.ts";
 import { createWorkerCodec, type HostToWorker, type WorkerToHost } from "../proto/worker_codec.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "./cell_events.ts";
 import {
@@ -21,18 +22,12 @@ import {
   CREDIT_GENERATION,
   CREDIT_STOP,
 } from "./cell_protocol.ts";
-import {
-  type CellThread,
-  RETIRE_AFTER_CELLS,
-  Runtime,
-  type RuntimeClock,
-  type RuntimeInput,
-} from "./runtime.ts";
+import { type CellThread, RETIRE_AFTER_CELLS, Runtime, type RuntimeInput } from "./runtime.ts";
 
 const codec = createWorkerCodec();
 
 /** A clock whose time moves only when a test advances it. */
-class ManualClock implements RuntimeClock {
+class ManualClock implements Clock {
   #now = 0;
   #next = 1;
   #timers = new Map<number, { at: number; callback: () => void }>();

@@ -185,6 +185,7 @@ function readLength(bytes, offset) {
 // proto/bytes.ts
 import { Buffer } from "node:buffer";
 var MIB = 1048576;
+var MAX_INT32 = 2147483647;
 var MAX_TEXT_BYTES = 1048576;
 var MAX_MEDIA_BYTES = 16777216;
 var MAX_MESSAGE_BYTES = 67108864;
@@ -397,6 +398,15 @@ function collectGarbage() {
   } catch {
   }
 }
+
+// proto/clock.ts
+var MAX_TIMER_MS = MAX_INT32;
+var realClock = {
+  now: () => performance.now(),
+  setTimeout: (fn, ms) => setTimeout(fn, Math.min(MAX_TIMER_MS, Math.max(0, ms))),
+  clearTimeout: (handle) => clearTimeout(handle)
+};
+var TIMED_OUT = Symbol("timed out");
 
 // proto/worker_codec.ts
 function message(name, fields) {
@@ -867,11 +877,6 @@ function createWorkerCodec() {
 
 // worker/runtime.ts
 var cellUrl = new URL("./cell.js", import.meta.url);
-var realRuntimeClock = {
-  now: () => performance.now(),
-  setTimeout: (callback, ms) => setTimeout(callback, ms),
-  clearTimeout: (handle) => clearTimeout(handle)
-};
 var DEFAULT_RUNTIME_CONFIG = Object.freeze({
   heapMb: 1024,
   maxMessageBytes: MAX_MESSAGE_BYTES,
@@ -938,7 +943,7 @@ var Runtime = class {
     this.#input = options.input;
     this.#write = options.output;
     this.#exit = options.exit;
-    this.#clock = options.clock ?? realRuntimeClock;
+    this.#clock = options.clock ?? realClock;
     this.#createWorker = options.createWorker ?? ((heapMb) => new Worker(cellUrl, {
       resourceLimits: {
         maxOldGenerationSizeMb: heapMb

@@ -8,13 +8,14 @@
  *   removed. A path that exists and is not a socket is never removed. The socket is created under
  *   umask 0177 and then set to mode 0600, so it is never reachable by other users.
  * - A connection: the gRPC server listens on a Unix socket in a host-private directory (like the
- *   TLS terminator does), and the streams are relayed byte for byte to one connection to it. The
- *   server's sessions therefore get the GOAWAY guard (http2_guard.ts) exactly as on TCP. Only the
- *   HTTP/2 bytes reach the writable stream.
+ *   TLS terminator does), and the streams are relayed byte for byte (`proto/byte_relay.ts`) to one
+ *   connection to it. The server's sessions therefore get the GOAWAY guard (http2_guard.ts) exactly
+ *   as on TCP. Only the HTTP/2 bytes reach the writable stream.
  *
  * @module
  */
 import process from "node:process";
+import { type ByteStreams, relayBytes } from "../../../proto/byte_relay.ts";
 
 /** Refusal to take over a Unix socket that a live process accepts on. */
 class UnixSocketInUse extends Error {
@@ -42,7 +43,11 @@ export async function prepareUnixSocket(path: string): Promise<void> {
     probe.close();
   } catch (error) {
     if (error instanceof Deno.errors.ConnectionRefused || error instanceof Deno.errors.NotFound) {
-      await Deno.remove(path).catch(() => {});
+      try {
+        await Deno.remove(path);
+      } catch {
+        // Removed by someone else meanwhile, or not removable: binding then says why it fails.
+      }
       return;
     }
     throw error;
@@ -77,7 +82,7 @@ export async function restrictUnixSocket<T>(path: string, listen: () => Promise<
  * @returns `ended`, resolved when the relay stopped, and `close()`, which stops it
  */
 export async function relayConnection(
-  connection: { readable: ReadableStream<Uint8Array>; writable: WritableStream<Uint8Array> },
+  connection: ByteStreams,
   socket: string,
 ): Promise<{ ended: Promise<void>; close(): Promise<void> }> {
   const upstream = await Deno.connect({ transport: "unix", path: socket });
@@ -89,15 +94,14 @@ export async function relayConnection(
       upstream.close();
     } catch { /* already closed */ }
   };
-  // The client's half first: its end (stdin EOF) ends the connection.
-  const down = connection.readable.pipeTo(upstream.writable, { preventClose: true }).catch(() => {});
-  const up = upstream.readable.pipeTo(connection.writable).catch(() => {});
-  const ended = Promise.race([down, up]).then(closeUpstream);
+  // Either direction's end (stdin EOF, the server closing) ends the connection; the socket is
+  // closed then rather than half-closed when stdin ends.
+  const relay = relayBytes(connection, upstream, { keepServerOpen: true });
   return {
-    ended,
+    ended: relay.ended.then(closeUpstream),
     async close() {
       closeUpstream();
-      await Promise.allSettled([down, up]);
+      await relay.settled;
     },
   };
 }

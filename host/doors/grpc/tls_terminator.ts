@@ -6,8 +6,8 @@
  * fail with `excessive message size` after the server's Encrypted Extensions), so grpc-js cannot
  * serve TLS itself.
  *
- * - Each accepted TLS connection (ALPN `h2`) is relayed byte for byte to the Unix socket; HTTP/2,
- *   keep-alive PINGs and stream resets pass through unchanged.
+ * - Each accepted TLS connection (ALPN `h2`) is relayed byte for byte to the Unix socket
+ *   (`proto/byte_relay.ts`); HTTP/2, keep-alive PINGs and stream resets pass through unchanged.
  * - When either side ends, both are closed.
  * - `close()` stops accepting, closes every relayed connection and waits for the relays to end.
  *
@@ -15,6 +15,7 @@
  */
 
 import { createPrivateKey, X509Certificate } from "node:crypto";
+import { relayBytes } from "../../../proto/byte_relay.ts";
 
 /** A PEM certificate or key that TLS cannot use, found before anything is bound. */
 export class TlsPemError extends Error {
@@ -122,9 +123,7 @@ export function startTlsTerminator(options: TlsTerminatorOptions): TlsTerminator
       await tls.handshake();
       upstream = await Deno.connect({ transport: "unix", path: options.upstream });
       open.add(upstream);
-      const down = tls.readable.pipeTo(upstream.writable).catch(() => {});
-      const up = upstream.readable.pipeTo(tls.writable).catch(() => {});
-      await Promise.race([down, up]);
+      await relayBytes(tls, upstream).ended;
     } catch {
       // A failed handshake or an unreachable upstream just ends this connection.
     } finally {
@@ -147,9 +146,9 @@ export function startTlsTerminator(options: TlsTerminatorOptions): TlsTerminator
         if (closed) return;
         continue;
       }
-      const task = relay(conn);
+      // `relay` never rejects; the set holds it until it is over.
+      const task: Promise<void> = relay(conn).finally(() => relays.delete(task));
       relays.add(task);
-      void task.finally(() => relays.delete(task));
     }
   })();
 
