@@ -1,6 +1,6 @@
 /**
  * The deployment examples (deploy/): the Kubernetes manifests parse and pass the Kubernetes API
- * schemas (npm kubernetes-models), have the shape the README describes, and embed the nginx files of
+ * schemas (npm kubernetes-models), have the shape docs/scale-out.md describes, and embed the nginx files of
  * deploy/nginx/ unchanged; the standalone nginx configuration passes `nginx -t`. No cluster is
  * started here: what a cluster would do with the manifests is not tested.
  *

@@ -1,5 +1,5 @@
 /**
- * The import rules of the tree (README, "How it works"), read from the sources themselves:
+ * The import rules of the tree (ARCHITECTURE.md, "The arrows"), read from the sources themselves:
  *
  * - no import cycle among production files;
  * - `worker/` and `client/` import only `proto/` (and their own folder);

@@ -16,7 +16,11 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { DELIBERATE_DIFFERENCES, deliberateDifference } from "./deliberate_differences.ts";
+import {
+  DELIBERATE_DIFFERENCES,
+  deliberateDifference,
+  DIFFERENCES_TABLES,
+} from "./deliberate_differences.ts";
 import { TRANSPORTS } from "./_hosts.ts";
 import { differences, show } from "./_observe.ts";
 import { HostPool, observe } from "./_runner.ts";
@@ -195,21 +199,22 @@ for (const battery of batteries()) {
 }
 
 Deno.test({
-  name: "the README's table of deliberate differences equals tests/reference/deliberate_differences.ts",
-  fn: async () => {
-    const readme = await Deno.readTextFile(new URL("../../README.md", import.meta.url));
-    const heading = "## Deliberate differences from Codex's own host";
-    const at = readme.indexOf(heading);
-    assert.ok(at >= 0, `the README has a section '${heading}'`);
-    const section = readme.slice(at + heading.length).split(/\n## /)[0];
-    const rows = section.split("\n").filter((line) => line.startsWith("|")).map((line) =>
-      line.slice(1, -1).split(/(?<!\\)\|/).map((cell) => cell.trim().replaceAll("\\|", "|"))
-    );
-    const body = rows.slice(2);
-    const expected = DELIBERATE_DIFFERENCES.map((
-      d,
-    ) => [`\`${d.id}\``, d.what, d.reference, d.ours, d.reason]);
-    assert.deepEqual(body, expected);
+  name:
+    "the README's table of deliberate differences and docs/deliberate-differences.md's full table equal tests/reference/deliberate_differences.ts",
+  fn: async (t) => {
+    for (const { file, heading, header, row } of Object.values(DIFFERENCES_TABLES)) {
+      await t.step(file, async () => {
+        const text = await Deno.readTextFile(new URL(`../../${file}`, import.meta.url));
+        const at = text.indexOf(heading);
+        assert.ok(at >= 0, `${file} has a section '${heading}'`);
+        const section = text.slice(at + heading.length).split(/\n## /)[0];
+        const rows = section.split("\n").filter((line) => line.startsWith("|")).map((line) =>
+          line.slice(1, -1).split(/(?<!\\)\|/).map((cell) => cell.trim().replaceAll("\\|", "|"))
+        );
+        assert.deepEqual(rows[0], header);
+        assert.deepEqual(rows.slice(2), DELIBERATE_DIFFERENCES.map(row));
+      });
+    }
   },
 });
 
