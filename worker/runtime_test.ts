@@ -22,7 +22,7 @@ import {
   CREDIT_STOP,
 } from "./cell_protocol.ts";
 import {
-  type CellThread,
+  type CellWorkerThread,
   RETIRE_AFTER_CELLS,
   Runtime,
   type RuntimeClock,
@@ -157,7 +157,7 @@ function harness(
     createWorker: (heapMb) => {
       const cell = new FakeCell(heapMb, options.boot ?? true);
       cells.push(cell);
-      return cell as unknown as CellThread;
+      return cell as unknown as CellWorkerThread;
     },
     cpuMicros: options.cpu ?? (() => 0),
     rssBytes: options.rss ?? (() => 0),
