@@ -13,7 +13,7 @@ import {
   CREDIT_GENERATION,
   CREDIT_STOP,
 } from "./cell_protocol.ts";
-import { CELL_EXIT_SENTINEL, CELL_GLOBAL_ALLOWLIST } from "./cell_bootstrap.ts";
+import { CELL_EXIT_SENTINEL, CELL_GLOBAL_ALLOWLIST } from "./cell_realm.ts";
 import {
   HELPER_FUNCTIONS,
   REFERENCE_EXTRA_HELPERS,
