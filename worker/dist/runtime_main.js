@@ -383,146 +383,7 @@ function writeAllSync(bytes) {
 // worker/runtime.ts
 import process from "node:process";
 
-// proto/worker_codec.ts
-function message(name, fields) {
-  return {
-    name,
-    fields,
-    byNo: new Map(fields.map((f2) => [
-      f2.no,
-      f2
-    ]))
-  };
-}
-var f = (no, name, type, oneof) => ({
-  no,
-  name,
-  type,
-  ...oneof === void 0 ? {} : {
-    oneof
-  }
-});
-var P = "codemode.worker.v1.";
-var EMPTY = (name) => message(P + name, []);
-var TRIMMED_TEXT = message(P + "TrimmedText", [
-  f(1, "head", "string"),
-  f(2, "tail", "string"),
-  f(3, "totalBytes", "uint64"),
-  f(4, "jsonExtraBytes", "uint64")
-]);
-var STORE_ENTRY = message(P + "StoreEntry", [
-  f(1, "key", "string"),
-  f(2, "valueJson", "string")
-]);
-var CELL_TOOL = message(P + "CellTool", [
-  f(1, "globalName", "string"),
-  f(2, "description", "string")
-]);
-var HOST_TO_WORKER = message(P + "HostToWorker", [
-  f(1, "configure", message(P + "Configure", [
-    f(1, "sessionId", "string"),
-    f(2, "outputTruncation", "int32"),
-    f(3, "cellHeapLimitMb", "uint32"),
-    f(4, "maxMessageBytes", "uint64"),
-    f(5, "maxStoredValueBytes", "uint64"),
-    f(7, "outputEventCredit", "uint32"),
-    f(8, "outputByteCredit", "uint64"),
-    f(9, "maxFrameBytes", "uint64"),
-    f(10, "jsonSizes", "bool")
-  ]), "message"),
-  f(2, "storeUpdate", message(P + "StoreUpdate", [
-    f(1, "version", "uint64"),
-    f(2, "reset", "bool"),
-    {
-      no: 3,
-      name: "entries",
-      type: STORE_ENTRY,
-      repeated: true
-    }
-  ]), "message"),
-  f(3, "startCell", message(P + "StartCell", [
-    f(1, "cellId", "string"),
-    f(2, "source", "string"),
-    {
-      no: 3,
-      name: "tools",
-      type: CELL_TOOL,
-      repeated: true
-    },
-    f(4, "storeVersion", "uint64")
-  ]), "message"),
-  f(4, "toolResult", message(P + "ToolResult", [
-    f(1, "cellId", "string"),
-    f(2, "runtimeToolCallId", "string"),
-    f(3, "outputJson", "string", "result"),
-    f(4, "errorMessage", "string", "result")
-  ]), "message"),
-  f(5, "credit", message(P + "Credit", [
-    f(1, "cellId", "string"),
-    f(2, "events", "uint32"),
-    f(3, "bytes", "uint64")
-  ]), "message"),
-  f(6, "stopCell", message(P + "StopCell", [
-    f(1, "cellId", "string")
-  ]), "message"),
-  f(8, "shutdown", EMPTY("Shutdown"), "message"),
-  f(10, "ping", message(P + "Ping", [
-    f(1, "seq", "uint32")
-  ]), "message")
-]);
-var WORKER_TO_HOST = message(P + "WorkerToHost", [
-  f(1, "ready", message(P + "Ready", [
-    f(1, "denoVersion", "string"),
-    f(2, "protocolVersion", "uint32")
-  ]), "message"),
-  f(2, "cellEvent", message(P + "CellEvent", [
-    f(1, "cellId", "string"),
-    f(2, "started", EMPTY("Empty"), "event"),
-    f(3, "contentItem", message(P + "ContentItem", [
-      f(1, "text", "string", "item"),
-      f(2, "image", message(P + "ImageItem", [
-        f(1, "imageUrl", "string"),
-        f(2, "detail", "string")
-      ]), "item"),
-      f(3, "audioUrl", "string", "item"),
-      f(4, "trimmedText", TRIMMED_TEXT, "item"),
-      f(5, "droppedMedia", message(P + "DroppedMedia", [
-        f(1, "kind", "string"),
-        f(2, "bytes", "uint64"),
-        f(3, "detail", "string"),
-        f(4, "jsonExtraBytes", "uint64")
-      ]), "item")
-    ]), "event"),
-    f(4, "yieldRequested", EMPTY("Empty"), "event"),
-    f(5, "toolCall", message(P + "ToolCallEvent", [
-      f(1, "runtimeToolCallId", "string"),
-      f(2, "globalName", "string"),
-      f(3, "inputJson", "string", "_inputJson")
-    ]), "event"),
-    f(6, "toolResultConsumed", "string", "event"),
-    f(7, "notify", "string", "event"),
-    f(8, "pending", EMPTY("Empty"), "event"),
-    f(9, "storedWrite", message(P + "StoredWrite", [
-      f(1, "key", "string"),
-      f(2, "valueJson", "string")
-    ]), "event"),
-    f(10, "result", message(P + "CellResult", [
-      f(1, "errorText", "string", "error"),
-      f(2, "trimmedError", TRIMMED_TEXT, "error")
-    ]), "event"),
-    f(11, "exited", message(P + "Exited", [
-      f(1, "reason", "string"),
-      f(2, "detail", "string", "_detail")
-    ]), "event")
-  ]), "message"),
-  f(3, "runtimeFault", message(P + "RuntimeFault", [
-    f(1, "detail", "string")
-  ]), "message"),
-  f(4, "pong", message(P + "Pong", [
-    f(1, "seq", "uint32")
-  ]), "message"),
-  f(15, "lineEnd", "uint32")
-]);
+// proto/schema_codec.ts
 var utf82 = new TextEncoder();
 var MAX_UINT32 = 4294967295;
 function integer(value, type, field) {
@@ -841,6 +702,149 @@ function decodeInto(reader, schema) {
 function decodeMessage(bytes, schema) {
   return decodeInto(new Reader(bytes, 0, bytes.length), schema);
 }
+
+// proto/worker_schema.ts
+function message(name, fields) {
+  return {
+    name,
+    fields,
+    byNo: new Map(fields.map((f2) => [
+      f2.no,
+      f2
+    ]))
+  };
+}
+var f = (no, name, type, oneof) => ({
+  no,
+  name,
+  type,
+  ...oneof === void 0 ? {} : {
+    oneof
+  }
+});
+var P = "codemode.worker.v1.";
+var EMPTY = (name) => message(P + name, []);
+var TRIMMED_TEXT = message(P + "TrimmedText", [
+  f(1, "head", "string"),
+  f(2, "tail", "string"),
+  f(3, "totalBytes", "uint64"),
+  f(4, "jsonExtraBytes", "uint64")
+]);
+var STORE_ENTRY = message(P + "StoreEntry", [
+  f(1, "key", "string"),
+  f(2, "valueJson", "string")
+]);
+var CELL_TOOL = message(P + "CellTool", [
+  f(1, "globalName", "string"),
+  f(2, "description", "string")
+]);
+var HOST_TO_WORKER = message(P + "HostToWorker", [
+  f(1, "configure", message(P + "Configure", [
+    f(1, "sessionId", "string"),
+    f(2, "outputTruncation", "int32"),
+    f(3, "cellHeapLimitMb", "uint32"),
+    f(4, "maxMessageBytes", "uint64"),
+    f(5, "maxStoredValueBytes", "uint64"),
+    f(7, "outputEventCredit", "uint32"),
+    f(8, "outputByteCredit", "uint64"),
+    f(9, "maxFrameBytes", "uint64"),
+    f(10, "jsonSizes", "bool")
+  ]), "message"),
+  f(2, "storeUpdate", message(P + "StoreUpdate", [
+    f(1, "version", "uint64"),
+    f(2, "reset", "bool"),
+    {
+      no: 3,
+      name: "entries",
+      type: STORE_ENTRY,
+      repeated: true
+    }
+  ]), "message"),
+  f(3, "startCell", message(P + "StartCell", [
+    f(1, "cellId", "string"),
+    f(2, "source", "string"),
+    {
+      no: 3,
+      name: "tools",
+      type: CELL_TOOL,
+      repeated: true
+    },
+    f(4, "storeVersion", "uint64")
+  ]), "message"),
+  f(4, "toolResult", message(P + "ToolResult", [
+    f(1, "cellId", "string"),
+    f(2, "runtimeToolCallId", "string"),
+    f(3, "outputJson", "string", "result"),
+    f(4, "errorMessage", "string", "result")
+  ]), "message"),
+  f(5, "credit", message(P + "Credit", [
+    f(1, "cellId", "string"),
+    f(2, "events", "uint32"),
+    f(3, "bytes", "uint64")
+  ]), "message"),
+  f(6, "stopCell", message(P + "StopCell", [
+    f(1, "cellId", "string")
+  ]), "message"),
+  f(8, "shutdown", EMPTY("Shutdown"), "message"),
+  f(10, "ping", message(P + "Ping", [
+    f(1, "seq", "uint32")
+  ]), "message")
+]);
+var WORKER_TO_HOST = message(P + "WorkerToHost", [
+  f(1, "ready", message(P + "Ready", [
+    f(1, "denoVersion", "string"),
+    f(2, "protocolVersion", "uint32")
+  ]), "message"),
+  f(2, "cellEvent", message(P + "CellEvent", [
+    f(1, "cellId", "string"),
+    f(2, "started", EMPTY("Empty"), "event"),
+    f(3, "contentItem", message(P + "ContentItem", [
+      f(1, "text", "string", "item"),
+      f(2, "image", message(P + "ImageItem", [
+        f(1, "imageUrl", "string"),
+        f(2, "detail", "string")
+      ]), "item"),
+      f(3, "audioUrl", "string", "item"),
+      f(4, "trimmedText", TRIMMED_TEXT, "item"),
+      f(5, "droppedMedia", message(P + "DroppedMedia", [
+        f(1, "kind", "string"),
+        f(2, "bytes", "uint64"),
+        f(3, "detail", "string"),
+        f(4, "jsonExtraBytes", "uint64")
+      ]), "item")
+    ]), "event"),
+    f(4, "yieldRequested", EMPTY("Empty"), "event"),
+    f(5, "toolCall", message(P + "ToolCallEvent", [
+      f(1, "runtimeToolCallId", "string"),
+      f(2, "globalName", "string"),
+      f(3, "inputJson", "string", "_inputJson")
+    ]), "event"),
+    f(6, "toolResultConsumed", "string", "event"),
+    f(7, "notify", "string", "event"),
+    f(8, "pending", EMPTY("Empty"), "event"),
+    f(9, "storedWrite", message(P + "StoredWrite", [
+      f(1, "key", "string"),
+      f(2, "valueJson", "string")
+    ]), "event"),
+    f(10, "result", message(P + "CellResult", [
+      f(1, "errorText", "string", "error"),
+      f(2, "trimmedError", TRIMMED_TEXT, "error")
+    ]), "event"),
+    f(11, "exited", message(P + "Exited", [
+      f(1, "reason", "string"),
+      f(2, "detail", "string", "_detail")
+    ]), "event")
+  ]), "message"),
+  f(3, "runtimeFault", message(P + "RuntimeFault", [
+    f(1, "detail", "string")
+  ]), "message"),
+  f(4, "pong", message(P + "Pong", [
+    f(1, "seq", "uint32")
+  ]), "message"),
+  f(15, "lineEnd", "uint32")
+]);
+
+// proto/worker_codec.ts
 function createWorkerCodec() {
   return {
     encodeHostToWorker: (m) => encodeMessage(m, HOST_TO_WORKER),
