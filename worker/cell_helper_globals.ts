@@ -143,7 +143,7 @@ export function createCellHelpers(
 }
 
 /** A FinalizationRegistry's cleanup callback is run by V8 whenever a collection finds its target
- * gone, even after the cell ended and while its Worker runs the next cell of the session (SPEC
+ * gone, even after the cell ended and while its cell worker runs the next cell of the session (SPEC
  * §5.1 reuse). The constructor the cell sees wraps each callback so that it runs only while the
  * cell runs; everything else (name, length, prototype, subclassing, errors) is the original's. */
 export function guardFinalizationRegistry(bridgePhase: CellBridges["phase"]): void {
