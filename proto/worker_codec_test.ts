@@ -2,15 +2,9 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import { PROTO_FILES, readProtoText } from "./loader.ts";
 import protobuf, { asBuffer } from "./protobuf_runtime.ts";
-import {
-  createWorkerCodec,
-  decodeMessage,
-  encodeMessage,
-  HOST_TO_WORKER,
-  type MessageSchema,
-  WORKER_PROTOCOL_VERSION,
-  WORKER_TO_HOST,
-} from "./worker_codec.ts";
+import { createWorkerCodec, WORKER_PROTOCOL_VERSION } from "./worker_codec.ts";
+import { decodeMessage, encodeMessage } from "./schema_codec.ts";
+import { HOST_TO_WORKER, type MessageSchema, WORKER_TO_HOST } from "./worker_schema.ts";
 import { encodeReadyFrame } from "./worker_ready.ts";
 import { encodeFrame } from "./frame_codec.ts";
 

@@ -44,7 +44,7 @@ Deno.test("The rehearsal cell a spare runs at warm-up leaves nothing a cell or t
   await using h = await startHost();
   await using s = await openSession(h.client);
   s.pump();
-  // The rehearsal (worker/cell_bootstrap.ts) prints, stores "k", notifies "n" and reads "s".
+  // The rehearsal (worker/cell_rehearsal.ts) prints, stores "k", notifies "n" and reads "s".
   for (let i = 0; i < 3; i++) {
     const r = await run(h.client, s.id, 'text(`${load("k")} ${load("s")}`); text(Object.keys(globalThis))');
     assert.equal(r.texts.length, 2);

@@ -13,7 +13,7 @@ import {
   CREDIT_GENERATION,
   CREDIT_STOP,
 } from "./cell_protocol.ts";
-import { CELL_EXIT_SENTINEL, CELL_GLOBAL_ALLOWLIST } from "./cell_bootstrap.ts";
+import { CELL_EXIT_SENTINEL, CELL_GLOBAL_ALLOWLIST } from "./cell_realm.ts";
 import {
   HELPER_FUNCTIONS,
   REFERENCE_EXTRA_HELPERS,
@@ -418,7 +418,7 @@ setTimeout(() => report("running"), 15000);
  * Runs `source` in a Worker with a 16 MiB heap limit, in a process of its own, and asserts that the
  * Worker reaches its limit: it ends with ERR_WORKER_OUT_OF_MEMORY, or (a Deno 2.9.6 race seen on a
  * few per cent of limit hits under load) it parks there and stops answering `ping`. The session
- * runtime turns a parked cell into the same heap-limit exit (its watchdog, `worker/runtime.ts`;
+ * runtime turns a parked cell into the same heap-limit exit (its watchdog, `worker/runtime_watchdog.ts`;
  * end-to-end in `tests/crash_test.ts`). An allocation loop that keeps what it allocates cannot run
  * for seconds under 16 MiB, so silence means parked. The probe runs out of process because a Worker
  * whose limit Deno lifted allocates gigabytes, and tearing such a Worker down must not take the

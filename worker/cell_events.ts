@@ -1,14 +1,14 @@
 /**
- * What a cell's output becomes on the runtime's frame stream, and how a cell isolate writes it
+ * What a cell's output becomes on the runtime's frame stream, and how a cell worker writes it
  * there itself (`cell_protocol.ts` item 3).
  *
  * - {@link wireCellEvents} maps one {@link CellOutput} to its `CellEvent`s; the runtime uses it for
- *   outputs posted to it, a cell isolate for the frames it writes.
- * - {@link encodeCellFrames} encodes them as framed `WorkerToHost` messages, by hand: a cell isolate
+ *   outputs posted to it, a cell worker for the frames it writes.
+ * - {@link encodeCellFrames} encodes them as framed `WorkerToHost` messages, by hand: a cell worker
  *   loads this module, not the worker codec (less to load and compile per cell, and faster in a
  *   fresh isolate). `cell_events_test.ts` checks the bytes against the codec for every event.
  * - {@link writeLocked} writes bytes to the runtime's stdout under the stream lock shared by the
- *   runtime's main thread and every cell isolate of the process, so frames never interleave.
+ *   runtime's main thread and every cell worker of the process, so frames never interleave.
  *
  * @module
  */
@@ -21,7 +21,7 @@ import { SINK_LOCK } from "./cell_protocol.ts";
 /**
  * `WorkerToHost.line_end`: a newline byte that ends every frame a runtime writes, so that Deno's
  * line-buffered stdout writes the frame in one `write()` (see `worker.proto`). Defined here, not in
- * the worker codec, which a cell isolate does not load.
+ * the worker codec, which a cell worker does not load.
  */
 export const LINE_END = 10;
 
@@ -330,7 +330,7 @@ const LOCK_WAIT_MS = 20;
 
 /**
  * Takes the stream lock for `id` (waiting while another thread holds it), writes all of `bytes`
- * to stdout, and releases it. For threads that may block: cell isolates. The runtime's main
+ * to stdout, and releases it. For threads that may block: cell workers. The runtime's main
  * thread uses {@link tryLock} and never waits.
  *
  * @param sink the runtime's shared stream words (`SINK_*`)
@@ -378,7 +378,7 @@ export function tryLock(sink: Int32Array, id: number): boolean {
 }
 
 /**
- * Releases the stream lock if `id` holds it (also how the runtime frees the lock of a Worker that
+ * Releases the stream lock if `id` holds it (also how the runtime frees the lock of a cell worker that
  * ended while holding it).
  *
  * @returns whether `id` held it

@@ -1,9 +1,10 @@
 /**
- * Messages between a session runtime's main thread ("the runtime") and one cell isolate (a
- * `node:worker_threads` Worker running `cell_bootstrap.ts`). Internal to `worker/`.
+ * Messages between a session runtime's main thread ("the runtime") and one cell worker (a
+ * `node:worker_threads` Worker running `cell_bootstrap.ts`). Internal to `worker/`; the glossary of
+ * `worker/` is at the top of `runtime.ts`.
  *
  * Lifecycle:
- * 1. The runtime creates the Worker (with `resourceLimits.maxOldGenerationSizeMb`) ahead of time,
+ * 1. The runtime creates the cell worker (with `resourceLimits.maxOldGenerationSizeMb`) ahead of time,
  *    as a spare. The bootstrap boots (imports, nothing user-visible) and posts `{t: "ready"}` on
  *    `parentPort`.
  *    The runtime then sends `warm` (see {@link CellControl}): it hands the spare its output port,
@@ -19,26 +20,26 @@
  *    `{t: "started"}` on its output port, and evaluates the source once.
  * 3. Everything the cell produces travels as {@link CellOutput} on the output port, a dedicated
  *    `MessagePort`, in production order, so the runtime can drain it with `receiveMessageOnPort`
- *    before terminating the Worker. `result` is always the last message of a cell that finished.
+ *    before terminating the cell worker. `result` is always the last message of a cell that finished.
  *    A cell handed the runtime's stream words (`sink` in `warm`) writes its frames to the runtime's
  *    stdout itself, under the stream lock (`cell_events.ts`), and bumps `CELL_PROGRESS`: two thread
  *    hops less between a cell and its host (~0.6 ms of a warm Execute on an idle 2-core machine).
  *    Of what it wrote it posts only its `result`, as a {@link WrittenOutput} and after the frames
  *    (with the cell's normal `exited`). `stopped` and `pong` are always posted.
  * 3a. Reuse (SPEC 1.2 §5.1): a cell that *completed* (its `result` sent, never stopped) leaves a
- *    Worker that may run the next cell of the same session in a new realm. In the macrotask after
+ *    cell worker that may run the next cell of the same session in a new realm. In the macrotask after
  *    the one that finished the cell (so no microtask of that cell is left: the drain ran to its
  *    end), the bootstrap drops the cell (its timers are already cleared, its context is never
  *    entered again), builds a fresh context with fresh helpers, posts {@link CellRecycled} and
  *    parks again on the same doorbell, which it reset to 0 when it took the start. The runtime
- *    hands it the next cell only after that message; it ends the Worker instead after a stopped
+ *    hands it the next cell only after that message; it ends the cell worker instead after a stopped
  *    or failed cell, a heap-limit exit or a fault, or when its retire policy says so.
  * 4. Output is credit-based (SPEC §8.10): the cell counts every {@link CountedOutput} in
  *    `CREDIT_EVENTS` and keeps its `n` payload bytes until the host acknowledges it: the runtime
  *    adds each host `Credit{events}` to `CREDIT_ACKED`. A helper call whose item leaves the cell
  *    over either credit waits (`Atomics.wait`) until the runtime relays a `Credit` or sets the
  *    stop word. Oversized items are posted in their reduced forms.
- * 5. The runtime posts {@link CellControl} messages on the Worker (`worker.postMessage`).
+ * 5. The runtime posts {@link CellControl} messages on the cell worker's thread (`postMessage`).
  *    `stop` is answered with `{t: "stopped"}` on the output port as soon as the bootstrap is not
  *    running user code (the liveness handshake); after that it dispatches nothing more into the
  *    context (no timers, no tool results) and every helper call throws.
@@ -106,7 +107,7 @@ export const CELL_PROGRESS = 6;
 /**
  * Set to 1 by the cell just before it writes its result: its note may still be on its way when the
  * host, and so the harness, already has the result (a back-to-back start waits for it, not for a
- * new Worker). Reset by the runtime when it hands the Worker its next cell.
+ * new cell worker). Reset by the runtime when it hands the cell worker its next cell.
  */
 export const CELL_RESULT = 7;
 /** Int32 words of the shared buffer of a cell (the indices above). */
@@ -116,7 +117,7 @@ export const SINK_LOCK = 0;
 /** Int32 words of the runtime's shared stream buffer. */
 export const SINK_WORDS = 2;
 /**
- * A reused Worker is retired when its used V8 heap, after its fresh realm is built (and, when over
+ * A reused cell worker is retired when its used V8 heap, after its fresh realm is built (and, when over
  * the bound, after a collection), exceeds this share of its heap limit or {@link RETIRE_HEAP_BYTES}.
  */
 export const RETIRE_HEAP_SHARE = 0.5;
@@ -143,7 +144,7 @@ export interface CellCredit {
   jsonSizes?: boolean;
 }
 
-/** Runtime → cell control messages, posted on the Worker. */
+/** Runtime → cell control messages, posted on the cell worker's thread. */
 export type CellControl =
   | CellStart
   /** Settles the JS promise of `tools.x()` call `id` (`"tool-1"`, …): `json` parsed in the context, or rejected with the string `error`. */
@@ -151,7 +152,7 @@ export type CellControl =
   | { t: "toolResult"; id: string; error: string; cell?: string }
   /**
    * Stop: answer `stopped`, dispatch nothing more into the context, make helpers throw. `cell` (on
-   * this and on `toolResult`) names the cell it is meant for: a reused Worker ignores a message
+   * this and on `toolResult`) names the cell it is meant for: a reused cell worker ignores a message
    * for the cell it ran before.
    */
   | { t: "stop"; cell?: string }
@@ -230,8 +231,8 @@ export interface WrittenOutput {
 }
 
 /**
- * Posted on the output port when a Worker whose cell completed is ready for the next cell of its
- * session (item 3a): a fresh context is built and the Worker parks on its doorbell again.
+ * Posted on the output port when a cell worker whose cell completed is ready for the next cell of its
+ * session (item 3a): a fresh context is built and the cell worker parks on its doorbell again.
  */
 export interface CellRecycled {
   t: "recycled";

@@ -1,6 +1,6 @@
 /**
  * A full garbage collection on demand, for a thread that has just finished its start-up and is
- * about to wait (a warmed spare cell isolate, an idle runtime): start-up leaves garbage that V8
+ * about to wait (a warmed spare cell worker, an idle runtime): start-up leaves garbage that V8
  * would otherwise keep resident while nothing runs (~4 MiB per spare, measured on Deno 2.9.6).
  *
  * @module

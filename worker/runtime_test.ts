@@ -8,7 +8,6 @@ import { EventEmitter } from "node:events";
 import type { MessagePort } from "node:worker_threads";
 import { encodeFrame, FrameDecoder } from "../proto/frame_codec.ts";
 import { MIB } from "../proto/bytes.ts";
-import type { Clock } from "../proto/clock.ts";
 import { createWorkerCodec, type HostToWorker, type WorkerToHost } from "../proto/worker_codec.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "./cell_events.ts";
 import {
@@ -22,7 +21,8 @@ import {
   CREDIT_GENERATION,
   CREDIT_STOP,
 } from "./cell_protocol.ts";
-import { type CellThread, RETIRE_AFTER_CELLS, Runtime, type RuntimeInput } from "./runtime.ts";
+import { type CellWorkerThread, RETIRE_AFTER_CELLS, Runtime, type RuntimeInput } from "./runtime.ts";
+import type { Clock } from "../proto/clock.ts";
 
 const codec = createWorkerCodec();
 
@@ -152,7 +152,7 @@ function harness(
     createWorker: (heapMb) => {
       const cell = new FakeCell(heapMb, options.boot ?? true);
       cells.push(cell);
-      return cell as unknown as CellThread;
+      return cell as unknown as CellWorkerThread;
     },
     cpuMicros: options.cpu ?? (() => 0),
     rssBytes: options.rss ?? (() => 0),

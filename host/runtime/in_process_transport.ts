@@ -19,7 +19,7 @@ import process from "node:process";
 import { Worker } from "node:worker_threads";
 import { encodeFrame, FrameDecoder, FrameError } from "../../proto/frame_codec.ts";
 import type { HostToWorker, WorkerCodec, WorkerToHost } from "../../proto/worker_codec.ts";
-import { type CellThread, Runtime, type RuntimeInput } from "../../worker/runtime.ts";
+import { type CellWorkerThread, Runtime, type RuntimeInput } from "../../worker/runtime.ts";
 import type { RuntimeEnd, RuntimeTransport } from "./runtime_transport.ts";
 
 /** The failure of a platform without what in-process isolation needs (SPEC §9.8). */
@@ -195,7 +195,7 @@ export class InProcessRuntime implements RuntimeTransport {
    * terminated while still loading `cell.js` kept loading, and once the engine had removed the
    * runtime directory it reported `Cannot find module …/cell.js` on stderr.
    */
-  #cellThread(url: URL, heapMb: number): CellThread {
+  #cellThread(url: URL, heapMb: number): CellWorkerThread {
     const worker = new Worker(url, { resourceLimits: { maxOldGenerationSizeMb: heapMb } });
     const loaded = new Promise<void>((resolve) => {
       const done = () => {

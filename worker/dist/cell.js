@@ -1,117 +1,8 @@
 // worker/cell_bootstrap.ts
 import process from "node:process";
-import { clearTimeout as clearHostTimer, setImmediate as setHostImmediate, setTimeout as setHostTimer } from "node:timers";
+import { setImmediate as setHostImmediate2 } from "node:timers";
 import v82 from "node:v8";
-import vm2 from "node:vm";
-import { MessageChannel, parentPort, receiveMessageOnPort } from "node:worker_threads";
-
-// proto/cell_source.ts
-var CELL_FILE_NAME = "exec_main.mjs";
-
-// worker/cell_combinators.ts
-var CELL_COMBINATORS_SOURCE = `// Cell helpers implemented in JavaScript: the promise combinators and content().
-// Every call site that can appear in a stack frame keeps the line and column it has
-// in Codex's host, so that the frames of errors passing through them read the same.
-(emitBlock) => {
-  function as_settled(promises) {
-    let queue = [];
-    let outstanding = 0;
-    let waiting;
-    let finished = false;
-    const record = (result) => {
-      outstanding--;
-      if (finished) {
-        return;
-      }
-      queue.push(result);
-      if (waiting !== undefined) {
-        const wake = waiting;
-        waiting = undefined;
-        wake();
-      }
-    };
-    const keyed = promises instanceof Map;
-    let position = 0;
-    try {
-      for (const entry of promises) {
-        const [index, promise] = keyed ? entry : [position++, entry];
-        outstanding++;
-        Promise.resolve(promise).then(
-          (value) => record({ index, status: "fulfilled", value }),
-          (reason) => record({ index, status: "rejected", reason }),
-        );
-      }
-    } catch (error) {
-      finished = true;
-      throw error;
-    }
-    const drain = async function* () {
-      try {
-        while (outstanding > 0 || queue.length > 0) {
-          if (queue.length === 0) {
-            await new Promise((resolve) => {
-              waiting = resolve;
-            });
-          }
-          const taken = queue;
-          queue = [];
-          yield* taken;
-        }
-      } finally {
-        finished = true;
-        queue = [];
-      }
-    };
-    return drain();
-  }
-
-  async function stream_settled(promises, emit) {
-    if (typeof emit !== "function") {
-      throw new TypeError("stream_settled requires a callback");
-    }
-    for await (const result of as_settled(promises)) {
-      await emit(result);
-    }
-  }
-
-  // content(): one block, or each element of an iterable of blocks. A string is
-  // one block (never its characters). The iterator method is read once, through a
-  // getter if it is one, and called on its own receiver, so a stateful getter or a
-  // generator sees exactly one read and one call. Each block goes to emitBlock,
-  // which validates it and throws a plain string when it is not a content block.
-  const iteratorKey = Symbol.iterator;
-  const apply = Reflect.apply;
-
-  const content = function content(value) {
-    const iterate =
-      typeof value === "string" ? undefined : value?.[iteratorKey];
-    if (typeof iterate !== "function") {
-      return emitBlock(value);
-    }
-
-    // A fresh iterable around the method already read: the for-of below then closes
-    // the iterator when the emitter throws.
-    const blocks = { [iteratorKey]: () => apply(iterate, value, []) };
-    for (const block of blocks) {
-      emitBlock(block);
-    }
-  };
-  return { as_settled, stream_settled, content };
-}
-`;
-
-// worker/collect_garbage.ts
-import v8 from "node:v8";
-import vm from "node:vm";
-function collectGarbage() {
-  try {
-    v8.setFlagsFromString("--expose-gc");
-    const gc = vm.runInNewContext("gc");
-    v8.setFlagsFromString("--no-expose-gc");
-    gc();
-  } catch {
-  }
-}
+import { parentPort, receiveMessageOnPort } from "node:worker_threads";
 
 // proto/bytes.ts
 import { Buffer } from "node:buffer";
@@ -221,21 +112,6 @@ function jsonEscapeExtraBytes(s) {
   return extra;
 }
 
-// worker/cell_protocol.ts
-var CREDIT_EVENTS = 0;
-var CREDIT_BYTES = 1;
-var CREDIT_GENERATION = 2;
-var CREDIT_STOP = 3;
-var CELL_DOORBELL = 4;
-var CREDIT_ACKED = 5;
-var CELL_PROGRESS = 6;
-var CELL_RESULT = 7;
-var CELL_WORDS = 8;
-var SINK_LOCK = 0;
-var RETIRE_HEAP_SHARE = 0.5;
-var RETIRE_HEAP_BYTES = 64 * 1024 * 1024;
-var PARK_MS = 1e3;
-
 // proto/frame_codec.ts
 var MAX_HEADER_LENGTH = 4294967295;
 var HEADER_BYTES = 4;
@@ -272,6 +148,21 @@ function writeFrameHeader(out, pos, length, maxFrameBytes) {
   out[pos + 3] = length & 255;
   return pos + HEADER_BYTES;
 }
+
+// worker/cell_protocol.ts
+var CREDIT_EVENTS = 0;
+var CREDIT_BYTES = 1;
+var CREDIT_GENERATION = 2;
+var CREDIT_STOP = 3;
+var CELL_DOORBELL = 4;
+var CREDIT_ACKED = 5;
+var CELL_PROGRESS = 6;
+var CELL_RESULT = 7;
+var CELL_WORDS = 8;
+var SINK_LOCK = 0;
+var RETIRE_HEAP_SHARE = 0.5;
+var RETIRE_HEAP_BYTES = 64 * 1024 * 1024;
+var PARK_MS = 1e3;
 
 // worker/cell_events.ts
 var LINE_END = 10;
@@ -740,6 +631,59 @@ function writeAllSync(bytes) {
   while (offset < length) offset += Deno.stdout.writeSync(bytes.subarray(offset));
 }
 
+// worker/cell_rehearsal.ts
+import { MessageChannel } from "node:worker_threads";
+
+// worker/cell_run.ts
+import { clearTimeout as clearHostTimer, setImmediate as setHostImmediate, setTimeout as setHostTimer } from "node:timers";
+
+// worker/cell_module.ts
+import vm from "node:vm";
+
+// proto/cell_source.ts
+var CELL_FILE_NAME = "exec_main.mjs";
+
+// worker/cell_module.ts
+var SourceTextModule = vm.SourceTextModule;
+var DYNAMIC_IMPORT_ERROR = "unsupported import in exec";
+var refused = false;
+function refuseImport() {
+  refused = true;
+  return Promise.reject(DYNAMIC_IMPORT_ERROR);
+}
+function importRefused() {
+  return refused;
+}
+function forgetRefusedImport() {
+  refused = false;
+}
+function compileCellModule(source, context) {
+  return new SourceTextModule(source, {
+    context,
+    identifier: CELL_FILE_NAME,
+    importModuleDynamically: refuseImport
+  });
+}
+function warmUpModules(context) {
+  const module = new SourceTextModule("", {
+    context,
+    identifier: CELL_FILE_NAME
+  });
+  module.linkRequests([]);
+  module.instantiate();
+  void module.evaluate();
+}
+function disposeCellModule(module) {
+  for (const key of Reflect.ownKeys(module)) Reflect.deleteProperty(module, key);
+}
+function describeCompileError(error) {
+  if (error !== null && typeof error === "object") {
+    const { name, message } = error;
+    if (typeof name === "string" && typeof message === "string") return `${name}: ${message}`;
+  }
+  return String(error);
+}
+
 // worker/cell_helpers.ts
 var PHASE_RUNNING = 0;
 var PHASE_STOPPED = 1;
@@ -756,281 +700,344 @@ var TIMER_SET = 0;
 var TIMER_CLEAR = 1;
 var FINISH_FAILED = 1;
 var FINISH_EXIT = 2;
-function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLength, bridgeLoad, bridgeStore, bridgeTimer, bridgeFinish, combinators, allowlistJson, cellFileName, _helpersFileName) {
-  let maxMessageBytes = 0;
-  let maxStoredValueBytes = 0;
-  const global = globalThis;
+
+// worker/cell_outbox.ts
+var FRAMES = new FrameScratch();
+var WRITTEN_RESULT = {
+  t: "result",
+  w: true
+};
+var CellOutbox = class {
+  #owner;
+  #cellId = "";
+  #output;
+  /** Writes frames to the runtime's stream; unset for a cell that posts its outputs whole. */
+  #write;
+  /** The largest frame this cell writes (the host's `maxWorkerFrameBytes`). */
+  #maxFrameBytes = DEFAULT_MAX_FRAME_BYTES;
+  #credit;
+  /** Payload bytes of the counted outputs not yet acknowledged, oldest first from `#unackedHead`. */
+  #unacked = [];
+  #unackedHead = 0;
+  #unackedBytes = 0;
+  /** `CREDIT_ACKED` as last settled. */
+  #ackedSeen = 0;
+  /** `started` leaves with the cell's first output (one message, one frame write): see `post`. */
+  #startedPending = false;
+  /**
+   * A posted output's credit wait was cut short by a stack overflow: the next output waits first.
+   * A field, not a method: it is set where the stack is exhausted, and a call might overflow it.
+   */
+  owesWait = false;
+  /**
+   * The result, until it has been sent (the cell run's end may run short of stack). A field, not a
+   * method, for the same reason as {@link CellOutbox.owesWait}.
+   */
+  unsentResult;
+  /** The result's frames are written but the runtime has not been told yet. */
+  #noticeOwed = false;
+  /** @param owner the cell run whose phase decides whether a credit wait goes on */
+  constructor(owner) {
+    this.#owner = owner;
+  }
+  /** Routes the cell run's outputs. */
+  open(route) {
+    this.#cellId = route.cellId;
+    this.#maxFrameBytes = route.maxFrameBytes;
+    this.#output = route.output;
+    this.#write = route.write;
+    this.#credit = route.credit;
+  }
+  /** From here `started` leaves with the cell's first output (one message, one frame write). */
+  holdStarted() {
+    this.#startedPending = true;
+  }
+  /** Sends `started` unless it left with an output already (a cell running without output yet). */
+  sendStartedIfPending() {
+    if (this.#startedPending) {
+      this.#startedPending = false;
+      this.post({
+        t: "started"
+      });
+    }
+  }
+  /** Whether the result is still to be sent, or the runtime still to be told of it. */
+  get resultOwed() {
+    return this.unsentResult !== void 0 || this.#noticeOwed;
+  }
+  /** Sends {@link CellOutbox.unsentResult} and the note of a written one (retried if out of stack). */
+  sendOwedResult() {
+    const result = this.unsentResult;
+    if (result !== void 0) {
+      this.post(result);
+      this.unsentResult = void 0;
+    }
+    if (this.#noticeOwed) this.#sendNotice();
+  }
+  /** The reduced form of a text over the trimming threshold, else undefined. */
+  trim(text) {
+    const credit = this.#credit;
+    if (text.length * 3 <= credit.trimTextOver) return void 0;
+    const total = utf8ByteLength(text);
+    if (total <= credit.trimTextOver) return void 0;
+    const head = text.slice(0, utf8Prefix(text, credit.keepTextBytes).units);
+    const tail = text.slice(text.length - utf8Suffix(text, credit.keepTextBytes).units);
+    return {
+      head,
+      tail,
+      total,
+      jsonExtra: this.jsonExtra(text)
+    };
+  }
+  /** What JSON escaping adds to a text sent in reduced form, when the session's door writes JSON. */
+  jsonExtra(text) {
+    return this.#credit.jsonSizes ? jsonEscapeExtraBytes(text) : 0;
+  }
+  /** A text item, reduced when over the trimming threshold. */
+  postText(text) {
+    const trimmed = this.trim(text);
+    if (trimmed === void 0) return this.postCounted({
+      t: "text",
+      text,
+      n: utf8ByteLength(text)
+    });
+    this.postCounted({
+      t: "trimmedText",
+      text: trimmed,
+      n: utf8ByteLength(trimmed.head) + utf8ByteLength(trimmed.tail)
+    });
+  }
+  /**
+   * Counts and posts an output. A helper call may run with almost no stack left (a cell at stack
+   * exhaustion), where any call, even of a built-in, can throw a stack overflow: the output is
+   * counted first and the count undone if the post throws (with the same built-ins at the same
+   * depth, which cannot overflow there: they just ran), so it is either sent and counted or
+   * neither, and the helper call throws only in the second case.
+   */
+  postCounted(message) {
+    const words = this.#credit.words;
+    if (this.#credit.maxEvents === Infinity) {
+      Atomics.add(words, CREDIT_EVENTS, 1);
+      try {
+        this.post(message);
+      } catch (e) {
+        Atomics.add(words, CREDIT_EVENTS, -1);
+        throw e;
+      }
+      return;
+    }
+    if (this.owesWait) {
+      if (!this.awaitCredit()) return;
+      this.owesWait = false;
+    }
+    this.#settleCredit();
+    const unacked = this.#unacked;
+    const length = unacked.length;
+    unacked[length] = message.n;
+    this.#unackedBytes += message.n;
+    Atomics.store(words, CREDIT_BYTES, this.#unackedBytes);
+    Atomics.add(words, CREDIT_EVENTS, 1);
+    try {
+      this.post(message);
+    } catch (e) {
+      unacked.length = length;
+      this.#unackedBytes -= message.n;
+      Atomics.store(words, CREDIT_BYTES, this.#unackedBytes);
+      Atomics.add(words, CREDIT_EVENTS, -1);
+      throw e;
+    }
+  }
+  /** Settles the outputs the host has acknowledged since the last look (`CREDIT_ACKED`). */
+  #settleCredit() {
+    const words = this.#credit.words;
+    const acked = Atomics.load(words, CREDIT_ACKED);
+    const unacked = this.#unacked;
+    let head = this.#unackedHead;
+    while (this.#ackedSeen !== acked && head < unacked.length) {
+      this.#unackedBytes -= unacked[head++];
+      this.#ackedSeen = this.#ackedSeen + 1 | 0;
+    }
+    if (head === unacked.length) this.#ackedSeen = acked;
+    if (head > 1024 && head * 2 > unacked.length) {
+      this.#unacked = unacked.slice(head);
+      head = 0;
+    }
+    this.#unackedHead = head;
+    Atomics.store(words, CREDIT_BYTES, this.#unackedBytes);
+  }
+  /**
+   * Waits while the cell is over its output credit (the item is already posted).
+   *
+   * @returns false when the stop word was set: the helper call throws
+   */
+  awaitCredit() {
+    const credit = this.#credit;
+    const words = credit.words;
+    for (; ; ) {
+      const generation = Atomics.load(words, CREDIT_GENERATION);
+      if (this.#owner.livePhase() !== PHASE_RUNNING) return false;
+      this.#settleCredit();
+      if (this.#unacked.length - this.#unackedHead <= credit.maxEvents && this.#unackedBytes <= credit.maxBytes) return true;
+      Atomics.wait(words, CREDIT_GENERATION, generation);
+    }
+  }
+  /**
+   * Sends `message` (after `started`, when that is still pending): as frames written to the
+   * runtime's stream when the cell has a writer, else posted whole (`cell_protocol.ts` item 3).
+   */
+  post(message) {
+    const outputs = this.#startedPending ? [
+      {
+        t: "started"
+      },
+      message
+    ] : [
+      message
+    ];
+    try {
+      if (this.#write !== void 0 && message.t !== "stopped" && message.t !== "pong") {
+        let frames;
+        try {
+          frames = encodeCellFrames(this.#cellId, outputs, this.#maxFrameBytes, FRAMES);
+        } catch (e) {
+          if (!(e instanceof FrameError)) throw e;
+        }
+        if (frames !== void 0) {
+          Atomics.add(this.#credit.words, CELL_PROGRESS, 1);
+          const result = message.t === "result";
+          if (result) Atomics.store(this.#credit.words, CELL_RESULT, 1);
+          this.#noticeOwed = result;
+          this.#write(frames);
+          this.#startedPending = false;
+          if (result) {
+            this.unsentResult = void 0;
+            this.#sendNotice();
+          }
+          return;
+        }
+      }
+      this.#output?.postMessage(outputs.length === 1 ? outputs[0] : outputs);
+      this.#startedPending = false;
+    } catch (e) {
+      if (e instanceof RangeError) throw e;
+    }
+  }
+  /** Tells the runtime the result is written (retried by the cell run if this ran out of stack). */
+  #sendNotice() {
+    this.#output?.postMessage(WRITTEN_RESULT);
+    this.#noticeOwed = false;
+  }
+};
+
+// worker/cell_realm.ts
+import vm2 from "node:vm";
+
+// worker/cell_combinators.ts
+var CELL_COMBINATORS_SOURCE = `// Cell helpers implemented in JavaScript: the promise combinators and content().
+// Every call site that can appear in a stack frame keeps the line and column it has
+// in Codex's host, so that the frames of errors passing through them read the same.
+(emitBlock) => {
+  function as_settled(promises) {
+    let queue = [];
+    let outstanding = 0;
+    let waiting;
+    let finished = false;
+    const record = (result) => {
+      outstanding--;
+      if (finished) {
+        return;
+      }
+      queue.push(result);
+      if (waiting !== undefined) {
+        const wake = waiting;
+        waiting = undefined;
+        wake();
+      }
+    };
+    const keyed = promises instanceof Map;
+    let position = 0;
+    try {
+      for (const entry of promises) {
+        const [index, promise] = keyed ? entry : [position++, entry];
+        outstanding++;
+        Promise.resolve(promise).then(
+          (value) => record({ index, status: "fulfilled", value }),
+          (reason) => record({ index, status: "rejected", reason }),
+        );
+      }
+    } catch (error) {
+      finished = true;
+      throw error;
+    }
+    const drain = async function* () {
+      try {
+        while (outstanding > 0 || queue.length > 0) {
+          if (queue.length === 0) {
+            await new Promise((resolve) => {
+              waiting = resolve;
+            });
+          }
+          const taken = queue;
+          queue = [];
+          yield* taken;
+        }
+      } finally {
+        finished = true;
+        queue = [];
+      }
+    };
+    return drain();
+  }
+
+  async function stream_settled(promises, emit) {
+    if (typeof emit !== "function") {
+      throw new TypeError("stream_settled requires a callback");
+    }
+    for await (const result of as_settled(promises)) {
+      await emit(result);
+    }
+  }
+
+  // content(): one block, or each element of an iterable of blocks. A string is
+  // one block (never its characters). The iterator method is read once, through a
+  // getter if it is one, and called on its own receiver, so a stateful getter or a
+  // generator sees exactly one read and one call. Each block goes to emitBlock,
+  // which validates it and throws a plain string when it is not a content block.
+  const iteratorKey = Symbol.iterator;
+  const apply = Reflect.apply;
+
+  const content = function content(value) {
+    const iterate =
+      typeof value === "string" ? undefined : value?.[iteratorKey];
+    if (typeof iterate !== "function") {
+      return emitBlock(value);
+    }
+
+    // A fresh iterable around the method already read: the for-of below then closes
+    // the iterator when the emitter throws.
+    const blocks = { [iteratorKey]: () => apply(iterate, value, []) };
+    for (const block of blocks) {
+      emitBlock(block);
+    }
+  };
+  return { as_settled, stream_settled, content };
+}
+`;
+
+// worker/cell_helper_content.ts
+function createContentHelpers(kit, json) {
+  const { describe, emit, isObjectLike, live, startsWithIgnoreCase } = kit;
+  const { readBlock, toOutputText } = json;
   const ReflectApply = Reflect.apply;
-  const defineProperty = Object.defineProperty;
   const getOwnPropertyNames = Object.getOwnPropertyNames;
-  const getPrototypeOf = Object.getPrototypeOf;
-  const isArray = Array.isArray;
   const stringify = JSON.stringify;
-  const parse = JSON.parse;
-  const StringCtor = String;
   const numberIsFinite = Number.isFinite;
   const mathTrunc = Math.trunc;
-  const PromiseCtor = Promise;
-  const promiseThen = Promise.prototype.then;
-  const stringTrim = String.prototype.trim;
   const stringToLowerCase = String.prototype.toLowerCase;
-  const stringSlice = String.prototype.slice;
-  const stringIndexOf = String.prototype.indexOf;
-  const stringCharCodeAt = String.prototype.charCodeAt;
-  const stringCodePointAt = String.prototype.codePointAt;
-  const numberToString = Number.prototype.toString;
-  const regexpTest = RegExp.prototype.test;
-  const functionBind = Function.prototype.bind;
-  const FunctionProto = Function.prototype;
-  const ErrorCtor = Error;
-  const errorToString = Error.prototype.toString;
-  const objectCreate = Object.create;
-  const getOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
-  const PromiseProto = Promise.prototype;
-  const speciesKey = Symbol.species;
-  const speciesGetter = getOwnPropertyDescriptor(Promise, speciesKey)?.get;
-  const ObjectProto = Object.prototype;
-  const parseInteger = parseInt;
-  const fromCodePoint = String.fromCodePoint;
-  const Bytes = Uint8Array;
-  const EXIT_SENTINEL = "__codex_code_mode_exit__";
-  const STOPPED = "code-mode cell was stopped";
-  const FINISHED = "code-mode cell has finished";
-  const INTERNAL = "code-mode internal error";
-  const SERIALIZE = "failed to serialize JavaScript value: ";
   const IMAGE_GENERIC = "image expects a non-empty image URL string, an object with image_url and optional detail, or a raw MCP image block";
   const IMAGE_DETAIL_TYPE = "image detail must be a string when provided";
   const AUDIO_GENERIC = "audio expects a non-empty audio URL string, an object with audio_url, or a raw MCP audio block";
   const CONTENT_GENERIC = "content expects one MCP ContentBlock";
-  const timers = {
-    __proto__: null
-  };
-  const pendingTools = {
-    __proto__: null
-  };
-  let nextTimerId = 0;
-  const settledPromise = PromiseCtor.resolve();
-  defineProperty(settledPromise, "constructor", {
-    __proto__: null,
-    value: void 0
-  });
-  function queueJob(job) {
-    ReflectApply(promiseThen, settledPromise, [
-      job
-    ]);
-  }
-  function phase() {
-    try {
-      return bridgePhase();
-    } catch {
-      throw INTERNAL;
-    }
-  }
-  function live() {
-    const p = phase();
-    if (p === 1) throw STOPPED;
-    if (p !== 0) throw FINISHED;
-  }
-  function emit(kind, a, b) {
-    let posted;
-    try {
-      posted = bridgeEmit(kind, a, b);
-    } catch {
-      throw INTERNAL;
-    }
-    if (posted !== 0) live();
-  }
-  function byteLength(text2) {
-    try {
-      return bridgeByteLength(text2);
-    } catch {
-      throw INTERNAL;
-    }
-  }
-  function finish(kind, errorText) {
-    try {
-      bridgeFinish(kind, errorText);
-    } catch {
-    }
-  }
-  function describe(value) {
-    if (typeof value === "string") return value;
-    if (value !== null && (typeof value === "object" || typeof value === "function")) {
-      let stack;
-      try {
-        stack = value.stack;
-      } catch {
-        stack = void 0;
-      }
-      if (typeof stack === "string") return stack;
-    }
-    try {
-      return `${value}`;
-    } catch {
-      return "";
-    }
-  }
-  function toJson(value) {
-    try {
-      return stringify(value);
-    } catch (e) {
-      throw describe(e);
-    }
-  }
-  function toOutputText(value) {
-    const type = typeof value;
-    if (type === "string") return value;
-    if (value === void 0 || value === null || type === "boolean" || type === "number" || type === "bigint") {
-      return StringCtor(value);
-    }
-    const json = toJson(value);
-    return json === void 0 ? "undefined" : json;
-  }
-  function hex(code) {
-    return ReflectApply(numberToString, code, [
-      16
-    ]);
-  }
-  function serializeJson(value) {
-    const json = toJson(value);
-    if (json === void 0) throw SERIALIZE + "expected value at line 1 column 1";
-    const problem = jsonProblem(json);
-    if (problem !== void 0) throw SERIALIZE + problem;
-    return json;
-  }
-  function jsonProblem(json) {
-    const n = json.length;
-    if (n < 256 && ReflectApply(stringIndexOf, json, [
-      "\\ud"
-    ]) === -1 && ReflectApply(stringIndexOf, json, [
-      "$serde_json::private::"
-    ]) === -1) return void 0;
-    const at = (i2) => ReflectApply(stringCharCodeAt, json, [
-      i2
-    ]);
-    const hexAt = (i2) => parseInteger(ReflectApply(stringSlice, json, [
-      i2,
-      i2 + 4
-    ]), 16);
-    const objects = new Bytes(128);
-    let depth = 0;
-    let bytes = 0;
-    let i = 0;
-    let previous = 0;
-    while (i < n) {
-      const c = at(i);
-      if (c === 34) {
-        const isKey = depth > 0 && objects[depth - 1] === 1 && (previous === 123 || previous === 44);
-        const start = i + 1;
-        i++;
-        bytes++;
-        for (; ; ) {
-          const d = at(i);
-          if (d === 34) break;
-          if (d === 92) {
-            if (at(i + 1) !== 117) {
-              i += 2;
-              bytes += 2;
-              continue;
-            }
-            const unit = hexAt(i + 2);
-            i += 6;
-            bytes += 6;
-            if (unit >= 56320 && unit <= 57343) {
-              return "lone leading surrogate in hex escape at line 1 column " + bytes;
-            }
-            if (unit >= 55296 && unit <= 56319) {
-              if (at(i) !== 92) return "unexpected end of hex escape at line 1 column " + (bytes + 1);
-              i++;
-              bytes++;
-              if (at(i) !== 117) return "unexpected end of hex escape at line 1 column " + (bytes + 1);
-              const low = hexAt(i + 1);
-              i += 5;
-              bytes += 5;
-              if (low < 56320 || low > 57343) {
-                return "lone leading surrogate in hex escape at line 1 column " + bytes;
-              }
-            }
-            continue;
-          }
-          if (d < 128) bytes += 1;
-          else if (d < 2048) bytes += 2;
-          else if (d >= 55296 && d <= 56319) {
-            bytes += 4;
-            i++;
-          } else bytes += 3;
-          i++;
-        }
-        if (isKey) {
-          const key = ReflectApply(stringSlice, json, [
-            start,
-            i
-          ]);
-          if (key === "$serde_json::private::RawValue" || key === "$serde_json::private::Number") {
-            return "reserved JSON object key";
-          }
-        }
-        i++;
-        bytes++;
-        previous = 34;
-        continue;
-      }
-      if (c === 91 || c === 123) {
-        if (depth === 127) return "recursion limit exceeded at line 1 column " + (bytes + 1);
-        objects[depth++] = c === 123 ? 1 : 0;
-      } else if (c === 93 || c === 125) {
-        depth--;
-      }
-      if (c === 91 || c === 123 || c === 93 || c === 125 || c === 44 || c === 58) previous = c;
-      i++;
-      bytes++;
-    }
-    return void 0;
-  }
-  const DEBUG_ESCAPED = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Co}\p{Cn}\p{Mn}\p{Me}\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]/u;
-  function debugQuoted(text2) {
-    let out = '"';
-    for (let i = 0; i < text2.length; i++) {
-      let code = ReflectApply(stringCodePointAt, text2, [
-        i
-      ]);
-      if (code > 65535) i++;
-      else if (code >= 55296 && code <= 57343) code = 65533;
-      const ch = ReflectApply(fromCodePoint, StringCtor, [
-        code
-      ]);
-      if (ch === '"') out += '\\"';
-      else if (ch === "\\") out += "\\\\";
-      else if (ch === "\n") out += "\\n";
-      else if (ch === "\r") out += "\\r";
-      else if (ch === "	") out += "\\t";
-      else if (ch === "\0") out += "\\0";
-      else if (ReflectApply(regexpTest, DEBUG_ESCAPED, [
-        ch
-      ])) out += "\\u{" + hex(code) + "}";
-      else out += ch;
-    }
-    return out + '"';
-  }
-  function settle(failed, value) {
-    if (phase() !== 0) return;
-    if (!failed) finish(0, "");
-    else finish(1, describe(value));
-  }
-  function startsWithIgnoreCase(text2, prefix) {
-    return ReflectApply(stringToLowerCase, ReflectApply(stringSlice, text2, [
-      0,
-      prefix.length
-    ]), []) === prefix;
-  }
-  function isObjectLike(value) {
-    return value !== null && (typeof value === "object" || typeof value === "function");
-  }
-  function readBlock(value) {
-    const json = serializeJson(value);
-    const block = parse(json);
-    return isObjectLike(block) && !isArray(block) ? block : void 0;
-  }
   function blockUrl(block, kind, prefix) {
     const data = block.data;
     if (typeof data !== "string" || data === "") throw prefix + " expected MCP " + kind + " data";
@@ -1234,54 +1241,33 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
     if (typeof hint === "string" && hint !== "") emit(0, hint, "");
     return void 0;
   }
-  function keyText(key, message) {
-    try {
-      return `${key}`;
-    } catch {
-      throw message;
-    }
-  }
-  function store(key, value) {
-    live();
-    const name = keyText(key, "store key must be a string");
-    if (value === void 0) {
-      throw "Unable to store " + debugQuoted(name) + ". Only plain serializable objects can be stored.";
-    }
-    const json = serializeJson(value);
-    let stored;
-    try {
-      stored = bridgeStore(name, json);
-    } catch {
-      throw INTERNAL;
-    }
-    if (stored === 1) {
-      throw "stored values exceed the " + maxStoredValueBytes + "-byte session limit";
-    }
-    if (stored !== 0) live();
-    return void 0;
-  }
-  function load(key) {
-    live();
-    const name = keyText(key, "load key must be a string");
-    let json;
-    try {
-      json = bridgeLoad(name);
-    } catch {
-      throw INTERNAL;
-    }
-    if (json === void 0) return void 0;
-    try {
-      return parse(json);
-    } catch {
-      throw "failed to load stored value";
-    }
-  }
+  return {
+    text,
+    image,
+    audio,
+    generatedImage,
+    emitBlock
+  };
+}
+
+// worker/cell_helper_control.ts
+function createControlHelpers(kit, json, bridgeTimer, limits) {
+  const { INTERNAL, byteLength, emit, finish, live, phase, queueJob, settle } = kit;
+  const { toOutputText } = json;
+  const ReflectApply = Reflect.apply;
+  const numberIsFinite = Number.isFinite;
+  const mathTrunc = Math.trunc;
+  const stringTrim = String.prototype.trim;
+  const objectCreate = Object.create;
+  const EXIT_SENTINEL = "__codex_code_mode_exit__";
+  const timers = objectCreate(null);
+  let nextTimerId = 0;
   function notify(value) {
     live();
     const message = toOutputText(value);
     if (ReflectApply(stringTrim, message, []) === "") throw "notify expects non-empty text";
-    if (byteLength(message) > maxMessageBytes) {
-      throw "code-mode notification exceeds the " + maxMessageBytes + "-byte gRPC message limit";
+    if (byteLength(message) > limits.maxMessageBytes) {
+      throw "code-mode notification exceeds the " + limits.maxMessageBytes + "-byte gRPC message limit";
     }
     emit(3, message, "");
     return void 0;
@@ -1331,31 +1317,397 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
     }
     return void 0;
   }
-  function callTool(name, arg) {
-    live();
-    const input = arg === void 0 ? void 0 : serializeJson(arg);
-    if (input !== void 0 && byteLength(input) > maxMessageBytes) {
-      const message = "code-mode tool invocation exceeds the " + maxMessageBytes + "-byte gRPC message limit";
-      return new PromiseCtor((_resolve, reject) => reject(message));
-    }
-    let settlers;
-    const promise = new PromiseCtor((resolve, reject) => {
-      settlers = {
-        __proto__: null,
-        resolve,
-        reject
-      };
+  function fireTimer(id) {
+    const callback = timers[id];
+    if (callback === void 0) return;
+    delete timers[id];
+    queueJob(() => {
+      if (phase() !== 0) return;
+      try {
+        ReflectApply(callback, void 0, []);
+      } catch (e) {
+        settle(true, e);
+      }
     });
-    let id;
+  }
+  return {
+    notify,
+    yield_control,
+    exit,
+    setTimeout,
+    clearTimeout,
+    fireTimer
+  };
+}
+
+// worker/cell_helper_json.ts
+function createJsonHelpers(kit) {
+  const { describe, isObjectLike } = kit;
+  const ReflectApply = Reflect.apply;
+  const isArray = Array.isArray;
+  const stringify = JSON.stringify;
+  const parse = JSON.parse;
+  const StringCtor = String;
+  const stringSlice = String.prototype.slice;
+  const stringIndexOf = String.prototype.indexOf;
+  const stringCharCodeAt = String.prototype.charCodeAt;
+  const stringCodePointAt = String.prototype.codePointAt;
+  const numberToString = Number.prototype.toString;
+  const regexpTest = RegExp.prototype.test;
+  const parseInteger = parseInt;
+  const fromCodePoint = String.fromCodePoint;
+  const Bytes = Uint8Array;
+  const SERIALIZE = "failed to serialize JavaScript value: ";
+  function toJson(value) {
     try {
-      id = bridgeCallTool(name, input);
+      return stringify(value);
+    } catch (e) {
+      throw describe(e);
+    }
+  }
+  function toOutputText(value) {
+    const type = typeof value;
+    if (type === "string") return value;
+    if (value === void 0 || value === null || type === "boolean" || type === "number" || type === "bigint") {
+      return StringCtor(value);
+    }
+    const json = toJson(value);
+    return json === void 0 ? "undefined" : json;
+  }
+  function hex(code) {
+    return ReflectApply(numberToString, code, [
+      16
+    ]);
+  }
+  function serializeJson(value) {
+    const json = toJson(value);
+    if (json === void 0) throw SERIALIZE + "expected value at line 1 column 1";
+    const problem = jsonProblem(json);
+    if (problem !== void 0) throw SERIALIZE + problem;
+    return json;
+  }
+  function jsonProblem(json) {
+    const n = json.length;
+    if (n < 256 && ReflectApply(stringIndexOf, json, [
+      "\\ud"
+    ]) === -1 && ReflectApply(stringIndexOf, json, [
+      "$serde_json::private::"
+    ]) === -1) return void 0;
+    const at = (i2) => ReflectApply(stringCharCodeAt, json, [
+      i2
+    ]);
+    const hexAt = (i2) => parseInteger(ReflectApply(stringSlice, json, [
+      i2,
+      i2 + 4
+    ]), 16);
+    const objects = new Bytes(128);
+    let depth = 0;
+    let bytes = 0;
+    let i = 0;
+    let previous = 0;
+    while (i < n) {
+      const c = at(i);
+      if (c === 34) {
+        const isKey = depth > 0 && objects[depth - 1] === 1 && (previous === 123 || previous === 44);
+        const start = i + 1;
+        i++;
+        bytes++;
+        for (; ; ) {
+          const d = at(i);
+          if (d === 34) break;
+          if (d === 92) {
+            if (at(i + 1) !== 117) {
+              i += 2;
+              bytes += 2;
+              continue;
+            }
+            const unit = hexAt(i + 2);
+            i += 6;
+            bytes += 6;
+            if (unit >= 56320 && unit <= 57343) {
+              return "lone leading surrogate in hex escape at line 1 column " + bytes;
+            }
+            if (unit >= 55296 && unit <= 56319) {
+              if (at(i) !== 92) return "unexpected end of hex escape at line 1 column " + (bytes + 1);
+              i++;
+              bytes++;
+              if (at(i) !== 117) return "unexpected end of hex escape at line 1 column " + (bytes + 1);
+              const low = hexAt(i + 1);
+              i += 5;
+              bytes += 5;
+              if (low < 56320 || low > 57343) {
+                return "lone leading surrogate in hex escape at line 1 column " + bytes;
+              }
+            }
+            continue;
+          }
+          if (d < 128) bytes += 1;
+          else if (d < 2048) bytes += 2;
+          else if (d >= 55296 && d <= 56319) {
+            bytes += 4;
+            i++;
+          } else bytes += 3;
+          i++;
+        }
+        if (isKey) {
+          const key = ReflectApply(stringSlice, json, [
+            start,
+            i
+          ]);
+          if (key === "$serde_json::private::RawValue" || key === "$serde_json::private::Number") {
+            return "reserved JSON object key";
+          }
+        }
+        i++;
+        bytes++;
+        previous = 34;
+        continue;
+      }
+      if (c === 91 || c === 123) {
+        if (depth === 127) return "recursion limit exceeded at line 1 column " + (bytes + 1);
+        objects[depth++] = c === 123 ? 1 : 0;
+      } else if (c === 93 || c === 125) {
+        depth--;
+      }
+      if (c === 91 || c === 123 || c === 93 || c === 125 || c === 44 || c === 58) previous = c;
+      i++;
+      bytes++;
+    }
+    return void 0;
+  }
+  const DEBUG_ESCAPED = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\p{Co}\p{Cn}\p{Mn}\p{Me}\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]/u;
+  function debugQuoted(text) {
+    let out = '"';
+    for (let i = 0; i < text.length; i++) {
+      let code = ReflectApply(stringCodePointAt, text, [
+        i
+      ]);
+      if (code > 65535) i++;
+      else if (code >= 55296 && code <= 57343) code = 65533;
+      const ch = ReflectApply(fromCodePoint, StringCtor, [
+        code
+      ]);
+      if (ch === '"') out += '\\"';
+      else if (ch === "\\") out += "\\\\";
+      else if (ch === "\n") out += "\\n";
+      else if (ch === "\r") out += "\\r";
+      else if (ch === "	") out += "\\t";
+      else if (ch === "\0") out += "\\0";
+      else if (ReflectApply(regexpTest, DEBUG_ESCAPED, [
+        ch
+      ])) out += "\\u{" + hex(code) + "}";
+      else out += ch;
+    }
+    return out + '"';
+  }
+  function readBlock(value) {
+    const json = serializeJson(value);
+    const block = parse(json);
+    return isObjectLike(block) && !isArray(block) ? block : void 0;
+  }
+  return {
+    toOutputText,
+    serializeJson,
+    debugQuoted,
+    readBlock
+  };
+}
+
+// worker/cell_helper_kit.ts
+function createHelperKit(bridgePhase, bridgeEmit, bridgeByteLength, bridgeFinish) {
+  const global = globalThis;
+  const ReflectApply = Reflect.apply;
+  const defineProperty = Object.defineProperty;
+  const getOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
+  const getPrototypeOf = Object.getPrototypeOf;
+  const PromiseCtor = Promise;
+  const promiseThen = Promise.prototype.then;
+  const PromiseProto = Promise.prototype;
+  const speciesKey = Symbol.species;
+  const speciesGetter = getOwnPropertyDescriptor(Promise, speciesKey)?.get;
+  const ObjectProto = Object.prototype;
+  const stringToLowerCase = String.prototype.toLowerCase;
+  const stringSlice = String.prototype.slice;
+  const functionBind = Function.prototype.bind;
+  const STOPPED = "code-mode cell was stopped";
+  const FINISHED = "code-mode cell has finished";
+  const INTERNAL = "code-mode internal error";
+  const settledPromise = PromiseCtor.resolve();
+  defineProperty(settledPromise, "constructor", {
+    __proto__: null,
+    value: void 0
+  });
+  function queueJob(job) {
+    ReflectApply(promiseThen, settledPromise, [
+      job
+    ]);
+  }
+  function phase() {
+    try {
+      return bridgePhase();
     } catch {
       throw INTERNAL;
     }
-    if (id === "") live();
-    pendingTools[id] = settlers;
-    return promise;
   }
+  function live() {
+    const p = phase();
+    if (p === 1) throw STOPPED;
+    if (p !== 0) throw FINISHED;
+  }
+  function emit(kind, a, b) {
+    let posted;
+    try {
+      posted = bridgeEmit(kind, a, b);
+    } catch {
+      throw INTERNAL;
+    }
+    if (posted !== 0) live();
+  }
+  function byteLength(text) {
+    try {
+      return bridgeByteLength(text);
+    } catch {
+      throw INTERNAL;
+    }
+  }
+  function finish(kind, errorText) {
+    try {
+      bridgeFinish(kind, errorText);
+    } catch {
+    }
+  }
+  function describe(value) {
+    if (typeof value === "string") return value;
+    if (value !== null && (typeof value === "object" || typeof value === "function")) {
+      let stack;
+      try {
+        stack = value.stack;
+      } catch {
+        stack = void 0;
+      }
+      if (typeof stack === "string") return stack;
+    }
+    try {
+      return `${value}`;
+    } catch {
+      return "";
+    }
+  }
+  function settle(failed, value) {
+    if (phase() !== 0) return;
+    if (!failed) finish(0, "");
+    else finish(1, describe(value));
+  }
+  function startsWithIgnoreCase(text, prefix) {
+    return ReflectApply(stringToLowerCase, ReflectApply(stringSlice, text, [
+      0,
+      prefix.length
+    ]), []) === prefix;
+  }
+  function isObjectLike(value) {
+    return value !== null && (typeof value === "object" || typeof value === "function");
+  }
+  function installGlobal(name, value) {
+    defineProperty(global, name, {
+      __proto__: null,
+      value,
+      writable: true,
+      enumerable: true,
+      configurable: true
+    });
+  }
+  function nativeLike(fn) {
+    const bound = ReflectApply(functionBind, fn, [
+      void 0
+    ]);
+    defineProperty(bound, "length", {
+      __proto__: null,
+      value: 0
+    });
+    defineProperty(bound, "name", {
+      __proto__: null,
+      value: ""
+    });
+    const prototype = {};
+    defineProperty(prototype, "constructor", {
+      __proto__: null,
+      value: bound,
+      writable: true,
+      enumerable: false,
+      configurable: true
+    });
+    defineProperty(bound, "prototype", {
+      __proto__: null,
+      value: prototype,
+      writable: true,
+      enumerable: false,
+      configurable: false
+    });
+    return bound;
+  }
+  function watch(evaluation) {
+    try {
+      ReflectApply(promiseThen, evaluation, [
+        () => settle(false, void 0),
+        // After exit() the cell is over already, and its sentinel is ignored (settle checks).
+        (reason) => settle(true, reason)
+      ]);
+    } catch (e) {
+      settle(true, e);
+    }
+  }
+  function fail(thrown) {
+    settle(true, thrown);
+  }
+  function complete() {
+    settle(false, void 0);
+  }
+  function promiseIntact() {
+    try {
+      const then = getOwnPropertyDescriptor(PromiseProto, "then");
+      const ctor = getOwnPropertyDescriptor(PromiseProto, "constructor");
+      const species = getOwnPropertyDescriptor(PromiseCtor, speciesKey);
+      return then?.value === promiseThen && ctor?.value === PromiseCtor && species?.get === speciesGetter && getPrototypeOf(PromiseProto) === ObjectProto;
+    } catch {
+      return false;
+    }
+  }
+  return {
+    INTERNAL,
+    queueJob,
+    phase,
+    live,
+    emit,
+    byteLength,
+    finish,
+    describe,
+    settle,
+    startsWithIgnoreCase,
+    isObjectLike,
+    nativeLike,
+    installGlobal,
+    watch,
+    fail,
+    complete,
+    promiseIntact
+  };
+}
+
+// worker/cell_helper_stacks.ts
+function installStackTraces(kit, cellFileName) {
+  const { isObjectLike } = kit;
+  const ReflectApply = Reflect.apply;
+  const defineProperty = Object.defineProperty;
+  const getOwnPropertyDescriptor = Object.getOwnPropertyDescriptor;
+  const getPrototypeOf = Object.getPrototypeOf;
+  const objectCreate = Object.create;
+  const isArray = Array.isArray;
+  const stringIndexOf = String.prototype.indexOf;
+  const stringSlice = String.prototype.slice;
+  const FunctionProto = Function.prototype;
+  const ErrorCtor = Error;
+  const errorToString = Error.prototype.toString;
+  const Bytes = Uint8Array;
   const INTERNAL_LIMIT = 64;
   const VISIBLE_LIMIT = 10;
   ErrorCtor.stackTraceLimit = INTERNAL_LIMIT;
@@ -1510,70 +1862,201 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
     enumerable: false,
     configurable: false
   });
-  const allowed = {
-    __proto__: null
+}
+
+// worker/cell_helper_store.ts
+function createStoreHelpers(kit, json, bridgeStore, bridgeLoad, limits) {
+  const { INTERNAL, live } = kit;
+  const { debugQuoted, serializeJson } = json;
+  const parse = JSON.parse;
+  function keyText(key, message) {
+    try {
+      return `${key}`;
+    } catch {
+      throw message;
+    }
+  }
+  function store(key, value) {
+    live();
+    const name = keyText(key, "store key must be a string");
+    if (value === void 0) {
+      throw "Unable to store " + debugQuoted(name) + ". Only plain serializable objects can be stored.";
+    }
+    const json2 = serializeJson(value);
+    let stored;
+    try {
+      stored = bridgeStore(name, json2);
+    } catch {
+      throw INTERNAL;
+    }
+    if (stored === 1) {
+      throw "stored values exceed the " + limits.maxStoredValueBytes + "-byte session limit";
+    }
+    if (stored !== 0) live();
+    return void 0;
+  }
+  function load(key) {
+    live();
+    const name = keyText(key, "load key must be a string");
+    let json2;
+    try {
+      json2 = bridgeLoad(name);
+    } catch {
+      throw INTERNAL;
+    }
+    if (json2 === void 0) return void 0;
+    try {
+      return parse(json2);
+    } catch {
+      throw "failed to load stored value";
+    }
+  }
+  return {
+    store,
+    load
   };
+}
+
+// worker/cell_helper_tools.ts
+function createToolHelpers(kit, json, bridgeCallTool, limits) {
+  const { INTERNAL, byteLength, emit, installGlobal, live, nativeLike, phase, queueJob } = kit;
+  const { serializeJson } = json;
+  const defineProperty = Object.defineProperty;
+  const parse = JSON.parse;
+  const PromiseCtor = Promise;
+  const objectCreate = Object.create;
+  const pendingTools = objectCreate(null);
+  function callTool(name, arg) {
+    live();
+    const input = arg === void 0 ? void 0 : serializeJson(arg);
+    if (input !== void 0 && byteLength(input) > limits.maxMessageBytes) {
+      const message = "code-mode tool invocation exceeds the " + limits.maxMessageBytes + "-byte gRPC message limit";
+      return new PromiseCtor((_resolve, reject) => reject(message));
+    }
+    let settlers;
+    const promise = new PromiseCtor((resolve, reject) => {
+      settlers = {
+        __proto__: null,
+        resolve,
+        reject
+      };
+    });
+    let id;
+    try {
+      id = bridgeCallTool(name, input);
+    } catch {
+      throw INTERNAL;
+    }
+    if (id === "") live();
+    pendingTools[id] = settlers;
+    return promise;
+  }
+  function install(toolsJson) {
+    const toolList = parse(toolsJson);
+    const tools = {};
+    for (let i = 0; i < toolList.length; i++) {
+      const toolName = toolList[i].name;
+      const tool = function(arg) {
+        return callTool(toolName, arg);
+      };
+      defineProperty(tools, toolName, {
+        __proto__: null,
+        value: nativeLike(tool),
+        writable: true,
+        enumerable: true,
+        configurable: true
+      });
+    }
+    installGlobal("tools", tools);
+    installGlobal("ALL_TOOLS", toolList);
+  }
+  function deliver(id, isError, payload) {
+    const settlers = pendingTools[id];
+    if (settlers === void 0) return;
+    delete pendingTools[id];
+    queueJob(() => {
+      if (phase() !== 0) return;
+      emit(4, id, "");
+      if (isError) {
+        settlers.reject(payload);
+        return;
+      }
+      let value;
+      try {
+        value = parse(payload);
+      } catch {
+        settlers.reject("code-mode tool result is not valid JSON");
+        return;
+      }
+      settlers.resolve(value);
+    });
+  }
+  return {
+    install,
+    deliver
+  };
+}
+
+// worker/cell_helper_globals.ts
+function cellHelpersSource() {
+  const factories = {
+    createCellHelpers,
+    createHelperKit,
+    createJsonHelpers,
+    createContentHelpers,
+    createStoreHelpers,
+    createControlHelpers,
+    createToolHelpers,
+    installStackTraces,
+    guardFinalizationRegistry
+  };
+  const members = Object.entries(factories).map(([name, factory]) => `${name}: ${factory.toString()}`);
+  return `"use strict";({
+${members.join(",\n")}
+})`;
+}
+function createCellHelpers(parts, bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLength, bridgeLoad, bridgeStore, bridgeTimer, bridgeFinish, combinators, allowlistJson, cellFileName, _helpersFileName) {
+  const global = globalThis;
+  const getOwnPropertyNames = Object.getOwnPropertyNames;
+  const objectCreate = Object.create;
+  const parse = JSON.parse;
+  const limits = {
+    __proto__: null,
+    maxMessageBytes: 0,
+    maxStoredValueBytes: 0
+  };
+  const kit = parts.createHelperKit(bridgePhase, bridgeEmit, bridgeByteLength, bridgeFinish);
+  const json = parts.createJsonHelpers(kit);
+  const content = parts.createContentHelpers(kit, json);
+  const stored = parts.createStoreHelpers(kit, json, bridgeStore, bridgeLoad, limits);
+  const control = parts.createControlHelpers(kit, json, bridgeTimer, limits);
+  const tools = parts.createToolHelpers(kit, json, bridgeCallTool, limits);
+  parts.installStackTraces(kit, cellFileName);
+  const allowed = objectCreate(null);
   const allowlist = parse(allowlistJson);
   for (let i = 0; i < allowlist.length; i++) allowed[allowlist[i]] = true;
   const names = getOwnPropertyNames(global);
   for (let i = 0; i < names.length; i++) {
     if (allowed[names[i]] !== true) delete global[names[i]];
   }
-  function installGlobal(name, value) {
-    defineProperty(global, name, {
-      __proto__: null,
-      value,
-      writable: true,
-      enumerable: true,
-      configurable: true
-    });
-  }
-  function nativeLike(fn) {
-    const bound = ReflectApply(functionBind, fn, [
-      void 0
-    ]);
-    defineProperty(bound, "length", {
-      __proto__: null,
-      value: 0
-    });
-    defineProperty(bound, "name", {
-      __proto__: null,
-      value: ""
-    });
-    const prototype = {};
-    defineProperty(prototype, "constructor", {
-      __proto__: null,
-      value: bound,
-      writable: true,
-      enumerable: false,
-      configurable: true
-    });
-    defineProperty(bound, "prototype", {
-      __proto__: null,
-      value: prototype,
-      writable: true,
-      enumerable: false,
-      configurable: false
-    });
-    return bound;
-  }
-  const made = combinators(nativeLike(emitBlock));
+  const { installGlobal, nativeLike } = kit;
+  const made = combinators(nativeLike(content.emitBlock));
   const helpers = [
     [
       "text",
-      nativeLike(text)
+      nativeLike(content.text)
     ],
     [
       "image",
-      nativeLike(image)
+      nativeLike(content.image)
     ],
     [
       "audio",
-      nativeLike(audio)
+      nativeLike(content.audio)
     ],
     [
       "generatedImage",
-      nativeLike(generatedImage)
+      nativeLike(content.generatedImage)
     ],
     [
       "content",
@@ -1581,31 +2064,31 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
     ],
     [
       "store",
-      nativeLike(store)
+      nativeLike(stored.store)
     ],
     [
       "load",
-      nativeLike(load)
+      nativeLike(stored.load)
     ],
     [
       "notify",
-      nativeLike(notify)
+      nativeLike(control.notify)
     ],
     [
       "yield_control",
-      nativeLike(yield_control)
+      nativeLike(control.yield_control)
     ],
     [
       "exit",
-      nativeLike(exit)
+      nativeLike(control.exit)
     ],
     [
       "setTimeout",
-      nativeLike(setTimeout)
+      nativeLike(control.setTimeout)
     ],
     [
       "clearTimeout",
-      nativeLike(clearTimeout)
+      nativeLike(control.clearTimeout)
     ],
     [
       "as_settled",
@@ -1617,6 +2100,27 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
     ]
   ];
   for (let i = 0; i < helpers.length; i++) installGlobal(helpers[i][0], helpers[i][1]);
+  parts.guardFinalizationRegistry(bridgePhase);
+  function configure(toolsJson, messageLimit, storedLimit) {
+    limits.maxMessageBytes = messageLimit;
+    limits.maxStoredValueBytes = storedLimit;
+    tools.install(toolsJson);
+  }
+  return {
+    watch: kit.watch,
+    fail: kit.fail,
+    complete: kit.complete,
+    promiseIntact: kit.promiseIntact,
+    fireTimer: control.fireTimer,
+    deliver: tools.deliver,
+    configure,
+    describe: kit.describe
+  };
+}
+function guardFinalizationRegistry(bridgePhase) {
+  const global = globalThis;
+  const ReflectApply = Reflect.apply;
+  const defineProperty = Object.defineProperty;
   const Registry = global.FinalizationRegistry;
   if (typeof Registry === "function") {
     const construct = Reflect.construct;
@@ -1658,104 +2162,9 @@ function createCellHelpers(bridgePhase, bridgeEmit, bridgeCallTool, bridgeByteLe
       configurable: true
     });
   }
-  function configure(toolsJson, messageLimit, storedLimit) {
-    maxMessageBytes = messageLimit;
-    maxStoredValueBytes = storedLimit;
-    const toolList = parse(toolsJson);
-    const tools = {};
-    for (let i = 0; i < toolList.length; i++) {
-      const toolName = toolList[i].name;
-      const tool = function(arg) {
-        return callTool(toolName, arg);
-      };
-      defineProperty(tools, toolName, {
-        __proto__: null,
-        value: nativeLike(tool),
-        writable: true,
-        enumerable: true,
-        configurable: true
-      });
-    }
-    installGlobal("tools", tools);
-    installGlobal("ALL_TOOLS", toolList);
-  }
-  function watch(evaluation) {
-    try {
-      ReflectApply(promiseThen, evaluation, [
-        () => settle(false, void 0),
-        // After exit() the cell is over already, and its sentinel is ignored (settle checks).
-        (reason) => settle(true, reason)
-      ]);
-    } catch (e) {
-      settle(true, e);
-    }
-  }
-  function fail(thrown) {
-    settle(true, thrown);
-  }
-  function complete() {
-    settle(false, void 0);
-  }
-  function promiseIntact() {
-    try {
-      const then = getOwnPropertyDescriptor(PromiseProto, "then");
-      const ctor = getOwnPropertyDescriptor(PromiseProto, "constructor");
-      const species = getOwnPropertyDescriptor(PromiseCtor, speciesKey);
-      return then?.value === promiseThen && ctor?.value === PromiseCtor && species?.get === speciesGetter && getPrototypeOf(PromiseProto) === ObjectProto;
-    } catch {
-      return false;
-    }
-  }
-  function fireTimer(id) {
-    const callback = timers[id];
-    if (callback === void 0) return;
-    delete timers[id];
-    queueJob(() => {
-      if (phase() !== 0) return;
-      try {
-        ReflectApply(callback, void 0, []);
-      } catch (e) {
-        settle(true, e);
-      }
-    });
-  }
-  function deliver(id, isError, payload) {
-    const settlers = pendingTools[id];
-    if (settlers === void 0) return;
-    delete pendingTools[id];
-    queueJob(() => {
-      if (phase() !== 0) return;
-      emit(4, id, "");
-      if (isError) {
-        settlers.reject(payload);
-        return;
-      }
-      let value;
-      try {
-        value = parse(payload);
-      } catch {
-        settlers.reject("code-mode tool result is not valid JSON");
-        return;
-      }
-      settlers.resolve(value);
-    });
-  }
-  return {
-    watch,
-    fail,
-    complete,
-    promiseIntact,
-    fireTimer,
-    deliver,
-    configure,
-    describe
-  };
 }
 
-// worker/cell_bootstrap.ts
-var CELL_EXIT_SENTINEL = "__codex_code_mode_exit__";
-var CELL_STOPPED_ERROR = "code-mode cell was stopped";
-var CELL_FINISHED_ERROR = "code-mode cell has finished";
+// worker/cell_realm.ts
 var CELL_HELPERS_FILE_NAME = "code_mode_helpers.js";
 var CELL_GLOBAL_ALLOWLIST = Object.freeze([
   "globalThis",
@@ -1823,32 +2232,37 @@ var CELL_GLOBAL_ALLOWLIST = Object.freeze([
   "DisposableStack",
   "SuppressedError"
 ]);
-var MAX_HOST_TIMER_MS = MAX_INT32;
 var DRAIN_CONTEXT = new vm2.Script("0", {
   filename: CELL_HELPERS_FILE_NAME
 });
 var helpersScript;
 var combinatorsScript;
-var SourceTextModule = vm2.SourceTextModule;
-var importRefused = false;
-var DYNAMIC_IMPORT_ERROR = "unsupported import in exec";
-function refuseImport() {
-  importRefused = true;
-  return Promise.reject(DYNAMIC_IMPORT_ERROR);
+function createCellRealm(bridges) {
+  const context = vm2.createContext(vm2.constants.DONT_CONTEXTIFY, {
+    microtaskMode: "afterEvaluate"
+  });
+  helpersScript ??= new vm2.Script(cellHelpersSource(), {
+    filename: CELL_HELPERS_FILE_NAME
+  });
+  combinatorsScript ??= new vm2.Script(CELL_COMBINATORS_SOURCE, {
+    filename: ""
+  });
+  const factories = helpersScript.runInContext(context);
+  const combinators = combinatorsScript.runInContext(context);
+  const b = bridges;
+  const controller = factories.createCellHelpers(factories, b.phase, b.emit, b.callTool, b.byteLength, b.load, b.store, b.timer, b.finish, combinators, JSON.stringify(CELL_GLOBAL_ALLOWLIST), CELL_FILE_NAME, CELL_HELPERS_FILE_NAME);
+  return {
+    context,
+    controller
+  };
 }
+
+// worker/cell_run.ts
+var MAX_HOST_TIMER_MS = MAX_INT32;
 var CellRun = class {
   #start;
-  #output;
-  /** Payload bytes of the counted outputs not yet acknowledged, oldest first from `#unackedHead`. */
-  #unacked = [];
-  #unackedHead = 0;
-  #unackedBytes = 0;
-  /** `CREDIT_ACKED` as last settled. */
-  #ackedSeen = 0;
-  /** The largest frame this cell writes (the host's `maxWorkerFrameBytes`). */
-  #maxFrameBytes = DEFAULT_MAX_FRAME_BYTES;
-  /** Writes frames to the runtime's stream; unset for a cell that posts its outputs whole. */
-  #write;
+  #outbox = new CellOutbox(this);
+  #credit;
   #phase = PHASE_RUNNING;
   #hostTimers = /* @__PURE__ */ new Map();
   #nextToolId = 0;
@@ -1862,14 +2276,6 @@ var CellRun = class {
   #module;
   /** A completion or failure reported during a drain: taken when the drain is over. */
   #pendingFinish;
-  #credit;
-  #startedPending = false;
-  /** A posted output's credit wait was cut short by a stack overflow: the next output waits first. */
-  #owesWait = false;
-  /** The result, until it has been sent (`#finish` may run short of stack; `#enter` retries). */
-  #unsentResult;
-  /** The result's frames are written but the runtime has not been told yet. */
-  #noticeOwed = false;
   /** Called in the macrotask after the one that finished the cell (reuse, `cell_protocol.ts` 3a). */
   #onFinished;
   /** The cell's ID, once it began. */
@@ -1877,31 +2283,20 @@ var CellRun = class {
     return this.#start?.cellId;
   }
   /**
-   * Whether the cell *completed* and its Worker may run another cell (SPEC §5.1): its result is
-   * sent, it was never stopped (no stop word, no `stop`), and its timers are cleared.
+   * Whether the cell *completed* and its cell worker may run another cell (SPEC §5.1): its result
+   * is sent, it was never stopped (no stop word, no `stop`), and its timers are cleared.
    */
   get reusable() {
-    return this.#phase === PHASE_FINISHED && this.#unsentResult === void 0 && !this.#noticeOwed && this.#hostTimers.size === 0 && (this.#credit === void 0 || Atomics.load(this.#credit.words, CREDIT_STOP) === 0);
+    return this.#phase === PHASE_FINISHED && !this.#outbox.resultOwed && this.#hostTimers.size === 0 && (this.#credit === void 0 || Atomics.load(this.#credit.words, CREDIT_STOP) === 0);
   }
   /**
-   * Builds the context and the helpers ahead of the cell, while this Worker waits as the session's
-   * spare: only `tools`, `ALL_TOOLS` and the limits depend on the cell (see `begin`).
+   * Builds the context and the helpers ahead of the cell, while this cell worker waits as the
+   * session's spare: only `tools`, `ALL_TOOLS` and the limits depend on the cell (see `begin`).
    */
   prepare() {
-    const context = vm2.createContext(vm2.constants.DONT_CONTEXTIFY, {
-      microtaskMode: "afterEvaluate"
-    });
-    this.#context = context;
-    helpersScript ??= new vm2.Script(`"use strict";(${createCellHelpers.toString()})`, {
-      filename: CELL_HELPERS_FILE_NAME
-    });
-    combinatorsScript ??= new vm2.Script(CELL_COMBINATORS_SOURCE, {
-      filename: ""
-    });
-    const factory = helpersScript.runInContext(context);
-    const combinators = combinatorsScript.runInContext(context);
-    const b = this.#bridges();
-    this.#controller = factory(b.phase, b.emit, b.callTool, b.byteLength, b.load, b.store, b.timer, b.finish, combinators, JSON.stringify(CELL_GLOBAL_ALLOWLIST), CELL_FILE_NAME, CELL_HELPERS_FILE_NAME);
+    const realm = createCellRealm(this.#bridges());
+    this.#context = realm.context;
+    this.#controller = realm.controller;
   }
   /**
    * Runs, once, the platform code every cell needs, so that its lazy set-up (Deno's `node:timers`,
@@ -1914,43 +2309,31 @@ var CellRun = class {
     if (context === void 0) return;
     clearHostTimer(setHostTimer(() => {
     }, 1e3));
-    const module = new SourceTextModule("", {
-      context,
-      identifier: CELL_FILE_NAME
-    });
-    module.linkRequests([]);
-    module.instantiate();
-    void module.evaluate();
+    warmUpModules(context);
   }
-  /**
-   * Lets go of what Deno keeps of the cell's module after the cell: the object its dynamic-import
-   * callback closes over is emptied, so it no longer holds the module and, through it, the realm.
-   */
+  /** Lets go of what Deno keeps of the cell's module after the cell (see `disposeCellModule`). */
   dispose() {
     const module = this.#module;
     this.#module = void 0;
-    if (module === void 0) return;
-    for (const key of Reflect.ownKeys(module)) Reflect.deleteProperty(module, key);
+    if (module !== void 0) disposeCellModule(module);
   }
   /**
    * Starts the prepared cell: installs its tools and limits, posts `started`, and compiles and
-   * evaluates the source once, inside a macrotask (module doc: heap limit): the current one when
-   * `inMacrotask` (the park of a warmed spare), else a new one.
+   * evaluates the source once, inside a macrotask (`cell_bootstrap.ts`: heap limit): the current
+   * one when `inMacrotask` (the park of a warmed spare), else a new one.
    *
    * @param start the runtime's `start` message
    * @param warm the output port and words handed over by `warm`, if any
    * @param inMacrotask the caller runs in a macrotask and nothing follows the call in it
    * @param write writes the cell's frames to the runtime's stream (`cell_protocol.ts` item 3);
    *   without it every output is posted whole
+   * @param onFinished called in the macrotask after the one that finished the cell
    */
   begin(start, warm, inMacrotask, write = warm?.write, onFinished) {
     this.#start = start;
     this.#onFinished = onFinished;
-    this.#maxFrameBytes = start.maxFrameBytes || DEFAULT_MAX_FRAME_BYTES;
-    this.#output = start.output ?? warm?.port;
-    this.#write = write;
     const words = start.credit?.words ?? warm?.words;
-    this.#credit = start.credit && words ? {
+    const credit = this.#credit = start.credit && words ? {
       ...start.credit,
       words
     } : {
@@ -1961,21 +2344,23 @@ var CellRun = class {
       keepTextBytes: 0,
       dropMediaOver: Infinity
     };
+    this.#outbox.open({
+      cellId: start.cellId,
+      maxFrameBytes: start.maxFrameBytes || DEFAULT_MAX_FRAME_BYTES,
+      output: start.output ?? warm?.port,
+      write,
+      credit
+    });
     this.#view = new Map(start.store);
     const tools = start.tools.map((tool) => ({
       name: String(tool.name),
       description: String(tool.description)
     }));
     this.#controller.configure(JSON.stringify(tools), start.maxMessageBytes, start.maxStoredValueBytes);
-    this.#startedPending = true;
+    this.#outbox.holdStarted();
     const run = () => {
       this.#evaluate();
-      if (this.#startedPending) {
-        this.#startedPending = false;
-        this.#post({
-          t: "started"
-        });
-      }
+      this.#outbox.sendStartedIfPending();
     };
     if (inMacrotask) run();
     else setHostImmediate(run);
@@ -1991,11 +2376,7 @@ var CellRun = class {
     if (context === void 0 || this.#phase !== PHASE_RUNNING) return;
     let module;
     try {
-      module = new SourceTextModule(this.#start.source, {
-        context,
-        identifier: CELL_FILE_NAME,
-        importModuleDynamically: refuseImport
-      });
+      module = compileCellModule(this.#start.source, context);
     } catch (e) {
       this.#finish(1, describeCompileError(e));
       return;
@@ -2027,7 +2408,7 @@ var CellRun = class {
   /** Handles a control message other than `start`. */
   control(message) {
     if (message.t === "ping") {
-      this.#post({
+      this.#outbox.post({
         t: "pong"
       });
       return;
@@ -2037,7 +2418,7 @@ var CellRun = class {
     if (message.t === "stop") {
       if (this.#phase === PHASE_RUNNING) this.#phase = PHASE_STOPPED;
       this.#clearHostTimers();
-      this.#post({
+      this.#outbox.post({
         t: "stopped"
       });
     } else if (message.t === "toolResult") {
@@ -2050,138 +2431,144 @@ var CellRun = class {
   }
   #bridges() {
     return {
-      phase: () => this.#livePhase(),
-      emit: (kind, a, b) => {
-        if (this.#livePhase() !== PHASE_RUNNING) return 1;
-        const first = typeof a === "string" ? a : "";
-        switch (kind) {
-          case EMIT_TEXT:
-            this.#postText(first);
-            break;
-          case EMIT_IMAGE: {
-            const detail = typeof b === "string" ? b : "high";
-            const n = utf8ByteLength(first);
-            this.#postCounted(n > this.#credit.dropMediaOver ? {
-              t: "droppedImage",
-              bytes: n,
-              detail,
-              jsonExtra: this.#jsonExtra(first),
-              n: 0
-            } : {
-              t: "image",
-              image: {
-                url: first,
-                detail
-              },
-              n
-            });
-            break;
-          }
-          case EMIT_AUDIO: {
-            const n = utf8ByteLength(first);
-            this.#postCounted(n > this.#credit.dropMediaOver ? {
-              t: "droppedAudio",
-              bytes: n,
-              jsonExtra: this.#jsonExtra(first),
-              n: 0
-            } : {
-              t: "audio",
-              url: first,
-              n
-            });
-            break;
-          }
-          case EMIT_YIELD:
-            this.#postCounted({
-              t: "yield",
-              n: 0
-            });
-            break;
-          case EMIT_NOTIFY:
-            this.#postCounted({
-              t: "notify",
-              text: first,
-              n: utf8ByteLength(first)
-            });
-            break;
-          case EMIT_CONSUMED:
-            this.#postCounted({
-              t: "toolResultConsumed",
-              id: first,
-              n: 0
-            });
-            return 0;
-        }
-        try {
-          return this.#awaitCredit() ? 0 : 1;
-        } catch {
-          this.#owesWait = true;
-          return 0;
-        }
-      },
-      callTool: (name, input) => {
-        if (this.#livePhase() !== PHASE_RUNNING) return "";
-        const id = `tool-${++this.#nextToolId}`;
-        this.#postCounted(typeof input === "string" ? {
-          t: "toolCall",
-          id,
-          name: String(name),
-          input,
-          n: utf8ByteLength(input)
-        } : {
-          t: "toolCall",
-          id,
-          name: String(name),
-          n: 0
-        });
-        try {
-          return this.#awaitCredit() ? id : "";
-        } catch {
-          this.#owesWait = true;
-          return id;
-        }
-      },
+      phase: () => this.livePhase(),
+      emit: this.#emitBridge,
+      callTool: this.#callToolBridge,
       byteLength: (text) => typeof text === "string" ? utf8ByteLength(text) : 0,
       load: (key) => typeof key === "string" ? this.#view.get(key) : void 0,
-      store: (key, json) => {
-        if (this.#phase !== PHASE_RUNNING) return 2;
-        if (typeof key !== "string" || typeof json !== "string") return 2;
-        if (this.#viewBytes < 0) {
-          let total = 0;
-          for (const [k, v] of this.#view) total += utf8ByteLength(k) + utf8ByteLength(v);
-          this.#viewBytes = total;
-        }
-        const keyBytes = utf8ByteLength(key);
-        const previous = this.#view.get(key);
-        const next = this.#viewBytes + keyBytes + utf8ByteLength(json) - (previous === void 0 ? 0 : keyBytes + utf8ByteLength(previous));
-        if (next > this.#start.maxStoredValueBytes) return STORE_OVER_LIMIT;
-        this.#viewBytes = next;
-        this.#view.set(key, json);
-        this.#writes.set(key, json);
-        return STORE_OK;
-      },
-      timer: (op, id, delayMs) => {
-        if (this.#phase !== PHASE_RUNNING || typeof id !== "number") return;
-        if (op === TIMER_SET) {
-          this.#armTimer(id, typeof delayMs === "number" ? delayMs : 0);
-        } else if (op === TIMER_CLEAR) {
-          const handle = this.#hostTimers.get(id);
-          if (handle !== void 0) clearHostTimer(handle);
-          this.#hostTimers.delete(id);
-        }
-      },
-      finish: (kind, errorText) => {
-        if (kind === FINISH_EXIT) {
-          this.#finish(0, "");
-        } else if (this.#pendingFinish === void 0 && this.#phase === PHASE_RUNNING) {
-          this.#pendingFinish = [
-            kind === FINISH_FAILED ? 1 : 0,
-            typeof errorText === "string" ? errorText : ""
-          ];
-        }
-      }
+      store: this.#storeBridge,
+      timer: this.#timerBridge,
+      finish: this.#finishBridge
     };
   }
+  #emitBridge = (kind, a, b) => {
+    if (this.livePhase() !== PHASE_RUNNING) return 1;
+    const first = typeof a === "string" ? a : "";
+    const outbox = this.#outbox;
+    switch (kind) {
+      case EMIT_TEXT:
+        outbox.postText(first);
+        break;
+      case EMIT_IMAGE: {
+        const detail = typeof b === "string" ? b : "high";
+        const n = utf8ByteLength(first);
+        outbox.postCounted(n > this.#credit.dropMediaOver ? {
+          t: "droppedImage",
+          bytes: n,
+          detail,
+          jsonExtra: outbox.jsonExtra(first),
+          n: 0
+        } : {
+          t: "image",
+          image: {
+            url: first,
+            detail
+          },
+          n
+        });
+        break;
+      }
+      case EMIT_AUDIO: {
+        const n = utf8ByteLength(first);
+        outbox.postCounted(n > this.#credit.dropMediaOver ? {
+          t: "droppedAudio",
+          bytes: n,
+          jsonExtra: outbox.jsonExtra(first),
+          n: 0
+        } : {
+          t: "audio",
+          url: first,
+          n
+        });
+        break;
+      }
+      case EMIT_YIELD:
+        outbox.postCounted({
+          t: "yield",
+          n: 0
+        });
+        break;
+      case EMIT_NOTIFY:
+        outbox.postCounted({
+          t: "notify",
+          text: first,
+          n: utf8ByteLength(first)
+        });
+        break;
+      case EMIT_CONSUMED:
+        outbox.postCounted({
+          t: "toolResultConsumed",
+          id: first,
+          n: 0
+        });
+        return 0;
+    }
+    try {
+      return outbox.awaitCredit() ? 0 : 1;
+    } catch {
+      outbox.owesWait = true;
+      return 0;
+    }
+  };
+  #callToolBridge = (name, input) => {
+    if (this.livePhase() !== PHASE_RUNNING) return "";
+    const id = `tool-${++this.#nextToolId}`;
+    this.#outbox.postCounted(typeof input === "string" ? {
+      t: "toolCall",
+      id,
+      name: String(name),
+      input,
+      n: utf8ByteLength(input)
+    } : {
+      t: "toolCall",
+      id,
+      name: String(name),
+      n: 0
+    });
+    try {
+      return this.#outbox.awaitCredit() ? id : "";
+    } catch {
+      this.#outbox.owesWait = true;
+      return id;
+    }
+  };
+  #storeBridge = (key, json) => {
+    if (this.#phase !== PHASE_RUNNING) return 2;
+    if (typeof key !== "string" || typeof json !== "string") return 2;
+    if (this.#viewBytes < 0) {
+      let total = 0;
+      for (const [k, v] of this.#view) total += utf8ByteLength(k) + utf8ByteLength(v);
+      this.#viewBytes = total;
+    }
+    const keyBytes = utf8ByteLength(key);
+    const previous = this.#view.get(key);
+    const next = this.#viewBytes + keyBytes + utf8ByteLength(json) - (previous === void 0 ? 0 : keyBytes + utf8ByteLength(previous));
+    if (next > this.#start.maxStoredValueBytes) return STORE_OVER_LIMIT;
+    this.#viewBytes = next;
+    this.#view.set(key, json);
+    this.#writes.set(key, json);
+    return STORE_OK;
+  };
+  #timerBridge = (op, id, delayMs) => {
+    if (this.#phase !== PHASE_RUNNING || typeof id !== "number") return;
+    if (op === TIMER_SET) {
+      this.#armTimer(id, typeof delayMs === "number" ? delayMs : 0);
+    } else if (op === TIMER_CLEAR) {
+      const handle = this.#hostTimers.get(id);
+      if (handle !== void 0) clearHostTimer(handle);
+      this.#hostTimers.delete(id);
+    }
+  };
+  #finishBridge = (kind, errorText) => {
+    if (kind === FINISH_EXIT) {
+      this.#finish(0, "");
+    } else if (this.#pendingFinish === void 0 && this.#phase === PHASE_RUNNING) {
+      this.#pendingFinish = [
+        kind === FINISH_FAILED ? 1 : 0,
+        typeof errorText === "string" ? errorText : ""
+      ];
+    }
+  };
   #armTimer(id, remainingMs) {
     const step = Math.min(remainingMs, MAX_HOST_TIMER_MS);
     const handle = setHostTimer(() => {
@@ -2203,8 +2590,8 @@ var CellRun = class {
    * The one way into the context once the cell runs: `call` the controller, then drain the
    * context's microtask queue, where user code and all its continuations run. MUST be called
    * inside a macrotask (a host timer or immediate callback), never from a microtask or a `message`
-   * handler (see the module doc). The drain runs to the end even if the cell finishes on the way:
-   * microtasks queued before completion still run (SPEC §5.6), and helpers throw from then on.
+   * handler (see `cell_bootstrap.ts`). The drain runs to the end even if the cell finishes on the
+   * way: microtasks queued before completion still run (SPEC §5.6), and helpers throw from then on.
    */
   #enter(call) {
     const controller = this.#controller;
@@ -2217,18 +2604,18 @@ var CellRun = class {
       this.#finish(1, "code-mode internal error");
     }
     const pending = this.#pendingFinish;
-    if (pending !== void 0 && !importRefused) {
+    if (pending !== void 0 && !importRefused()) {
       this.#pendingFinish = void 0;
       this.#finish(pending[0], pending[1]);
     }
-    if (this.#unsentResult !== void 0 || this.#noticeOwed) {
+    if (this.#outbox.resultOwed) {
       try {
-        this.#sendResult();
+        this.#outbox.sendOwedResult();
       } catch {
       }
     }
-    if (importRefused) {
-      importRefused = false;
+    if (importRefused()) {
+      forgetRefusedImport();
       setHostImmediate(() => this.#enter(() => {
       }));
     }
@@ -2243,7 +2630,7 @@ var CellRun = class {
       writes
     };
     if (failed === 1) {
-      const trimmed = this.#trim(errorText);
+      const trimmed = this.#outbox.trim(errorText);
       result = trimmed === void 0 ? {
         t: "result",
         writes,
@@ -2255,9 +2642,9 @@ var CellRun = class {
       };
     }
     this.#phase = PHASE_FINISHED;
-    this.#unsentResult = result;
+    this.#outbox.unsentResult = result;
     this.#clearHostTimers();
-    this.#sendResult();
+    this.#outbox.sendOwedResult();
     const onFinished = this.#onFinished;
     this.#onFinished = void 0;
     try {
@@ -2265,187 +2652,17 @@ var CellRun = class {
     } catch {
     }
   }
-  #sendResult() {
-    const result = this.#unsentResult;
-    if (result !== void 0) {
-      this.#post(result);
-      this.#unsentResult = void 0;
-    }
-    if (this.#noticeOwed) this.#sendNotice();
-  }
   /** The phase as helpers see it: a stop word set by the runtime stops the cell at once. */
-  #livePhase() {
+  livePhase() {
     if (this.#phase === PHASE_RUNNING && this.#credit && Atomics.load(this.#credit.words, CREDIT_STOP) !== 0) {
       this.#phase = PHASE_STOPPED;
       this.#clearHostTimers();
     }
     return this.#phase;
   }
-  /** The reduced form of a text over the trimming threshold, else undefined. */
-  #trim(text) {
-    const credit = this.#credit;
-    if (text.length * 3 <= credit.trimTextOver) return void 0;
-    const total = utf8ByteLength(text);
-    if (total <= credit.trimTextOver) return void 0;
-    const head = text.slice(0, utf8Prefix(text, credit.keepTextBytes).units);
-    const tail = text.slice(text.length - utf8Suffix(text, credit.keepTextBytes).units);
-    return {
-      head,
-      tail,
-      total,
-      jsonExtra: this.#jsonExtra(text)
-    };
-  }
-  /** What JSON escaping adds to a text sent in reduced form, when the session's door writes JSON. */
-  #jsonExtra(text) {
-    return this.#credit.jsonSizes ? jsonEscapeExtraBytes(text) : 0;
-  }
-  #postText(text) {
-    const trimmed = this.#trim(text);
-    if (trimmed === void 0) return this.#postCounted({
-      t: "text",
-      text,
-      n: utf8ByteLength(text)
-    });
-    this.#postCounted({
-      t: "trimmedText",
-      text: trimmed,
-      n: utf8ByteLength(trimmed.head) + utf8ByteLength(trimmed.tail)
-    });
-  }
-  /**
-   * Counts and posts an output. A helper call may run with almost no stack left (a cell at stack
-   * exhaustion), where any call, even of a built-in, can throw a stack overflow: the output is
-   * counted first and the count undone if the post throws (with the same built-ins at the same
-   * depth, which cannot overflow there: they just ran), so it is either sent and counted or
-   * neither, and the helper call throws only in the second case.
-   */
-  #postCounted(message) {
-    const words = this.#credit.words;
-    if (this.#credit.maxEvents === Infinity) {
-      Atomics.add(words, CREDIT_EVENTS, 1);
-      try {
-        this.#post(message);
-      } catch (e) {
-        Atomics.add(words, CREDIT_EVENTS, -1);
-        throw e;
-      }
-      return;
-    }
-    if (this.#owesWait) {
-      if (!this.#awaitCredit()) return;
-      this.#owesWait = false;
-    }
-    this.#settleCredit();
-    const unacked = this.#unacked;
-    const length = unacked.length;
-    unacked[length] = message.n;
-    this.#unackedBytes += message.n;
-    Atomics.store(words, CREDIT_BYTES, this.#unackedBytes);
-    Atomics.add(words, CREDIT_EVENTS, 1);
-    try {
-      this.#post(message);
-    } catch (e) {
-      unacked.length = length;
-      this.#unackedBytes -= message.n;
-      Atomics.store(words, CREDIT_BYTES, this.#unackedBytes);
-      Atomics.add(words, CREDIT_EVENTS, -1);
-      throw e;
-    }
-  }
-  /** Settles the outputs the host has acknowledged since the last look (`CREDIT_ACKED`). */
-  #settleCredit() {
-    const words = this.#credit.words;
-    const acked = Atomics.load(words, CREDIT_ACKED);
-    const unacked = this.#unacked;
-    let head = this.#unackedHead;
-    while (this.#ackedSeen !== acked && head < unacked.length) {
-      this.#unackedBytes -= unacked[head++];
-      this.#ackedSeen = this.#ackedSeen + 1 | 0;
-    }
-    if (head === unacked.length) this.#ackedSeen = acked;
-    if (head > 1024 && head * 2 > unacked.length) {
-      this.#unacked = unacked.slice(head);
-      head = 0;
-    }
-    this.#unackedHead = head;
-    Atomics.store(words, CREDIT_BYTES, this.#unackedBytes);
-  }
-  /**
-   * Waits while the cell is over its output credit (the item is already posted).
-   *
-   * @returns false when the stop word was set: the helper call throws
-   */
-  #awaitCredit() {
-    const credit = this.#credit;
-    const words = credit.words;
-    for (; ; ) {
-      const generation = Atomics.load(words, CREDIT_GENERATION);
-      if (this.#livePhase() !== PHASE_RUNNING) return false;
-      this.#settleCredit();
-      if (this.#unacked.length - this.#unackedHead <= credit.maxEvents && this.#unackedBytes <= credit.maxBytes) return true;
-      Atomics.wait(words, CREDIT_GENERATION, generation);
-    }
-  }
-  /**
-   * Sends `message` (after `started`, when that is still pending): as frames written to the
-   * runtime's stream when the cell has a writer, else posted whole (`cell_protocol.ts` item 3).
-   */
-  #post(message) {
-    const outputs = this.#startedPending ? [
-      {
-        t: "started"
-      },
-      message
-    ] : [
-      message
-    ];
-    try {
-      if (this.#write !== void 0 && message.t !== "stopped" && message.t !== "pong") {
-        let frames;
-        try {
-          frames = encodeCellFrames(this.#start.cellId, outputs, this.#maxFrameBytes, FRAMES);
-        } catch (e) {
-          if (!(e instanceof FrameError)) throw e;
-        }
-        if (frames !== void 0) {
-          Atomics.add(this.#credit.words, CELL_PROGRESS, 1);
-          const result = message.t === "result";
-          if (result) Atomics.store(this.#credit.words, CELL_RESULT, 1);
-          this.#noticeOwed = result;
-          this.#write(frames);
-          this.#startedPending = false;
-          if (result) {
-            this.#unsentResult = void 0;
-            this.#sendNotice();
-          }
-          return;
-        }
-      }
-      this.#output?.postMessage(outputs.length === 1 ? outputs[0] : outputs);
-      this.#startedPending = false;
-    } catch (e) {
-      if (e instanceof RangeError) throw e;
-    }
-  }
-  /** Tells the runtime the result is written (retried by `#enter` if this ran out of stack). */
-  #sendNotice() {
-    this.#output?.postMessage(WRITTEN_RESULT);
-    this.#noticeOwed = false;
-  }
 };
-var FRAMES = new FrameScratch();
-var WRITTEN_RESULT = {
-  t: "result",
-  w: true
-};
-function describeCompileError(error) {
-  if (error !== null && typeof error === "object") {
-    const { name, message } = error;
-    if (typeof name === "string" && typeof message === "string") return `${name}: ${message}`;
-  }
-  return String(error);
-}
+
+// worker/cell_rehearsal.ts
 var REHEARSAL_SOURCE = [
   'text("x");',
   "text({ a: [1] });",
@@ -2461,128 +2678,155 @@ function rehearse() {
   try {
     const run = new CellRun();
     run.prepare();
-    run.begin(
-      {
-        t: "start",
-        cellId: "rehearsal",
-        source: REHEARSAL_SOURCE,
-        tools: [],
-        store: [
-          [
-            "s",
-            "1"
-          ]
-        ],
-        maxStoredValueBytes: MIB,
-        maxMessageBytes: MIB,
-        output: channel.port2,
-        credit: {
-          words: new Int32Array(new SharedArrayBuffer(4 * CELL_WORDS)),
-          maxEvents: 1e3,
-          maxBytes: MIB,
-          trimTextOver: 65536,
-          keepTextBytes: 1024,
-          dropMediaOver: 65536
-        }
-      },
-      void 0,
-      true,
-      // The frame encoding and the stdout op, compiled here too; nothing is written.
-      () => Deno.stdout.writeSync(NO_BYTES)
-    );
+    run.begin({
+      t: "start",
+      cellId: "rehearsal",
+      source: REHEARSAL_SOURCE,
+      tools: [],
+      store: [
+        [
+          "s",
+          "1"
+        ]
+      ],
+      maxStoredValueBytes: MIB,
+      maxMessageBytes: MIB,
+      // The cell protocol names the web MessagePort type; this is a node:worker_threads port,
+      // which Deno implements as the same class.
+      output: channel.port2,
+      credit: {
+        words: new Int32Array(new SharedArrayBuffer(4 * CELL_WORDS)),
+        maxEvents: 1e3,
+        maxBytes: MIB,
+        trimTextOver: 65536,
+        keepTextBytes: 1024,
+        dropMediaOver: 65536
+      }
+    }, void 0, true, () => Deno.stdout.writeSync(NO_BYTES));
   } catch {
   } finally {
     channel.port1.close();
     channel.port2.close();
   }
 }
+
+// worker/collect_garbage.ts
+import v8 from "node:v8";
+import vm3 from "node:vm";
+function collectGarbage() {
+  try {
+    v8.setFlagsFromString("--expose-gc");
+    const gc = vm3.runInNewContext("gc");
+    v8.setFlagsFromString("--no-expose-gc");
+    gc();
+  } catch {
+  }
+}
+
+// worker/cell_bootstrap.ts
 var COLLECT_AFTER_MS = 25;
 var RECYCLED_COLLECT_AFTER_MS = 250;
 var COLLECT_OVER_BYTES = 24 * MIB;
-function boot(port) {
-  process.on("unhandledRejection", () => {
-  });
-  let prepared = new CellRun();
-  prepared.prepare();
-  let cell;
-  let warmed;
-  const start = (message, inMacrotask) => {
-    if (cell !== void 0) return;
-    cell = prepared;
-    cell.begin(message, warmed, inMacrotask, warmed?.write, warmed && recycle);
-  };
-  let collected = false;
-  let collectAfterMs = COLLECT_AFTER_MS;
-  const park = () => {
-    const { control, words } = warmed;
-    if (cell !== void 0) return;
-    Atomics.wait(words, CELL_DOORBELL, 0, collected ? PARK_MS : collectAfterMs);
+var CellWorkerLoop = class {
+  /** The next cell run, its realm built before it is needed (a spare starts its cell at once). */
+  #prepared = new CellRun();
+  /** The cell run that began, until its worker is recycled. */
+  #run;
+  #warmed;
+  /**
+   * Whether the parked worker collected its garbage. The first park is short: a spare that is not
+   * taken at once collects its start-up garbage (~12 ms, ~4 MiB less resident while it waits),
+   * which a cell waiting for it should not pay.
+   */
+  #collected = false;
+  #collectAfterMs = COLLECT_AFTER_MS;
+  /** Boots on `port`: prepares the first cell run, serves messages, posts `ready`. */
+  constructor(port) {
+    process.on("unhandledRejection", () => {
+    });
+    this.#prepared.prepare();
+    port.on("message", (message) => this.#receive(message));
+    port.postMessage({
+      t: "ready"
+    });
+  }
+  #receive(message) {
+    if (message === null || typeof message !== "object") return;
+    if (message.t === "warm") {
+      setHostImmediate2(() => this.#warm(message));
+    } else if (message.t === "start") {
+      this.#start(message, false);
+    } else {
+      this.#run?.control(message);
+    }
+  }
+  /** Pays the lazy first-use costs, answers `warmed`, and parks on the handed-over doorbell. */
+  #warm(message) {
+    this.#prepared.warmUp();
+    rehearse();
+    const { control, words, sink, sinkId } = message;
+    message.port.postMessage({
+      t: "warmed"
+    });
+    if (control === void 0 || words === void 0) return message.port.close();
+    this.#warmed = {
+      port: message.port,
+      // The cell protocol names the web MessagePort type; Deno's node:worker_threads port is the
+      // same class, declared differently.
+      control,
+      words,
+      write: sink !== void 0 && sinkId ? (frames) => writeLocked(sink, sinkId, frames) : void 0
+    };
+    setHostImmediate2(this.#park);
+  }
+  #start(message, inMacrotask) {
+    if (this.#run !== void 0) return;
+    const warmed = this.#warmed;
+    this.#run = this.#prepared;
+    this.#run.begin(message, warmed, inMacrotask, warmed?.write, warmed && this.#recycle);
+  }
+  /** Parked inside a macrotask until the doorbell rings (module doc of cell_protocol.ts, step 2). */
+  #park = () => {
+    const { control, words } = this.#warmed;
+    if (this.#run !== void 0) return;
+    Atomics.wait(words, CELL_DOORBELL, 0, this.#collected ? PARK_MS : this.#collectAfterMs);
     const received = receiveMessageOnPort(control);
     const message = received?.message;
     if (message?.t === "start") {
       Atomics.compareExchange(words, CELL_DOORBELL, 1, 0);
-      return start(message, true);
+      return this.#start(message, true);
     }
     if (Atomics.load(words, CELL_DOORBELL) === 2) return;
-    if (!collected) {
-      collected = true;
+    if (!this.#collected) {
+      this.#collected = true;
       collectGarbage();
     }
-    setHostImmediate(park);
+    setHostImmediate2(this.#park);
   };
-  const recycle = () => {
-    const finished = cell;
+  /**
+   * The cell completed (cell_protocol.ts item 3a): this runs in the macrotask after the one that
+   * finished it. Nothing of it is referenced from here on: its timers are cleared, its `CellRun`
+   * (and with it its context, helpers and pending tool calls) is dropped, and messages naming it
+   * are ignored. A fresh realm is built before the runtime may hand over the next cell.
+   */
+  #recycle = () => {
+    const finished = this.#run;
+    const warmed = this.#warmed;
     if (finished === void 0 || !finished.reusable || warmed === void 0) return;
     if (Atomics.load(warmed.words, CELL_DOORBELL) === 2) return;
-    cell = void 0;
+    this.#run = void 0;
     finished.dispose();
     const { used_heap_size: used, heap_size_limit: limit } = v82.getHeapStatistics();
     if (used > Math.min(COLLECT_OVER_BYTES, RETIRE_HEAP_BYTES, limit * RETIRE_HEAP_SHARE)) collectGarbage();
-    prepared = new CellRun();
-    prepared.prepare();
-    collected = false;
-    collectAfterMs = RECYCLED_COLLECT_AFTER_MS;
+    this.#prepared = new CellRun();
+    this.#prepared.prepare();
+    this.#collected = false;
+    this.#collectAfterMs = RECYCLED_COLLECT_AFTER_MS;
     warmed.port.postMessage({
       t: "recycled",
       heap: v82.getHeapStatistics().used_heap_size
     });
-    setHostImmediate(park);
+    setHostImmediate2(this.#park);
   };
-  port.on("message", (message) => {
-    if (message === null || typeof message !== "object") return;
-    if (message.t === "warm") {
-      setHostImmediate(() => {
-        prepared.warmUp();
-        rehearse();
-        const { control, words, sink, sinkId } = message;
-        message.port.postMessage({
-          t: "warmed"
-        });
-        if (control === void 0 || words === void 0) return message.port.close();
-        warmed = {
-          port: message.port,
-          control,
-          words,
-          write: sink !== void 0 && sinkId ? (frames) => writeLocked(sink, sinkId, frames) : void 0
-        };
-        setHostImmediate(park);
-      });
-    } else if (message.t === "start") {
-      start(message, false);
-    } else {
-      cell?.control(message);
-    }
-  });
-  port.postMessage({
-    t: "ready"
-  });
-}
-if (parentPort !== null) boot(parentPort);
-export {
-  CELL_EXIT_SENTINEL,
-  CELL_FINISHED_ERROR,
-  CELL_GLOBAL_ALLOWLIST,
-  CELL_HELPERS_FILE_NAME,
-  CELL_STOPPED_ERROR,
-  DYNAMIC_IMPORT_ERROR
 };
+if (parentPort !== null) new CellWorkerLoop(parentPort);

@@ -383,171 +383,8 @@ function writeAllSync(bytes) {
 
 // worker/runtime.ts
 import process from "node:process";
-import { setImmediate } from "node:timers";
-import { MessageChannel, receiveMessageOnPort, Worker } from "node:worker_threads";
 
-// worker/collect_garbage.ts
-import v8 from "node:v8";
-import vm from "node:vm";
-function collectGarbage() {
-  try {
-    v8.setFlagsFromString("--expose-gc");
-    const gc = vm.runInNewContext("gc");
-    v8.setFlagsFromString("--no-expose-gc");
-    gc();
-  } catch {
-  }
-}
-
-// proto/clock.ts
-var MAX_TIMER_MS = MAX_INT32;
-var realClock = {
-  now: () => performance.now(),
-  setTimeout: (fn, ms) => setTimeout(fn, Math.min(MAX_TIMER_MS, Math.max(0, ms))),
-  clearTimeout: (handle) => clearTimeout(handle)
-};
-var TIMED_OUT = Symbol("timed out");
-
-// proto/worker_codec.ts
-function message(name, fields) {
-  return {
-    name,
-    fields,
-    byNo: new Map(fields.map((f2) => [
-      f2.no,
-      f2
-    ]))
-  };
-}
-var f = (no, name, type, oneof) => ({
-  no,
-  name,
-  type,
-  ...oneof === void 0 ? {} : {
-    oneof
-  }
-});
-var P = "codemode.worker.v1.";
-var EMPTY = (name) => message(P + name, []);
-var TRIMMED_TEXT = message(P + "TrimmedText", [
-  f(1, "head", "string"),
-  f(2, "tail", "string"),
-  f(3, "totalBytes", "uint64"),
-  f(4, "jsonExtraBytes", "uint64")
-]);
-var STORE_ENTRY = message(P + "StoreEntry", [
-  f(1, "key", "string"),
-  f(2, "valueJson", "string")
-]);
-var CELL_TOOL = message(P + "CellTool", [
-  f(1, "globalName", "string"),
-  f(2, "description", "string")
-]);
-var HOST_TO_WORKER = message(P + "HostToWorker", [
-  f(1, "configure", message(P + "Configure", [
-    f(1, "sessionId", "string"),
-    f(2, "outputTruncation", "int32"),
-    f(3, "cellHeapLimitMb", "uint32"),
-    f(4, "maxMessageBytes", "uint64"),
-    f(5, "maxStoredValueBytes", "uint64"),
-    f(7, "outputEventCredit", "uint32"),
-    f(8, "outputByteCredit", "uint64"),
-    f(9, "maxFrameBytes", "uint64"),
-    f(10, "jsonSizes", "bool")
-  ]), "message"),
-  f(2, "storeUpdate", message(P + "StoreUpdate", [
-    f(1, "version", "uint64"),
-    f(2, "reset", "bool"),
-    {
-      no: 3,
-      name: "entries",
-      type: STORE_ENTRY,
-      repeated: true
-    }
-  ]), "message"),
-  f(3, "startCell", message(P + "StartCell", [
-    f(1, "cellId", "string"),
-    f(2, "source", "string"),
-    {
-      no: 3,
-      name: "tools",
-      type: CELL_TOOL,
-      repeated: true
-    },
-    f(4, "storeVersion", "uint64")
-  ]), "message"),
-  f(4, "toolResult", message(P + "ToolResult", [
-    f(1, "cellId", "string"),
-    f(2, "runtimeToolCallId", "string"),
-    f(3, "outputJson", "string", "result"),
-    f(4, "errorMessage", "string", "result")
-  ]), "message"),
-  f(5, "credit", message(P + "Credit", [
-    f(1, "cellId", "string"),
-    f(2, "events", "uint32"),
-    f(3, "bytes", "uint64")
-  ]), "message"),
-  f(6, "stopCell", message(P + "StopCell", [
-    f(1, "cellId", "string")
-  ]), "message"),
-  f(8, "shutdown", EMPTY("Shutdown"), "message"),
-  f(10, "ping", message(P + "Ping", [
-    f(1, "seq", "uint32")
-  ]), "message")
-]);
-var WORKER_TO_HOST = message(P + "WorkerToHost", [
-  f(1, "ready", message(P + "Ready", [
-    f(1, "denoVersion", "string"),
-    f(2, "protocolVersion", "uint32")
-  ]), "message"),
-  f(2, "cellEvent", message(P + "CellEvent", [
-    f(1, "cellId", "string"),
-    f(2, "started", EMPTY("Empty"), "event"),
-    f(3, "contentItem", message(P + "ContentItem", [
-      f(1, "text", "string", "item"),
-      f(2, "image", message(P + "ImageItem", [
-        f(1, "imageUrl", "string"),
-        f(2, "detail", "string")
-      ]), "item"),
-      f(3, "audioUrl", "string", "item"),
-      f(4, "trimmedText", TRIMMED_TEXT, "item"),
-      f(5, "droppedMedia", message(P + "DroppedMedia", [
-        f(1, "kind", "string"),
-        f(2, "bytes", "uint64"),
-        f(3, "detail", "string"),
-        f(4, "jsonExtraBytes", "uint64")
-      ]), "item")
-    ]), "event"),
-    f(4, "yieldRequested", EMPTY("Empty"), "event"),
-    f(5, "toolCall", message(P + "ToolCallEvent", [
-      f(1, "runtimeToolCallId", "string"),
-      f(2, "globalName", "string"),
-      f(3, "inputJson", "string", "_inputJson")
-    ]), "event"),
-    f(6, "toolResultConsumed", "string", "event"),
-    f(7, "notify", "string", "event"),
-    f(8, "pending", EMPTY("Empty"), "event"),
-    f(9, "storedWrite", message(P + "StoredWrite", [
-      f(1, "key", "string"),
-      f(2, "valueJson", "string")
-    ]), "event"),
-    f(10, "result", message(P + "CellResult", [
-      f(1, "errorText", "string", "error"),
-      f(2, "trimmedError", TRIMMED_TEXT, "error")
-    ]), "event"),
-    f(11, "exited", message(P + "Exited", [
-      f(1, "reason", "string"),
-      f(2, "detail", "string", "_detail")
-    ]), "event")
-  ]), "message"),
-  f(3, "runtimeFault", message(P + "RuntimeFault", [
-    f(1, "detail", "string")
-  ]), "message"),
-  f(4, "pong", message(P + "Pong", [
-    f(1, "seq", "uint32")
-  ]), "message"),
-  f(15, "lineEnd", "uint32")
-]);
+// proto/schema_codec.ts
 var utf82 = new TextEncoder();
 var MAX_UINT32 = 4294967295;
 function integer(value, type, field) {
@@ -866,6 +703,149 @@ function decodeInto(reader, schema) {
 function decodeMessage(bytes, schema) {
   return decodeInto(new Reader(bytes, 0, bytes.length), schema);
 }
+
+// proto/worker_schema.ts
+function message(name, fields) {
+  return {
+    name,
+    fields,
+    byNo: new Map(fields.map((f2) => [
+      f2.no,
+      f2
+    ]))
+  };
+}
+var f = (no, name, type, oneof) => ({
+  no,
+  name,
+  type,
+  ...oneof === void 0 ? {} : {
+    oneof
+  }
+});
+var P = "codemode.worker.v1.";
+var EMPTY = (name) => message(P + name, []);
+var TRIMMED_TEXT = message(P + "TrimmedText", [
+  f(1, "head", "string"),
+  f(2, "tail", "string"),
+  f(3, "totalBytes", "uint64"),
+  f(4, "jsonExtraBytes", "uint64")
+]);
+var STORE_ENTRY = message(P + "StoreEntry", [
+  f(1, "key", "string"),
+  f(2, "valueJson", "string")
+]);
+var CELL_TOOL = message(P + "CellTool", [
+  f(1, "globalName", "string"),
+  f(2, "description", "string")
+]);
+var HOST_TO_WORKER = message(P + "HostToWorker", [
+  f(1, "configure", message(P + "Configure", [
+    f(1, "sessionId", "string"),
+    f(2, "outputTruncation", "int32"),
+    f(3, "cellHeapLimitMb", "uint32"),
+    f(4, "maxMessageBytes", "uint64"),
+    f(5, "maxStoredValueBytes", "uint64"),
+    f(7, "outputEventCredit", "uint32"),
+    f(8, "outputByteCredit", "uint64"),
+    f(9, "maxFrameBytes", "uint64"),
+    f(10, "jsonSizes", "bool")
+  ]), "message"),
+  f(2, "storeUpdate", message(P + "StoreUpdate", [
+    f(1, "version", "uint64"),
+    f(2, "reset", "bool"),
+    {
+      no: 3,
+      name: "entries",
+      type: STORE_ENTRY,
+      repeated: true
+    }
+  ]), "message"),
+  f(3, "startCell", message(P + "StartCell", [
+    f(1, "cellId", "string"),
+    f(2, "source", "string"),
+    {
+      no: 3,
+      name: "tools",
+      type: CELL_TOOL,
+      repeated: true
+    },
+    f(4, "storeVersion", "uint64")
+  ]), "message"),
+  f(4, "toolResult", message(P + "ToolResult", [
+    f(1, "cellId", "string"),
+    f(2, "runtimeToolCallId", "string"),
+    f(3, "outputJson", "string", "result"),
+    f(4, "errorMessage", "string", "result")
+  ]), "message"),
+  f(5, "credit", message(P + "Credit", [
+    f(1, "cellId", "string"),
+    f(2, "events", "uint32"),
+    f(3, "bytes", "uint64")
+  ]), "message"),
+  f(6, "stopCell", message(P + "StopCell", [
+    f(1, "cellId", "string")
+  ]), "message"),
+  f(8, "shutdown", EMPTY("Shutdown"), "message"),
+  f(10, "ping", message(P + "Ping", [
+    f(1, "seq", "uint32")
+  ]), "message")
+]);
+var WORKER_TO_HOST = message(P + "WorkerToHost", [
+  f(1, "ready", message(P + "Ready", [
+    f(1, "denoVersion", "string"),
+    f(2, "protocolVersion", "uint32")
+  ]), "message"),
+  f(2, "cellEvent", message(P + "CellEvent", [
+    f(1, "cellId", "string"),
+    f(2, "started", EMPTY("Empty"), "event"),
+    f(3, "contentItem", message(P + "ContentItem", [
+      f(1, "text", "string", "item"),
+      f(2, "image", message(P + "ImageItem", [
+        f(1, "imageUrl", "string"),
+        f(2, "detail", "string")
+      ]), "item"),
+      f(3, "audioUrl", "string", "item"),
+      f(4, "trimmedText", TRIMMED_TEXT, "item"),
+      f(5, "droppedMedia", message(P + "DroppedMedia", [
+        f(1, "kind", "string"),
+        f(2, "bytes", "uint64"),
+        f(3, "detail", "string"),
+        f(4, "jsonExtraBytes", "uint64")
+      ]), "item")
+    ]), "event"),
+    f(4, "yieldRequested", EMPTY("Empty"), "event"),
+    f(5, "toolCall", message(P + "ToolCallEvent", [
+      f(1, "runtimeToolCallId", "string"),
+      f(2, "globalName", "string"),
+      f(3, "inputJson", "string", "_inputJson")
+    ]), "event"),
+    f(6, "toolResultConsumed", "string", "event"),
+    f(7, "notify", "string", "event"),
+    f(8, "pending", EMPTY("Empty"), "event"),
+    f(9, "storedWrite", message(P + "StoredWrite", [
+      f(1, "key", "string"),
+      f(2, "valueJson", "string")
+    ]), "event"),
+    f(10, "result", message(P + "CellResult", [
+      f(1, "errorText", "string", "error"),
+      f(2, "trimmedError", TRIMMED_TEXT, "error")
+    ]), "event"),
+    f(11, "exited", message(P + "Exited", [
+      f(1, "reason", "string"),
+      f(2, "detail", "string", "_detail")
+    ]), "event")
+  ]), "message"),
+  f(3, "runtimeFault", message(P + "RuntimeFault", [
+    f(1, "detail", "string")
+  ]), "message"),
+  f(4, "pong", message(P + "Pong", [
+    f(1, "seq", "uint32")
+  ]), "message"),
+  f(15, "lineEnd", "uint32")
+]);
+
+// proto/worker_codec.ts
 function createWorkerCodec() {
   return {
     encodeHostToWorker: (m) => encodeMessage(m, HOST_TO_WORKER),
@@ -875,8 +855,407 @@ function createWorkerCodec() {
   };
 }
 
-// worker/runtime.ts
+// worker/runtime_output.ts
+var MAIN_LOCK_ID = 1;
+var JOIN_BYTES = 256 * 1024;
+var RETRY_MS = 1;
+var FrameOutput = class {
+  #codec = createWorkerCodec();
+  #write;
+  #clock;
+  #maxFrameBytes;
+  #onBroken;
+  /** The stream words shared with every cell worker (`SINK_*`, `cell_events.ts`). */
+  sink = new Int32Array(new SharedArrayBuffer(4 * SINK_WORDS));
+  #nextLockId = MAIN_LOCK_ID + 1;
+  /** Frames waiting for the stream lock, in order. */
+  #pending = [];
+  #flushQueued = false;
+  #retry;
+  /** @param options see {@link FrameOutputOptions} */
+  constructor(options) {
+    this.#write = options.write;
+    this.#clock = options.clock;
+    this.#maxFrameBytes = options.maxFrameBytes;
+    this.#onBroken = options.onBroken;
+  }
+  /** A new cell worker's lock ID on {@link FrameOutput.sink}. */
+  nextLockId() {
+    return this.#nextLockId++;
+  }
+  /** Whether frames still wait for the stream lock. */
+  get hasPending() {
+    return this.#pending.length > 0;
+  }
+  /** Whether the cell worker with lock ID `lockId` holds the stream lock (it is writing). */
+  isLockedBy(lockId) {
+    return Atomics.load(this.sink, SINK_LOCK) === lockId;
+  }
+  /**
+   * Frees the stream lock of a cell worker that ended, maybe while writing (terminated, or out of
+   * memory), and writes the frames that waited for it. A frame cut short there breaks the stream,
+   * which the host reports as a runtime failure.
+   */
+  releaseLock(lockId) {
+    unlock(this.sink, lockId);
+    if (this.#pending.length > 0) this.flush();
+  }
+  /** Encodes `message` (with its line end) and queues its frame. */
+  send(message2) {
+    message2.lineEnd = LINE_END;
+    this.queue(encodeFrame(this.#codec.encodeWorkerToHost(message2), this.#maxFrameBytes()));
+  }
+  /** Sends one cell event. */
+  sendCellEvent(event) {
+    this.send({
+      cellEvent: event
+    });
+  }
+  /** Queues a complete frame; the queue is written at the end of this task's microtasks. */
+  queue(frame) {
+    this.#pending.push(frame);
+    if (this.#flushQueued) return;
+    this.#flushQueued = true;
+    queueMicrotask(this.flush);
+  }
+  /**
+   * Writes the pending frames in order, small ones joined, if the stream lock is free; else looks
+   * again in {@link RETRY_MS} (a cell is writing). The write blocks this thread only while the host
+   * is not reading: it always reads.
+   */
+  flush = () => {
+    this.#flushQueued = false;
+    if (this.#pending.length === 0) return;
+    if (!tryLock(this.sink, MAIN_LOCK_ID)) {
+      this.#retry ??= this.#clock.setTimeout(() => {
+        this.#retry = void 0;
+        this.flush();
+      }, RETRY_MS);
+      return;
+    }
+    const frames = this.#pending;
+    this.#pending = [];
+    try {
+      this.#writeJoined(frames);
+    } catch {
+      this.#onBroken();
+    } finally {
+      unlock(this.sink, MAIN_LOCK_ID);
+    }
+  };
+  #writeJoined(frames) {
+    let group = [];
+    let groupBytes = 0;
+    const emit = () => {
+      if (group.length === 0) return;
+      const bytes = group.length === 1 ? group[0] : new Uint8Array(groupBytes);
+      if (group.length > 1) {
+        let offset = 0;
+        for (const frame of group) {
+          bytes.set(frame, offset);
+          offset += frame.length;
+        }
+      }
+      group = [];
+      groupBytes = 0;
+      this.#write(bytes);
+    };
+    for (const frame of frames) {
+      if (groupBytes + frame.length > JOIN_BYTES) emit();
+      group.push(frame);
+      groupBytes += frame.length;
+    }
+    emit();
+  }
+};
+
+// worker/runtime_pool.ts
+import { MessageChannel, Worker } from "node:worker_threads";
+
+// worker/collect_garbage.ts
+import v8 from "node:v8";
+import vm from "node:vm";
+function collectGarbage() {
+  try {
+    v8.setFlagsFromString("--expose-gc");
+    const gc = vm.runInNewContext("gc");
+    v8.setFlagsFromString("--no-expose-gc");
+    gc();
+  } catch {
+  }
+}
+
+// worker/runtime_pool.ts
 var cellUrl = new URL("./cell.js", import.meta.url);
+var RETIRE_AFTER_CELLS = 1e3;
+var RECYCLE_WAIT_MS = 1e3;
+var SPARE_WHILE_RUNNING_MS = 1e3;
+var PREWARM_IDLE_MS = 50;
+var CellWorkerPool = class {
+  #options;
+  #clock;
+  #createThread;
+  #spare;
+  /** A cell started while another ran: the session runs cells concurrently. */
+  #concurrent = false;
+  /** The timer of {@link SPARE_WHILE_RUNNING_MS}. */
+  #spareWhileRunning;
+  /** The timer of {@link PREWARM_IDLE_MS}. */
+  #prewarming;
+  /** @param options see {@link CellWorkerPoolOptions} */
+  constructor(options) {
+    this.#options = options;
+    this.#clock = options.clock;
+    this.#createThread = options.createThread ?? ((heapMb) => new Worker(cellUrl, {
+      resourceLimits: {
+        maxOldGenerationSizeMb: heapMb
+      }
+    }));
+  }
+  /** Whether a spare is ready (or booting). */
+  get hasSpare() {
+    return this.#spare !== void 0;
+  }
+  /** Creates the first spare after {@link PREWARM_IDLE_MS}, unless a `Configure` comes first. */
+  armPrewarm() {
+    this.#prewarming = this.#clock.setTimeout(() => this.#prepareFirstSpare(), PREWARM_IDLE_MS);
+  }
+  /** A `Configure` arrived: a spare of another heap limit is replaced, the first spare created. */
+  configured() {
+    this.#clock.clearTimeout(this.#prewarming);
+    const heapMb = this.#options.config().heapMb;
+    if (this.#spare && this.#spare.heapMb !== heapMb) {
+      this.discard(this.#spare);
+      this.#spare = void 0;
+    }
+    this.#prepareFirstSpare();
+  }
+  /** Ends the spare and the prewarm (the in-process runtime's end). */
+  dispose() {
+    this.#clock.clearTimeout(this.#prewarming);
+    if (this.#spare) this.release(this.#spare);
+    this.#spare = void 0;
+  }
+  /** The worker for a starting cell run: the spare if it fits, else a new one. */
+  take() {
+    const spare = this.#spare;
+    const heapMb = this.#options.config().heapMb;
+    const taken = spare && !spare.dead && !spare.retired && spare.heapMb === heapMb ? spare : void 0;
+    if (spare && spare !== taken) this.discard(spare);
+    this.#spare = void 0;
+    return taken ?? this.create(heapMb);
+  }
+  /**
+   * A cell run started with `running` runs unfinished: once two ran at the same time, a worker is
+   * kept ready for the next concurrent one too.
+   */
+  noteRunning(running) {
+    if (running > 1) this.#concurrent = true;
+    if (this.#spare === void 0 && this.#concurrent) this.#armSpareWhileRunning();
+  }
+  /** Creates a cell worker: it boots, gets `warm` with its ports, and parks (see `ready`). */
+  create(heapMb) {
+    const thread = this.#createThread(heapMb);
+    const output = new MessageChannel();
+    const control = new MessageChannel();
+    const worker = {
+      thread,
+      heapMb,
+      ready: Promise.resolve(),
+      settled: false,
+      dead: false,
+      closed: false,
+      output: output.port1,
+      control: control.port1,
+      words: new Int32Array(new SharedArrayBuffer(4 * CELL_WORDS)),
+      sinkId: this.#options.output.nextLockId(),
+      onOutput: () => {
+      },
+      served: 0,
+      retired: false
+    };
+    output.port1.on("message", (message2) => worker.onOutput(message2));
+    worker.ready = new Promise((settle) => {
+      const resolve = () => {
+        worker.settled = true;
+        settle();
+      };
+      worker.onOutput = () => resolve();
+      this.#warmWhenReady(worker, output.port2, control.port2);
+      thread.once("exit", () => {
+        worker.dead = true;
+        this.#options.output.releaseLock(worker.sinkId);
+        resolve();
+        const run = worker.run;
+        if (run) this.#clock.setTimeout(() => this.#options.onExit(run), 0);
+      });
+    });
+    thread.on("error", (error) => {
+      worker.dead = true;
+      const run = worker.run;
+      if (!run) return;
+      if (error?.code === "ERR_WORKER_OUT_OF_MEMORY") run.exitReason = "heap_limit";
+      else {
+        run.exitReason = "fault";
+        run.exitDetail = String(error?.message ?? error);
+      }
+    });
+    return worker;
+  }
+  /** Hands a booted worker (`ready`) its ports and words with `warm`, so that it parks. */
+  #warmWhenReady(worker, output, control) {
+    const thread = worker.thread;
+    const onMessage = (message2) => {
+      if (message2?.t !== "ready") return;
+      thread.off("message", onMessage);
+      if (worker.closed) return;
+      thread.postMessage({
+        t: "warm",
+        // The cell protocol names the web MessagePort type; these are node:worker_threads ports,
+        // which Deno implements as the same class.
+        port: output,
+        control,
+        words: worker.words,
+        ...this.#options.cellsWriteFrames ? {
+          sink: this.#options.output.sink,
+          sinkId: worker.sinkId
+        } : {}
+      }, [
+        output,
+        control
+      ]);
+    };
+    thread.on("message", onMessage);
+  }
+  /** Wakes a parked worker for good: a thread asleep in `Atomics.wait` ignores `terminate()`. */
+  unpark(worker) {
+    Atomics.store(worker.words, CELL_DOORBELL, 2);
+    Atomics.notify(worker.words, CELL_DOORBELL);
+  }
+  /** Ends a worker that will never serve a cell run (a spare, or one stopped before it started). */
+  discard(worker) {
+    worker.run = void 0;
+    worker.retired = true;
+    this.unpark(worker);
+    worker.closed = true;
+    worker.output.close();
+    worker.control.close();
+    this.#terminate(worker);
+  }
+  /**
+   * Ends a worker and lets go of it: it no longer keeps the process alive, even if Deno cannot stop
+   * it (a spinning thread, in-process isolation: see `Runtime.abandonCell`).
+   */
+  release(worker) {
+    this.unpark(worker);
+    worker.closed = true;
+    worker.output.close();
+    worker.control.close();
+    worker.thread.unref?.();
+    this.#terminate(worker);
+  }
+  /**
+   * Closes the control of a cell run's worker that will not be reused, before its thread is
+   * terminated: also a worker that built a fresh realm on its own and parked (the runtime did not
+   * reuse it) is woken for good.
+   */
+  close(worker) {
+    this.unpark(worker);
+    worker.closed = true;
+    worker.control.close();
+  }
+  /** Terminates a worker's thread without waiting for its end (see {@link terminated}). */
+  #terminate(worker) {
+    worker.thread.terminate().then(ignoreOutcome, ignoreOutcome);
+  }
+  /** Whether a cell run's worker may serve the next cell run (SPEC §5.1): it completed, cleanly. */
+  reusable(run) {
+    const worker = run.worker;
+    return !run.stopRequested && run.exitReason === "normal" && !worker.dead && !worker.retired && !this.#options.exiting() && worker.heapMb === this.#options.config().heapMb && Atomics.load(worker.words, CREDIT_STOP) === 0;
+  }
+  /**
+   * Keeps a completed cell run's worker for the next cell run: it is the spare again once it
+   * confirms its fresh realm (`recycled`), unless the retire policy ends it then. A start that
+   * comes first waits for that confirmation (usually well under a millisecond).
+   */
+  recycle(run) {
+    const worker = run.worker;
+    worker.run = void 0;
+    worker.settled = false;
+    let timer;
+    worker.ready = new Promise((settle) => {
+      const onExit = () => done();
+      const done = () => {
+        this.#clock.clearTimeout(timer);
+        worker.thread.off("exit", onExit);
+        worker.settled = true;
+        settle();
+      };
+      worker.thread.once("exit", onExit);
+      timer = this.#clock.setTimeout(() => {
+        this.retire(worker);
+        done();
+      }, RECYCLE_WAIT_MS);
+      worker.onOutput = (output) => {
+        if (Array.isArray(output) || output.t !== "recycled") return;
+        const limit = Math.min(RETIRE_HEAP_BYTES, worker.heapMb * MIB * RETIRE_HEAP_SHARE);
+        if (worker.served >= this.#options.retireAfterCells || output.heap > limit) this.retire(worker);
+        done();
+      };
+      if (worker.dead) done();
+    });
+    if (this.#spare === void 0 && !this.#options.exiting()) {
+      this.#spare = worker;
+      this.#clock.clearTimeout(this.#spareWhileRunning);
+      this.#spareWhileRunning = void 0;
+    } else if (this.#spare !== worker) {
+      this.retire(worker);
+    }
+  }
+  /** Ends a worker that will serve no further cell run; a new spare follows if it was the spare. */
+  retire(worker) {
+    if (worker.retired) return;
+    const wasSpare = this.#spare === worker;
+    if (wasSpare) this.#spare = void 0;
+    this.discard(worker);
+    if (wasSpare) this.scheduleSpare();
+  }
+  /**
+   * Creates the next spare after a turn of the event loop. On Deno 2.9.6 `new Worker()` blocks the
+   * calling thread for ~30 ms, in which this thread neither reads host frames (a start, a stop,
+   * credit) nor writes its own (cells still write theirs); between cells the time is usually free
+   * (a model thinks for seconds between cells).
+   */
+  scheduleSpare() {
+    this.#clock.setTimeout(() => this.#refillSpare(), 0);
+  }
+  #refillSpare() {
+    if (!this.#spare && !this.#options.exiting()) this.#spare = this.create(this.#options.config().heapMb);
+  }
+  /** Creates a spare if a cell still runs with none ready after {@link SPARE_WHILE_RUNNING_MS}. */
+  #armSpareWhileRunning() {
+    this.#spareWhileRunning ??= this.#clock.setTimeout(() => {
+      this.#spareWhileRunning = void 0;
+      if (this.#options.anyRunning()) this.#refillSpare();
+    }, SPARE_WHILE_RUNNING_MS);
+  }
+  /**
+   * Collects the runtime's own start-up garbage, then creates its first spare: no other isolate of
+   * the process creates a context meanwhile (see collect_garbage.ts).
+   */
+  #prepareFirstSpare() {
+    if (this.#spare) return;
+    if (this.#options.collectGarbage) collectGarbage();
+    this.#refillSpare();
+  }
+};
+function terminated(thread) {
+  return thread.terminate().then(ignoreOutcome, ignoreOutcome);
+}
+function ignoreOutcome() {
+}
+
+// worker/runtime_records.ts
 var DEFAULT_RUNTIME_CONFIG = Object.freeze({
   heapMb: 1024,
   maxMessageBytes: MAX_MESSAGE_BYTES,
@@ -887,76 +1266,455 @@ var DEFAULT_RUNTIME_CONFIG = Object.freeze({
   creditEvents: 128,
   creditBytes: 2 * MIB
 });
-var MAIN_LOCK_ID = 1;
-var JOIN_BYTES = 256 * 1024;
-var RETRY_MS = 1;
-var EXIT_FLUSH_MS = 1e3;
-var STDIN_CHUNK_BYTES = 65536;
-var PREWARM_IDLE_MS = 50;
-var RECYCLE_WAIT_MS = 1e3;
-var RETIRE_AFTER_CELLS = 1e3;
-var SPARE_WHILE_RUNNING_MS = 1e3;
+
+// proto/clock.ts
+var MAX_TIMER_MS = MAX_INT32;
+var realClock = {
+  now: () => performance.now(),
+  setTimeout: (fn, ms) => setTimeout(fn, Math.min(MAX_TIMER_MS, Math.max(0, ms))),
+  clearTimeout: (handle) => clearTimeout(handle)
+};
+var TIMED_OUT = Symbol("timed out");
+
+// worker/runtime_runs.ts
+import { setImmediate } from "node:timers";
+import { receiveMessageOnPort } from "node:worker_threads";
 var NOTE_WAIT_MS = 50;
+var CellRuns = class {
+  #clock;
+  #pool;
+  #output;
+  #options;
+  #runs = /* @__PURE__ */ new Map();
+  /** Cells whose StartCell waits for the note of the last cell's result (not yet in `#runs`). */
+  #startsWaiting = /* @__PURE__ */ new Set();
+  /** Of those, the ones a StopCell named meanwhile. */
+  #stopsWhileWaiting = /* @__PURE__ */ new Set();
+  /** @param options see {@link CellRunsOptions} */
+  constructor(options) {
+    this.#clock = options.clock;
+    this.#pool = options.pool;
+    this.#output = options.output;
+    this.#options = options;
+  }
+  /** The runs whose exit is not reported yet. */
+  values() {
+    return this.#runs.values();
+  }
+  /** Whether a run has not finished. */
+  anyRunning() {
+    for (const run of this.#runs.values()) if (!run.finished) return true;
+    return false;
+  }
+  /**
+   * Starts a cell run on the spare, a recycled worker, or a new one, then posts its start and sends
+   * `started` (from here the host counts the yield time of its first observation).
+   */
+  async start(start) {
+    const note = this.#pool.hasSpare ? void 0 : this.#noteOfLastResult();
+    if (note !== void 0) {
+      let timer;
+      this.#startsWaiting.add(start.cellId);
+      await Promise.race([
+        note,
+        new Promise((resolve) => timer = this.#clock.setTimeout(resolve, NOTE_WAIT_MS))
+      ]);
+      this.#clock.clearTimeout(timer);
+      this.#startsWaiting.delete(start.cellId);
+    }
+    let worker = this.#pool.take();
+    const run = this.#newRun(start.cellId, worker);
+    this.#runs.set(start.cellId, run);
+    worker.run = run;
+    if (this.#stopsWhileWaiting.delete(start.cellId)) this.stop(start.cellId);
+    if (!worker.settled) await worker.ready;
+    if (worker.retired && !run.finished && !run.exited) {
+      worker.run = void 0;
+      worker = run.worker = this.#pool.create(this.#options.config().heapMb);
+      worker.run = run;
+      await worker.ready;
+    }
+    if (worker.dead) return;
+    worker.served++;
+    let running = 0;
+    for (const other of this.#runs.values()) if (!other.finished) running++;
+    this.#pool.noteRunning(running);
+    worker.onOutput = (output) => {
+      run.lastSeen = this.#clock.now();
+      run.ping = void 0;
+      this.#forward(run, output);
+    };
+    if (run.finished) return;
+    this.#post(worker, this.#startMessage(start));
+    run.started = true;
+    this.#output.sendCellEvent({
+      cellId: start.cellId,
+      started: {}
+    });
+    run.lastSeen = this.#clock.now();
+    this.#options.onStarted();
+  }
+  /**
+   * A back-to-back start can overtake the note of the last cell's result: the cell wrote its result
+   * to the host itself, the harness sent the next cell, and this thread has not run the note's
+   * message event yet, or the cell has not even posted it (a pipe write hands the CPU to the host).
+   * Reads the queued notes; the note of a run whose result is written is worth a short wait, so
+   * that the run's worker is reused (seen under load: a new worker every ~30 cells, and two workers
+   * for one sequential session).
+   *
+   * @returns the note's settlement, or undefined when no run's result waits for its note
+   */
+  #noteOfLastResult() {
+    for (const run of [
+      ...this.#runs.values()
+    ]) {
+      if (!run.started || run.finished) continue;
+      this.#drain(run);
+      if (run.finished || Atomics.load(run.worker.words, CELL_RESULT) !== 1) continue;
+      return (run.noted ??= Promise.withResolvers()).promise;
+    }
+    return void 0;
+  }
+  #newRun(id, worker) {
+    return {
+      id,
+      worker,
+      finished: false,
+      exited: false,
+      exitWritten: false,
+      started: false,
+      lastSeen: this.#clock.now(),
+      exitReason: "normal",
+      progress: 0,
+      stopRequested: false,
+      reuse: false
+    };
+  }
+  #startMessage(start) {
+    const config = this.#options.config();
+    return {
+      t: "start",
+      cellId: start.cellId,
+      source: start.source ?? "",
+      tools: (start.tools ?? []).map((t) => ({
+        name: t.globalName,
+        description: t.description ?? ""
+      })),
+      store: this.#options.store(),
+      maxStoredValueBytes: config.maxStoredValueBytes,
+      maxMessageBytes: config.maxMessageBytes,
+      maxFrameBytes: config.maxFrameBytes,
+      credit: {
+        maxEvents: config.creditEvents,
+        maxBytes: config.creditBytes,
+        // Server: what the collector could keep of a text or an image; Client: one message.
+        trimTextOver: config.server ? 2 * MAX_TEXT_BYTES : config.maxMessageBytes,
+        keepTextBytes: MAX_TEXT_BYTES,
+        dropMediaOver: config.server ? MAX_MEDIA_BYTES : config.maxMessageBytes,
+        jsonSizes: config.jsonSizes
+      }
+    };
+  }
+  /** Hands `message` to a parked worker: it takes it from its control port once the doorbell rings. */
+  #post(worker, message2) {
+    if (worker.served > 1) {
+      for (const word of [
+        CREDIT_EVENTS,
+        CREDIT_BYTES,
+        CREDIT_ACKED,
+        CELL_PROGRESS,
+        CELL_RESULT
+      ]) {
+        Atomics.store(worker.words, word, 0);
+      }
+    }
+    worker.control.postMessage(message2);
+    Atomics.store(worker.words, CELL_DOORBELL, 1);
+    Atomics.notify(worker.words, CELL_DOORBELL);
+  }
+  /** Posts a control message to a cell that has not finished (a tool's result). */
+  postToCell(cellId, message2) {
+    const run = this.#runs.get(cellId);
+    if (!run || run.finished) return;
+    run.worker.thread.postMessage(message2);
+  }
+  /** A host `StopCell`. */
+  stop(cellId) {
+    const run = this.#runs.get(cellId);
+    if (!run && this.#startsWaiting.has(cellId)) this.#stopsWhileWaiting.add(cellId);
+    if (!run || run.finished) return;
+    if (!run.started) {
+      run.finished = true;
+      this.reportExit(run);
+      this.#pool.discard(run.worker);
+      this.#pool.scheduleSpare();
+      return;
+    }
+    run.stopRequested = true;
+    Atomics.store(run.worker.words, CREDIT_STOP, 1);
+    this.#wake(run);
+    this.#drain(run);
+    run.worker.thread.postMessage({
+      t: "stop",
+      cell: run.id
+    });
+  }
+  /** A host `Credit`: the cell's next `events` counted outputs are acknowledged (it settles them). */
+  credit(cellId, events) {
+    const run = this.#runs.get(cellId);
+    if (!run) return;
+    Atomics.add(run.worker.words, CREDIT_ACKED, events);
+    this.#wake(run);
+  }
+  #wake(run) {
+    Atomics.add(run.worker.words, CREDIT_GENERATION, 1);
+    Atomics.notify(run.worker.words, CREDIT_GENERATION);
+  }
+  /** Whether the cell is over its credit, i.e. its helper call is (or is about to be) waiting. */
+  overCredit(run) {
+    const words = run.worker.words;
+    const config = this.#options.config();
+    const unacked = Atomics.load(words, CREDIT_EVENTS) - Atomics.load(words, CREDIT_ACKED) | 0;
+    return unacked > config.creditEvents || unacked > 0 && Atomics.load(words, CREDIT_BYTES) > config.creditBytes;
+  }
+  /**
+   * Ends a running cell's worker without its result: the host gets `exited` with `reason` (the
+   * heap-limit watchdog ends cells this way).
+   */
+  abort(cellId, reason, detail) {
+    const run = this.#runs.get(cellId);
+    if (!run || run.finished) return;
+    run.finished = true;
+    run.exitReason = reason;
+    if (detail !== void 0) run.exitDetail = detail;
+    this.#options.background(this.#end(run), "failed to end cell");
+  }
+  /**
+   * Gives up on a cell that did not confirm its stop: nothing more of it is forwarded, no `exited`
+   * is sent, and its worker is terminated and released.
+   */
+  abandon(cellId) {
+    const run = this.#runs.get(cellId);
+    if (!run) return;
+    run.finished = true;
+    run.exited = true;
+    this.#runs.delete(cellId);
+    this.#pool.release(run.worker);
+    this.#pool.scheduleSpare();
+  }
+  /** Forwards what every run's cell posted so far (the runtime's shutdown). */
+  drainAll() {
+    for (const run of this.#runs.values()) this.#drain(run);
+  }
+  #drain(run) {
+    for (; ; ) {
+      const next = receiveMessageOnPort(run.worker.output);
+      if (!next) return;
+      this.#forward(run, next.message);
+    }
+  }
+  /** Reports a run's exit to the host, once, after what its cell posted before it. */
+  reportExit(run) {
+    if (run.exited) return;
+    this.#drain(run);
+    if (run.exited) return;
+    run.exited = true;
+    this.#runs.delete(run.id);
+    if (!run.reuse) {
+      run.worker.closed = true;
+      run.worker.output.close();
+    }
+    if (run.exitWritten) return;
+    this.#output.sendCellEvent({
+      cellId: run.id,
+      exited: run.exitDetail === void 0 ? {
+        reason: run.exitReason
+      } : {
+        reason: run.exitReason,
+        detail: run.exitDetail
+      }
+    });
+  }
+  /** Ends a finished run's worker (not reused), then reports its exit and makes a new spare. */
+  async #end(run) {
+    this.#pool.close(run.worker);
+    await terminated(run.worker.thread);
+    this.reportExit(run);
+    this.#pool.scheduleSpare();
+  }
+  /**
+   * Ends a finished run's worker once the frames just queued are on their way: `terminate()` costs
+   * its caller ~0.1 ms, which the run's result would otherwise wait for.
+   */
+  #endSoon(run) {
+    setImmediate(() => this.#options.background(this.#end(run), "failed to end cell"));
+  }
+  #forward(run, output) {
+    if (Array.isArray(output)) {
+      for (const one of output) this.#forward(run, one);
+      return;
+    }
+    if (output.t === "warmed") return;
+    if (output.t === "recycled") {
+      if (run.reuse) run.worker.onOutput(output);
+      return;
+    }
+    const final = output.t === "result" || output.t === "stopped";
+    if (final && run.finished) return;
+    if (!("w" in output)) {
+      for (const event of wireCellEvents(run.id, output)) this.#output.sendCellEvent(event);
+    }
+    if (final) {
+      run.finished = true;
+      if ("w" in output) run.exitWritten = true;
+      run.reuse = output.t === "result" && this.#pool.reusable(run);
+      run.noted?.resolve();
+      if (run.reuse) this.#pool.recycle(run);
+      this.reportExit(run);
+      if (!run.reuse) this.#endSoon(run);
+    }
+  }
+};
+
+// worker/runtime_watchdog.ts
 var WATCHDOG_MS = 250;
 var SILENCE_MS = 500;
 var PARKED_WINDOW_MS = 1e3;
 var PARKED_CPU_SHARE = 0.02;
 var RSS_ALLOWANCE_MB = 512;
+var ParkedCellWatchdog = class {
+  #options;
+  #clock;
+  #timer;
+  /** @param options see {@link ParkedCellWatchdogOptions} */
+  constructor(options) {
+    this.#options = options;
+    this.#clock = options.clock;
+  }
+  /** Looks again in {@link WATCHDOG_MS} (a cell run started), unless a look is due already. */
+  arm() {
+    this.#timer ??= this.#clock.setTimeout(this.#watch, WATCHDOG_MS);
+  }
+  #watch = () => {
+    this.#timer = void 0;
+    if (this.#check() > 0) this.arm();
+  };
+  /** One look at the running cells; returns how many were running. */
+  #check() {
+    const options = this.#options;
+    const now = this.#clock.now();
+    let active = 0;
+    for (const run of options.runs()) if (run.started && !run.finished) active++;
+    const rssMb = options.rssBytes() / MIB;
+    const overBudget = rssMb > active * options.config().heapMb * 2 + RSS_ALLOWANCE_MB;
+    for (const run of options.runs()) {
+      if (!run.started || run.finished) continue;
+      const progress = Atomics.load(run.worker.words, CELL_PROGRESS);
+      if (progress !== run.progress || options.overCredit(run) || options.writing(run)) {
+        run.progress = progress;
+        run.lastSeen = now;
+        run.ping = void 0;
+        continue;
+      }
+      if (overBudget && run.ping && now - run.ping.at >= SILENCE_MS) {
+        options.abort(run);
+        continue;
+      }
+      if (!run.ping) {
+        if (now - run.lastSeen < SILENCE_MS) continue;
+        run.ping = {
+          at: now,
+          cpu: options.cpuMicros()
+        };
+        run.worker.thread.postMessage({
+          t: "ping"
+        });
+        continue;
+      }
+      const elapsedMs = now - run.ping.at;
+      if (elapsedMs < PARKED_WINDOW_MS) continue;
+      const cpuMs = (options.cpuMicros() - run.ping.cpu) / 1e3;
+      if (cpuMs < elapsedMs * PARKED_CPU_SHARE) {
+        options.abort(run);
+      } else {
+        run.ping = void 0;
+      }
+    }
+    return active;
+  }
+};
+
+// worker/runtime.ts
+var EXIT_FLUSH_MS = 1e3;
+var STDIN_CHUNK_BYTES = 65536;
 var Runtime = class {
   #codec = createWorkerCodec();
   #input;
-  #write;
   #exit;
   #clock;
-  #createWorker;
-  #cpuMicros;
-  #rssBytes;
-  #cellsWriteFrames;
-  #collectGarbage;
-  #retireAfterCells;
+  #output;
+  #pool;
+  #runs;
+  #watchdog;
   #config = {
     ...DEFAULT_RUNTIME_CONFIG
   };
+  /** The session's stored values (key → JSON text), as the host's store updates leave them. */
   #store = /* @__PURE__ */ new Map();
   #decoder;
-  /** The stream words shared with every cell isolate (`SINK_*`, `cell_events.ts`). */
-  #sink = new Int32Array(new SharedArrayBuffer(4 * SINK_WORDS));
-  #nextSinkId = MAIN_LOCK_ID + 1;
-  /** Frames waiting for the stream lock, in order. */
-  #pending = [];
-  #flushQueued = false;
-  #retry;
-  #spare;
-  /** A cell started while another ran: the session runs cells concurrently. */
-  #concurrent = false;
-  /** Cells whose StartCell waits for the note of the last cell's result (not yet in `#cells`). */
-  #startsWaiting = /* @__PURE__ */ new Set();
-  /** Of those, the ones a StopCell named meanwhile. */
-  #stopsWhileWaiting = /* @__PURE__ */ new Set();
-  /** The timer of {@link SPARE_WHILE_RUNNING_MS}. */
-  #spareWhileRunning;
-  #cells = /* @__PURE__ */ new Map();
-  #watchdog;
-  #prewarming;
   #exiting = false;
+  /** @param options see {@link RuntimeOptions} */
   constructor(options) {
     this.#input = options.input;
-    this.#write = options.output;
     this.#exit = options.exit;
-    this.#clock = options.clock ?? realClock;
-    this.#createWorker = options.createWorker ?? ((heapMb) => new Worker(cellUrl, {
-      resourceLimits: {
-        maxOldGenerationSizeMb: heapMb
+    const clock = this.#clock = options.clock ?? realClock;
+    const config = () => this.#config;
+    const exiting = () => this.#exiting;
+    const output = this.#output = new FrameOutput({
+      write: options.output,
+      clock,
+      maxFrameBytes: () => this.#config.maxFrameBytes,
+      onBroken: () => {
+        this.#exiting = true;
+        this.#exit(1);
       }
-    }));
-    this.#cpuMicros = options.cpuMicros ?? (() => {
-      const usage = process.cpuUsage();
-      return usage.user + usage.system;
     });
-    this.#rssBytes = options.rssBytes ?? (() => Deno.memoryUsage().rss);
-    this.#cellsWriteFrames = options.cellsWriteFrames ?? true;
-    this.#collectGarbage = options.collectGarbage ?? true;
-    this.#retireAfterCells = options.retireAfterCells ?? RETIRE_AFTER_CELLS;
+    const pool = this.#pool = new CellWorkerPool({
+      clock,
+      createThread: options.createWorker,
+      output,
+      config,
+      cellsWriteFrames: options.cellsWriteFrames ?? true,
+      collectGarbage: options.collectGarbage ?? true,
+      retireAfterCells: options.retireAfterCells ?? RETIRE_AFTER_CELLS,
+      exiting,
+      onExit: (run) => runs.reportExit(run),
+      anyRunning: () => runs.anyRunning()
+    });
+    const runs = this.#runs = new CellRuns({
+      clock,
+      pool,
+      output,
+      config,
+      store: () => [
+        ...this.#store
+      ],
+      onStarted: () => this.#watchdog.arm(),
+      background: (task, what) => this.#background(task, what)
+    });
+    this.#watchdog = new ParkedCellWatchdog({
+      clock,
+      cpuMicros: options.cpuMicros ?? (() => {
+        const usage = process.cpuUsage();
+        return usage.user + usage.system;
+      }),
+      rssBytes: options.rssBytes ?? (() => Deno.memoryUsage().rss),
+      config,
+      runs: () => runs.values(),
+      overCredit: (run) => runs.overCredit(run),
+      writing: (run) => output.isLockedBy(run.worker.sinkId),
+      abort: (run) => runs.abort(run.id, "heap_limit")
+    });
   }
   /** The settings in force (the last `Configure`'s, or the defaults). */
   get config() {
@@ -968,7 +1726,7 @@ var Runtime = class {
    * `RuntimeFault` and exit code 1. Arms the prewarm of the first spare.
    */
   async run() {
-    this.#prewarming = this.#clock.setTimeout(() => this.#prepareFirstSpare(), PREWARM_IDLE_MS);
+    this.#pool.armPrewarm();
     try {
       const decoder = this.#decoder = new FrameDecoder(this.#config.maxFrameBytes);
       const chunk = new Uint8Array(STDIN_CHUNK_BYTES);
@@ -997,15 +1755,10 @@ var Runtime = class {
     switch (message2.message) {
       case "configure":
         return this.#configure(message2.configure);
-      case "storeUpdate": {
-        const u = message2.storeUpdate;
-        if (u.reset) this.#store.clear();
-        for (const entry of u.entries ?? []) this.#store.set(entry.key, entry.valueJson ?? "null");
-        return;
-      }
+      case "storeUpdate":
+        return this.#updateStore(message2.storeUpdate);
       case "startCell":
-        void this.#startCell(message2.startCell).catch((error) => this.fail(`failed to start cell: ${error}`));
-        return;
+        return this.#background(this.#runs.start(message2.startCell), "failed to start cell");
       case "toolResult": {
         const r = message2.toolResult;
         const result = r.errorMessage !== void 0 ? {
@@ -1019,17 +1772,16 @@ var Runtime = class {
           json: r.outputJson ?? "null",
           cell: r.cellId
         };
-        return this.#postToCell(r.cellId, result);
+        return this.#runs.postToCell(r.cellId, result);
       }
       case "stopCell":
-        return this.#stopCell(message2.stopCell.cellId);
+        return this.#runs.stop(message2.stopCell.cellId);
       case "credit":
-        return this.#credit(message2.credit.cellId, message2.credit.events ?? 0);
+        return this.#runs.credit(message2.credit.cellId, message2.credit.events ?? 0);
       case "shutdown":
-        void this.#shutdown();
-        return;
+        return this.#background(this.#shutdown(), "failed to shut down");
       case "ping":
-        return this.#send({
+        return this.#output.send({
           pong: {
             seq: message2.ping.seq ?? 0
           }
@@ -1044,7 +1796,7 @@ var Runtime = class {
    * @param detail the fault's text
    */
   fail(detail) {
-    this.#send({
+    this.#output.send({
       runtimeFault: {
         detail
       }
@@ -1058,49 +1810,30 @@ var Runtime = class {
    * @param frame the frame's bytes, header included
    */
   writeFrame(frame) {
-    this.#pending.push(frame);
-    if (this.#flushQueued) return;
-    this.#flushQueued = true;
-    queueMicrotask(this.#flush);
+    this.#output.queue(frame);
   }
   /**
    * Gives up on a cell that did not confirm its stop (in-process isolation has no hard stop, SPEC
    * §9.8): nothing more of it is forwarded, no `exited` is sent (the host has ended the cell), and
-   * its Worker is terminated and unreferenced. Deno's `terminate()` does not stop a spinning Worker:
-   * it may keep a core busy until the process exits, but it no longer keeps the process alive.
+   * its cell worker is terminated and unreferenced. Deno's `terminate()` does not stop a spinning
+   * Worker: it may keep a core busy until the process exits, but it no longer keeps the process
+   * alive.
    *
    * @param cellId the cell
    */
   abandonCell(cellId) {
-    const running = this.#cells.get(cellId);
-    if (!running) return;
-    running.finished = true;
-    running.exited = true;
-    this.#cells.delete(cellId);
-    this.#release(running.cell);
-    this.#scheduleSpare();
+    this.#runs.abandon(cellId);
   }
   /** Abandons every cell and the spare (the in-process runtime's end). */
   dispose() {
     this.#exiting = true;
-    this.#clock.clearTimeout(this.#prewarming);
-    for (const id of [
-      ...this.#cells.keys()
-    ]) this.abandonCell(id);
-    if (this.#spare) this.#release(this.#spare);
-    this.#spare = void 0;
-  }
-  #release(cell) {
-    this.#unpark(cell);
-    cell.closed = true;
-    cell.output.close();
-    cell.control.close();
-    cell.worker.unref?.();
-    void cell.worker.terminate().catch(() => {
-    });
+    for (const run of [
+      ...this.#runs.values()
+    ]) this.#runs.abandon(run.id);
+    this.#pool.dispose();
   }
   /**
-   * Ends a running cell's isolate without its result: the host gets `exited` with `reason`. The
+   * Ends a running cell's worker without its result: the host gets `exited` with `reason`. The
    * heap-limit watchdog ends cells this way.
    *
    * @param cellId the cell
@@ -1108,15 +1841,11 @@ var Runtime = class {
    * @param detail the exit's detail, if any
    */
   abortCell(cellId, reason, detail) {
-    const running = this.#cells.get(cellId);
-    if (!running || running.finished) return;
-    this.#abort(running, reason, detail);
+    this.#runs.abort(cellId, reason, detail);
   }
-  #abort(running, reason, detail) {
-    running.finished = true;
-    running.exitReason = reason;
-    if (detail !== void 0) running.exitDetail = detail;
-    void this.#endCell(running);
+  /** Runs `task` without waiting for it: its failure is a `RuntimeFault` (`what: error`). */
+  #background(task, what) {
+    task.catch((error) => this.fail(`${what}: ${error}`));
   }
   #configure(c) {
     const config = this.#config;
@@ -1131,534 +1860,27 @@ var Runtime = class {
       creditBytes: c.outputByteCredit || config.creditBytes
     };
     this.#decoder?.setMaxFrameBytes(this.#config.maxFrameBytes);
-    this.#clock.clearTimeout(this.#prewarming);
-    if (this.#spare && this.#spare.heapMb !== this.#config.heapMb) {
-      this.#discard(this.#spare);
-      this.#spare = void 0;
-    }
-    this.#prepareFirstSpare();
+    this.#pool.configured();
   }
-  // ---- the frame stream, shared with the cells ---------------------------------------------------
-  #send(message2) {
-    message2.lineEnd = LINE_END;
-    this.writeFrame(encodeFrame(this.#codec.encodeWorkerToHost(message2), this.#config.maxFrameBytes));
+  /** A host `StoreUpdate`: the stored values the next cell runs start from. */
+  #updateStore(update) {
+    if (update.reset) this.#store.clear();
+    for (const entry of update.entries ?? []) this.#store.set(entry.key, entry.valueJson ?? "null");
   }
-  #sendCellEvent(event) {
-    this.#send({
-      cellEvent: event
-    });
-  }
-  /**
-   * Writes the pending frames in order, small ones joined, if the stream lock is free; else looks
-   * again in {@link RETRY_MS} (a cell is writing). The write blocks this thread only while the host
-   * is not reading: it always reads.
-   */
-  #flush = () => {
-    this.#flushQueued = false;
-    if (this.#pending.length === 0) return;
-    if (!tryLock(this.#sink, MAIN_LOCK_ID)) {
-      this.#retry ??= this.#clock.setTimeout(() => {
-        this.#retry = void 0;
-        this.#flush();
-      }, RETRY_MS);
-      return;
-    }
-    const frames = this.#pending;
-    this.#pending = [];
-    try {
-      let group = [];
-      let groupBytes = 0;
-      const emit = () => {
-        if (group.length === 0) return;
-        const bytes = group.length === 1 ? group[0] : new Uint8Array(groupBytes);
-        if (group.length > 1) {
-          let offset = 0;
-          for (const frame of group) {
-            bytes.set(frame, offset);
-            offset += frame.length;
-          }
-        }
-        group = [];
-        groupBytes = 0;
-        this.#write(bytes);
-      };
-      for (const frame of frames) {
-        if (groupBytes + frame.length > JOIN_BYTES) emit();
-        group.push(frame);
-        groupBytes += frame.length;
-      }
-      emit();
-    } catch {
-      this.#exiting = true;
-      this.#exit(1);
-    } finally {
-      unlock(this.#sink, MAIN_LOCK_ID);
-    }
-  };
   async #exitAfterFlush(code) {
     if (this.#exiting) return;
     this.#exiting = true;
     const deadline = this.#clock.now() + EXIT_FLUSH_MS;
-    this.#flush();
-    while (this.#pending.length > 0 && this.#clock.now() < deadline) {
+    this.#output.flush();
+    while (this.#output.hasPending && this.#clock.now() < deadline) {
       await new Promise((resolve) => this.#clock.setTimeout(resolve, RETRY_MS));
-      this.#flush();
+      this.#output.flush();
     }
     this.#exit(code);
   }
   async #shutdown() {
-    for (const running of this.#cells.values()) this.#drain(running);
+    this.#runs.drainAll();
     return await this.#exitAfterFlush(0);
-  }
-  // ---- cell workers -----------------------------------------------------------------------------
-  #createCellWorker(heapMb) {
-    const worker = this.#createWorker(heapMb);
-    const output = new MessageChannel();
-    const control = new MessageChannel();
-    const cell = {
-      worker,
-      heapMb,
-      ready: Promise.resolve(),
-      settled: false,
-      dead: false,
-      closed: false,
-      output: output.port1,
-      control: control.port1,
-      words: new Int32Array(new SharedArrayBuffer(4 * CELL_WORDS)),
-      sinkId: this.#nextSinkId++,
-      onOutput: () => {
-      },
-      served: 0,
-      retired: false
-    };
-    output.port1.on("message", (message2) => cell.onOutput(message2));
-    cell.ready = new Promise((settle) => {
-      const resolve = () => {
-        cell.settled = true;
-        settle();
-      };
-      cell.onOutput = () => resolve();
-      const onMessage = (message2) => {
-        if (message2?.t !== "ready") return;
-        worker.off("message", onMessage);
-        if (cell.closed) return;
-        worker.postMessage({
-          t: "warm",
-          port: output.port2,
-          control: control.port2,
-          words: cell.words,
-          ...this.#cellsWriteFrames ? {
-            sink: this.#sink,
-            sinkId: cell.sinkId
-          } : {}
-        }, [
-          output.port2,
-          control.port2
-        ]);
-      };
-      worker.on("message", onMessage);
-      worker.once("exit", () => {
-        cell.dead = true;
-        unlock(this.#sink, cell.sinkId);
-        if (this.#pending.length > 0) this.#flush();
-        resolve();
-        const running = cell.running;
-        if (running) this.#clock.setTimeout(() => this.#reportExit(running), 0);
-      });
-    });
-    worker.on("error", (error) => {
-      cell.dead = true;
-      const running = cell.running;
-      if (!running) return;
-      if (error?.code === "ERR_WORKER_OUT_OF_MEMORY") running.exitReason = "heap_limit";
-      else {
-        running.exitReason = "fault";
-        running.exitDetail = String(error?.message ?? error);
-      }
-    });
-    return cell;
-  }
-  /** Wakes a parked Worker for good: a thread asleep in `Atomics.wait` ignores `terminate()`. */
-  #unpark(cell) {
-    Atomics.store(cell.words, CELL_DOORBELL, 2);
-    Atomics.notify(cell.words, CELL_DOORBELL);
-  }
-  /** Ends a spare that will never run a cell. */
-  #discard(cell) {
-    cell.running = void 0;
-    cell.retired = true;
-    this.#unpark(cell);
-    cell.closed = true;
-    cell.output.close();
-    cell.control.close();
-    void cell.worker.terminate();
-  }
-  #takeCellWorker() {
-    const spare = this.#spare;
-    const taken = spare && !spare.dead && !spare.retired && spare.heapMb === this.#config.heapMb ? spare : void 0;
-    if (spare && spare !== taken) this.#discard(spare);
-    this.#spare = void 0;
-    return taken ?? this.#createCellWorker(this.#config.heapMb);
-  }
-  #refillSpare() {
-    if (!this.#spare && !this.#exiting) this.#spare = this.#createCellWorker(this.#config.heapMb);
-  }
-  /** Creates a spare if a cell still runs with none ready after {@link SPARE_WHILE_RUNNING_MS}. */
-  #armSpareWhileRunning() {
-    this.#spareWhileRunning ??= this.#clock.setTimeout(() => {
-      this.#spareWhileRunning = void 0;
-      for (const running of this.#cells.values()) {
-        if (!running.finished) return this.#refillSpare();
-      }
-    }, SPARE_WHILE_RUNNING_MS);
-  }
-  /**
-   * Collects the runtime's own start-up garbage, then creates its first spare: no other isolate of
-   * the process creates a context meanwhile (see collect_garbage.ts).
-   */
-  #prepareFirstSpare() {
-    if (this.#spare) return;
-    if (this.#collectGarbage) collectGarbage();
-    this.#refillSpare();
-  }
-  /**
-   * Creates the next spare after a turn of the event loop. On Deno 2.9.6 `new Worker()` blocks the
-   * calling thread for ~30 ms, in which this thread neither reads host frames (a start, a stop,
-   * credit) nor writes its own (cells still write theirs); between cells the time is usually free
-   * (a model thinks for seconds between cells).
-   */
-  #scheduleSpare() {
-    this.#clock.setTimeout(() => this.#refillSpare(), 0);
-  }
-  #forward(running, output) {
-    if (Array.isArray(output)) {
-      for (const one of output) this.#forward(running, one);
-      return;
-    }
-    const kind = output.t;
-    if (kind === "warmed") return;
-    if (kind === "recycled") {
-      if (running.reuse) running.cell.onOutput(output);
-      return;
-    }
-    const final = output.t === "result" || output.t === "stopped";
-    if (final && running.finished) return;
-    if (!("w" in output)) {
-      for (const event of wireCellEvents(running.id, output)) this.#sendCellEvent(event);
-    }
-    if (final) {
-      running.finished = true;
-      if ("w" in output) running.exitWritten = true;
-      running.reuse = output.t === "result" && this.#reusable(running);
-      running.noted?.resolve();
-      if (running.reuse) this.#recycle(running);
-      this.#reportExit(running);
-      if (!running.reuse) this.#endCellSoon(running);
-    }
-  }
-  /** Whether a cell's Worker may run the next cell (SPEC §5.1): the cell completed, cleanly. */
-  #reusable(running) {
-    const cell = running.cell;
-    return !running.stopRequested && running.exitReason === "normal" && !cell.dead && !cell.retired && !this.#exiting && cell.heapMb === this.#config.heapMb && Atomics.load(cell.words, CREDIT_STOP) === 0;
-  }
-  /**
-   * Keeps a completed cell's Worker for the next cell: it is the spare again once it confirms its
-   * fresh realm (`recycled`), unless the retire policy ends it then. A start that comes first waits
-   * for that confirmation (usually well under a millisecond).
-   */
-  #recycle(running) {
-    const cell = running.cell;
-    cell.running = void 0;
-    cell.settled = false;
-    let timer;
-    cell.ready = new Promise((settle) => {
-      const onExit = () => done();
-      const done = () => {
-        this.#clock.clearTimeout(timer);
-        cell.worker.off("exit", onExit);
-        cell.settled = true;
-        settle();
-      };
-      cell.worker.once("exit", onExit);
-      timer = this.#clock.setTimeout(() => {
-        this.#retire(cell);
-        done();
-      }, RECYCLE_WAIT_MS);
-      cell.onOutput = (output) => {
-        const recycled = output;
-        if (recycled.t !== "recycled") return;
-        const limit = Math.min(RETIRE_HEAP_BYTES, cell.heapMb * MIB * RETIRE_HEAP_SHARE);
-        if (cell.served >= this.#retireAfterCells || recycled.heap > limit) this.#retire(cell);
-        done();
-      };
-      if (cell.dead) done();
-    });
-    if (this.#spare === void 0 && !this.#exiting) {
-      this.#spare = cell;
-      this.#clock.clearTimeout(this.#spareWhileRunning);
-      this.#spareWhileRunning = void 0;
-    } else if (this.#spare !== cell) {
-      this.#retire(cell);
-    }
-  }
-  /** Ends a Worker that will run no further cell; a new spare follows if it was the spare. */
-  #retire(cell) {
-    if (cell.retired) return;
-    const wasSpare = this.#spare === cell;
-    if (wasSpare) this.#spare = void 0;
-    this.#discard(cell);
-    if (wasSpare) this.#scheduleSpare();
-  }
-  /** A host `Credit`: the cell's next `events` counted outputs are acknowledged (it settles them). */
-  #credit(cellId, events) {
-    const running = this.#cells.get(cellId);
-    if (!running) return;
-    Atomics.add(running.cell.words, CREDIT_ACKED, events);
-    this.#wake(running);
-  }
-  #wake(running) {
-    Atomics.add(running.cell.words, CREDIT_GENERATION, 1);
-    Atomics.notify(running.cell.words, CREDIT_GENERATION);
-  }
-  /** Whether the cell is over its credit, i.e. its helper call is (or is about to be) waiting. */
-  #overCredit(running) {
-    const words = running.cell.words;
-    const unacked = Atomics.load(words, CREDIT_EVENTS) - Atomics.load(words, CREDIT_ACKED) | 0;
-    return unacked > this.#config.creditEvents || unacked > 0 && Atomics.load(words, CREDIT_BYTES) > this.#config.creditBytes;
-  }
-  #drain(running) {
-    for (; ; ) {
-      const next = receiveMessageOnPort(running.cell.output);
-      if (!next) return;
-      this.#forward(running, next.message);
-    }
-  }
-  #reportExit(running) {
-    if (running.exited) return;
-    this.#drain(running);
-    if (running.exited) return;
-    running.exited = true;
-    this.#cells.delete(running.id);
-    if (!running.reuse) {
-      running.cell.closed = true;
-      running.cell.output.close();
-    }
-    if (running.exitWritten) return;
-    this.#sendCellEvent({
-      cellId: running.id,
-      exited: running.exitDetail === void 0 ? {
-        reason: running.exitReason
-      } : {
-        reason: running.exitReason,
-        detail: running.exitDetail
-      }
-    });
-  }
-  /**
-   * Ends a finished cell's Worker once the frames just queued are on their way: `terminate()` costs
-   * its caller ~0.1 ms, which the cell's result would otherwise wait for.
-   */
-  #endCellSoon(running) {
-    setImmediate(() => void this.#endCell(running));
-  }
-  async #endCell(running) {
-    this.#unpark(running.cell);
-    running.cell.closed = true;
-    running.cell.control.close();
-    await running.cell.worker.terminate().catch(() => {
-    });
-    this.#reportExit(running);
-    this.#scheduleSpare();
-  }
-  async #startCell(start) {
-    if (this.#spare === void 0) {
-      for (const running2 of [
-        ...this.#cells.values()
-      ]) {
-        if (!running2.started || running2.finished) continue;
-        this.#drain(running2);
-        if (running2.finished || Atomics.load(running2.cell.words, CELL_RESULT) !== 1) continue;
-        const noted = running2.noted ??= Promise.withResolvers();
-        let timer;
-        this.#startsWaiting.add(start.cellId);
-        await Promise.race([
-          noted.promise,
-          new Promise((resolve) => timer = this.#clock.setTimeout(resolve, NOTE_WAIT_MS))
-        ]);
-        this.#clock.clearTimeout(timer);
-        this.#startsWaiting.delete(start.cellId);
-        break;
-      }
-    }
-    let cell = this.#takeCellWorker();
-    const running = {
-      id: start.cellId,
-      cell,
-      finished: false,
-      exited: false,
-      exitWritten: false,
-      started: false,
-      lastSeen: this.#clock.now(),
-      exitReason: "normal",
-      progress: 0,
-      stopRequested: false,
-      reuse: false
-    };
-    this.#cells.set(start.cellId, running);
-    cell.running = running;
-    if (this.#stopsWhileWaiting.delete(start.cellId)) this.#stopCell(start.cellId);
-    if (!cell.settled) await cell.ready;
-    if (cell.retired && !running.finished && !running.exited) {
-      cell.running = void 0;
-      cell = running.cell = this.#createCellWorker(this.#config.heapMb);
-      cell.running = running;
-      await cell.ready;
-    }
-    if (cell.dead) return;
-    cell.served++;
-    let others = 0;
-    for (const other of this.#cells.values()) if (!other.finished) others++;
-    if (others > 1) this.#concurrent = true;
-    if (this.#spare === void 0 && this.#concurrent) this.#armSpareWhileRunning();
-    cell.onOutput = (output) => {
-      running.lastSeen = this.#clock.now();
-      running.ping = void 0;
-      this.#forward(running, output);
-    };
-    if (running.finished) return;
-    const config = this.#config;
-    const message2 = {
-      t: "start",
-      cellId: start.cellId,
-      source: start.source ?? "",
-      tools: (start.tools ?? []).map((t) => ({
-        name: t.globalName,
-        description: t.description ?? ""
-      })),
-      store: [
-        ...this.#store
-      ],
-      maxStoredValueBytes: config.maxStoredValueBytes,
-      maxMessageBytes: config.maxMessageBytes,
-      maxFrameBytes: config.maxFrameBytes,
-      credit: {
-        maxEvents: config.creditEvents,
-        maxBytes: config.creditBytes,
-        // Server: what the collector could keep of a text or an image; Client: one message.
-        trimTextOver: config.server ? 2 * MAX_TEXT_BYTES : config.maxMessageBytes,
-        keepTextBytes: MAX_TEXT_BYTES,
-        dropMediaOver: config.server ? MAX_MEDIA_BYTES : config.maxMessageBytes,
-        jsonSizes: config.jsonSizes
-      }
-    };
-    if (cell.served > 1) {
-      for (const word of [
-        CREDIT_EVENTS,
-        CREDIT_BYTES,
-        CREDIT_ACKED,
-        CELL_PROGRESS,
-        CELL_RESULT
-      ]) {
-        Atomics.store(cell.words, word, 0);
-      }
-    }
-    cell.control.postMessage(message2);
-    Atomics.store(cell.words, CELL_DOORBELL, 1);
-    Atomics.notify(cell.words, CELL_DOORBELL);
-    running.started = true;
-    this.#sendCellEvent({
-      cellId: start.cellId,
-      started: {}
-    });
-    running.lastSeen = this.#clock.now();
-    this.#armWatchdog();
-  }
-  #postToCell(cellId, message2) {
-    const running = this.#cells.get(cellId);
-    if (!running || running.finished) return;
-    running.cell.worker.postMessage(message2);
-  }
-  #stopCell(cellId) {
-    const running = this.#cells.get(cellId);
-    if (!running && this.#startsWaiting.has(cellId)) this.#stopsWhileWaiting.add(cellId);
-    if (!running || running.finished) return;
-    if (!running.started) {
-      running.finished = true;
-      this.#reportExit(running);
-      this.#discard(running.cell);
-      this.#scheduleSpare();
-      return;
-    }
-    running.stopRequested = true;
-    Atomics.store(running.cell.words, CREDIT_STOP, 1);
-    this.#wake(running);
-    this.#drain(running);
-    running.cell.worker.postMessage({
-      t: "stop",
-      cell: running.id
-    });
-  }
-  // ---- heap-limit watchdog ------------------------------------------------------------------------
-  //
-  // On Deno 2.9.6 a Worker that reaches its heap limit does not always end with
-  // ERR_WORKER_OUT_OF_MEMORY (measured on a loaded 2-core machine: a few per cent of limit hits).
-  // Two other outcomes were seen, and this watchdog turns both into the heap-limit exit:
-  // - the thread *parks*: no CPU, no report, forever;
-  // - the limit is *lifted*: the cell keeps allocating and the process grows by ~200 MiB/s.
-  // A cell that has been silent for a while is pinged; an idle cell answers at once. A cell that does
-  // not answer is running code, parked, or over its limit:
-  // - parked: this whole process used almost no CPU for a second while the ping went unanswered;
-  // - over its limit: the process's resident memory exceeds twice the heap limits of its running
-  //   cells plus a fixed allowance, while the cell does not answer.
-  // A cell spinning in synchronous code within its heap is neither; Terminate stops it.
-  #armWatchdog() {
-    this.#watchdog ??= this.#clock.setTimeout(this.#watch, WATCHDOG_MS);
-  }
-  #watch = () => {
-    this.#watchdog = void 0;
-    if (this.#checkParkedCells() > 0) this.#armWatchdog();
-  };
-  /** One look at the running cells; returns how many were running. */
-  #checkParkedCells() {
-    const now = this.#clock.now();
-    let active = 0;
-    for (const running of this.#cells.values()) if (running.started && !running.finished) active++;
-    const rssMb = this.#rssBytes() / MIB;
-    const overBudget = rssMb > active * this.#config.heapMb * 2 + RSS_ALLOWANCE_MB;
-    for (const running of this.#cells.values()) {
-      if (!running.started || running.finished) continue;
-      const progress = Atomics.load(running.cell.words, CELL_PROGRESS);
-      if (progress !== running.progress || this.#overCredit(running) || Atomics.load(this.#sink, SINK_LOCK) === running.cell.sinkId) {
-        running.progress = progress;
-        running.lastSeen = now;
-        running.ping = void 0;
-        continue;
-      }
-      if (overBudget && running.ping && now - running.ping.at >= SILENCE_MS) {
-        this.#abort(running, "heap_limit");
-        continue;
-      }
-      if (!running.ping) {
-        if (now - running.lastSeen < SILENCE_MS) continue;
-        running.ping = {
-          at: now,
-          cpu: this.#cpuMicros()
-        };
-        running.cell.worker.postMessage({
-          t: "ping"
-        });
-        continue;
-      }
-      const elapsedMs = now - running.ping.at;
-      if (elapsedMs < PARKED_WINDOW_MS) continue;
-      const cpuMs = (this.#cpuMicros() - running.ping.cpu) / 1e3;
-      if (cpuMs < elapsedMs * PARKED_CPU_SHARE) {
-        this.#abort(running, "heap_limit");
-      } else {
-        running.ping = void 0;
-      }
-    }
-    return active;
   }
 };
 
