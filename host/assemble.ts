@@ -1,12 +1,15 @@
 /**
- * The host's engine: everything a front door needs and nothing of any transport — the resolved
- * limits, the logger, the host-private runtime directory (SPEC §9.9), the session manager with its
- * warm pool, and the {@link CodeModeCore} over it, with graceful drain (SPEC §9.7) and kill.
+ * Assembles a host: everything a wire door needs and nothing of any transport — the resolved
+ * limits, the logger, the host-private runtime directory (SPEC §9.9), the OS sandbox, the session
+ * manager with its warm pool of runtimes, the {@link CodeModeCore} over it, metrics and tracing —
+ * with graceful drain (SPEC §9.7) and kill.
  *
- * - A front door (gRPC today; JSON V1 over stdio, an embedded provider, MCP later) starts one
- *   engine, serves its own wire on top of `engine.core`, and ends it with `shutdown()` or `kill()`.
+ * - A door (gRPC, JSON V1 over stdio, the embedded provider, MCP) assembles one host, serves its
+ *   own wire on top of `core`, and ends it with `shutdown()` or `kill()`.
  * - `shutdown()` and `kill()` are idempotent and never throw; both remove the runtime directory
  *   after every runtime is reaped.
+ * - How runtimes are made is the one extension point that is code, not configuration:
+ *   {@link HostExtensions.runtimeFactory}.
  *
  * @module
  */
@@ -16,23 +19,26 @@ import { type Limits, resolveLimits } from "./core/limits.ts";
 import { SessionManager } from "./core/session_manager.ts";
 import { Logger, type LogLevel } from "./ops/log.ts";
 import { memoryBoundMechanism } from "./runtime/memory_watchdog.ts";
-import { resolveOsSandbox } from "./runtime/os_sandbox.ts";
+import { type OsSandbox, resolveOsSandbox } from "./runtime/os_sandbox.ts";
 import {
   IN_PROCESS_UNSUPPORTED,
   IN_PROCESS_WARNING,
   InProcessRuntime,
   inProcessSupported,
 } from "./runtime/in_process_transport.ts";
-import { createWorkerCodec } from "../proto/worker_codec.ts";
+import type { RuntimeFactory } from "./runtime/runtime_process.ts";
 import { SELF_RUNTIME_ARG } from "./runtime/self_runtime.ts";
 import { hostTempParent, prepareRuntimeDirectory, removeStaleDirectories } from "./runtime/runtime_files.ts";
-import { GRANT_ALL_PERMISSIONS_FOR_TESTS } from "./runtime/worker_command.ts";
 import { NO_METRICS, NO_TRACER, type Telemetry, type TraceExportOptions } from "./ops/telemetry.ts";
 import type { OpsServer } from "./ops/ops_server.ts";
 import type { OtelTracer } from "./ops/otel.ts";
+import type { PrometheusMetrics } from "./ops/prometheus.ts";
 import { parseMetricsListen } from "./listen_url.ts";
 
-/** Options of {@link startEngine}; every field has a default. */
+/**
+ * Options of {@link assembleHost}; every field has a default. (Named `EngineOptions` in the public
+ * API, `mod.ts`, since the assembled host was called the engine.)
+ */
 export interface EngineOptions {
   /** Limit overrides (SPEC §2.8). */
   limits?: Partial<Limits>;
@@ -97,7 +103,19 @@ const TRACE_FLUSH_ON_EXIT_MS = 1_000;
 /** Where session runtimes run (SPEC §9.8). */
 export type Isolation = "subprocess" | "in-process";
 
-/** Read-only views of a host's state, for tests and diagnostics. */
+/**
+ * What code (not configuration) may change in an assembled host: passed by the rooms that assemble
+ * one (the doors, the embedded provider, tests), never from the command line or `mod.ts`.
+ */
+export interface HostExtensions {
+  /**
+   * Makes each session runtime (default: a runtime subprocess, or with in-process isolation a
+   * runtime inside this process). See {@link RuntimeFactory}.
+   */
+  runtimeFactory?: RuntimeFactory;
+}
+
+/** Read-only views of a host's sessions and runtimes (diagnostics; not in `mod.ts`). */
 export interface HostState {
   /** An open session's runtime process id, running cells, and observations in flight. */
   session(id: string): { runtimePid: number | undefined; runningCells: number; inFlight: number } | undefined;
@@ -113,8 +131,8 @@ export interface HostState {
   readonly metricsUrl: string | undefined;
 }
 
-/** A started engine. */
-export interface Engine {
+/** An assembled host. */
+export interface AssembledHost {
   readonly limits: Limits;
   readonly log: Logger;
   /** The session registry, admission and warm pool. */
@@ -127,7 +145,7 @@ export interface Engine {
   readonly state: HostState;
   /** Metrics and tracing (no-ops when off). */
   readonly telemetry: Telemetry;
-  /** The front door serves: `/readyz` answers `ready` from now until draining begins. */
+  /** The door serves: `/readyz` answers `ready` from now until draining begins. */
   markServing(): void;
   /** Exports the trace spans ended so far, and waits for the export or its failure. */
   flushTelemetry(): Promise<void>;
@@ -141,11 +159,12 @@ export interface Engine {
 }
 
 /**
- * Starts an engine: prepares the runtime directory (removing those of dead hosts), resolves the OS
+ * Assembles a host: prepares the runtime directory (removing those of dead hosts), resolves the OS
  * sandbox, and starts the session manager, whose warm pool starts filling at once.
  *
  * @param options see {@link EngineOptions}
- * @returns the engine
+ * @param extensions see {@link HostExtensions}
+ * @returns the assembled host
  * @throws {RangeError} for an invalid limit or sandbox mode
  * @throws {Error} when `osSandbox: "bwrap"` was asked for and bubblewrap does not work here
  * @throws {Error} `code-mode in-process isolation needs node:worker_threads and node:vm` where those
@@ -153,14 +172,17 @@ export interface Engine {
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * import { startEngine } from "./engine.ts";
+ * import { assembleHost } from "./assemble.ts";
  *
- * const engine = await startEngine({ warmSessions: 0, log: "error", osSandbox: "off" });
- * assert.equal(engine.state.runtimeCount, 0);
- * await engine.shutdown();
+ * const host = await assembleHost({ warmSessions: 0, log: "error", osSandbox: "off" });
+ * assert.equal(host.state.runtimeCount, 0);
+ * await host.shutdown();
  * ```
  */
-export async function startEngine(options: EngineOptions = {}): Promise<Engine> {
+export async function assembleHost(
+  options: EngineOptions = {},
+  extensions: HostExtensions = {},
+): Promise<AssembledHost> {
   const limits = resolveLimits(options.limits ?? {});
   const log = options.log instanceof Logger ? options.log : new Logger(options.log ?? "info");
   const inProcess = options.isolation === "in-process";
@@ -168,28 +190,114 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
     throw new RangeError(`unknown code-mode isolation \`${options.isolation}\``);
   }
   if (inProcess && !inProcessSupported()) throw new Error(IN_PROCESS_UNSUPPORTED);
-  const metricsAddress = options.metricsListen === undefined
-    ? undefined
-    : parseMetricsListen(options.metricsListen);
   // Set below; the gauges and readiness read it at scrape time.
-  let registry: SessionManager | undefined;
+  let manager: SessionManager | undefined;
   let serving = false;
-  let prometheus: import("./ops/prometheus.ts").PrometheusMetrics | undefined;
-  let ops: OpsServer | undefined;
-  if (metricsAddress) {
-    // Loaded only when asked for: metrics that are off cost nothing, not even the import.
+  const ops = await startOps(options, log, {
+    sessionsOpen: () => manager?.sessions.size ?? 0,
+    warmRuntimes: () => manager?.warmCount ?? 0,
+    readiness: () => manager?.draining ? "draining" : serving ? "ready" : "starting",
+  });
+  if (inProcess) log.warn(IN_PROCESS_WARNING);
+  const tempParent = hostTempParent();
+  Deno.mkdirSync(tempParent, { recursive: true, mode: 0o700 });
+  removeStaleDirectories(tempParent);
+  const runtimeDir = prepareRuntimeDirectory(tempParent, options.runtimeFiles);
+  log.info(memoryBoundMechanism(limits.runtimeMemoryMb));
+  const deno = options.deno ?? Deno.execPath();
+  let sandbox: OsSandbox | undefined;
+  try {
+    sandbox = await chooseSandbox(options.osSandbox ?? "auto", inProcess, {
+      deno,
+      runtimeDir,
+      tempParent,
+      log,
+    });
+  } catch (error) {
+    Deno.removeSync(runtimeDir, { recursive: true });
+    await ops.stop();
+    throw error;
+  }
+  manager = new SessionManager({
+    limits,
+    log,
+    telemetry: ops.telemetry,
+    clock: options.clock ?? realClock,
+    warmSessions: options.warmSessions ?? limits.warmSessionWorkers,
+    runtime: {
+      deno,
+      prefix: options.workerPrefix,
+      sandbox,
+      self: options.runtimeCommand ??
+        (Deno.build.standalone && options.deno === undefined
+          ? [Deno.execPath(), SELF_RUNTIME_ARG]
+          : undefined),
+      runtimeDir,
+      workParent: tempParent,
+      protocolVersion: options.protocolVersion,
+    },
+    spawn: extensions.runtimeFactory ?? (inProcess ? inProcessFactory : undefined),
+  });
+  const core = new CodeModeCore({
+    manager,
+    clientSessionIds: options.clientSessionIds,
+    lenientIds: options.clientSessionIds,
+    resourceLimits: !inProcess,
+  });
+  const lifetime = hostLifetime(manager, limits, runtimeDir, ops, log);
+  return {
+    limits,
+    log,
+    manager,
+    core,
+    tempParent,
+    state: hostState(manager, ops.url),
+    telemetry: ops.telemetry,
+    markServing: () => void (serving = true),
+    flushTelemetry: ops.flush,
+    ...lifetime,
+  };
+}
+
+/** The metrics listener and the trace exporter, each started only when asked for. */
+interface Ops {
+  readonly telemetry: Telemetry;
+  /** `http://IP:PORT` of the metrics and probes listener, if any. */
+  readonly url: string | undefined;
+  /** Exports the spans ended so far. */
+  flush(): Promise<void>;
+  /** Graceful end: the last export (bounded by {@link TRACE_FLUSH_ON_EXIT_MS}), then the listener. */
+  stop(): Promise<void>;
+  /** Immediate end: the listener closes; the exporter's last export is not waited for. */
+  kill(): Promise<void>;
+}
+
+/** What the metrics listener reads from the host at scrape time. */
+interface OpsProbes {
+  sessionsOpen(): number;
+  warmRuntimes(): number;
+  readiness(): "starting" | "ready" | "draining";
+}
+
+/**
+ * Starts the metrics listener (`metricsListen`) and the trace exporter (`otelTraceExporter`), each
+ * loaded only when asked for: metrics that are off cost nothing, not even the import.
+ *
+ * @throws {RangeError} `invalid --otel-trace-exporter URL: …`
+ */
+async function startOps(options: EngineOptions, log: Logger, probes: OpsProbes): Promise<Ops> {
+  const address = options.metricsListen === undefined ? undefined : parseMetricsListen(options.metricsListen);
+  let prometheus: PrometheusMetrics | undefined;
+  let server: OpsServer | undefined;
+  if (address) {
     const { PrometheusMetrics } = await import("./ops/prometheus.ts");
     const { startOpsServer } = await import("./ops/ops_server.ts");
     prometheus = new PrometheusMetrics({
-      sessionsOpen: () => registry?.sessions.size ?? 0,
-      warmRuntimes: () => registry?.warmCount ?? 0,
+      sessionsOpen: probes.sessionsOpen,
+      warmRuntimes: probes.warmRuntimes,
     });
-    ops = startOpsServer({
-      ...metricsAddress,
-      metrics: prometheus,
-      readiness: () => registry?.draining ? "draining" : serving ? "ready" : "starting",
-    });
-    log.info(`metrics listening on ${ops.url}`);
+    server = startOpsServer({ ...address, metrics: prometheus, readiness: probes.readiness });
+    log.info(`metrics listening on ${server.url}`);
   }
   let tracer: OtelTracer | undefined;
   if (options.otelTraceExporter !== undefined) {
@@ -202,104 +310,100 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
         log,
       });
     } catch (error) {
-      await ops?.close();
+      await server?.close();
       throw new RangeError(`invalid --otel-trace-exporter URL: ${(error as Error).message}`, {
         cause: error,
       });
     }
   }
-  const telemetry: Telemetry = { metrics: prometheus ?? NO_METRICS, tracer: tracer ?? NO_TRACER };
-  const stopTelemetry = async () => {
-    if (tracer) {
-      // A receiver that hangs does not hold the host's exit: spans not sent by then are lost.
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const late = new Promise<void>((resolve) => timer = setTimeout(resolve, TRACE_FLUSH_ON_EXIT_MS));
-      await Promise.race([tracer.shutdown(), late]);
-      clearTimeout(timer);
-    }
-    await ops?.close();
-  };
-  if (inProcess) log.warn(IN_PROCESS_WARNING);
-  const tempParent = hostTempParent();
-  Deno.mkdirSync(tempParent, { recursive: true, mode: 0o700 });
-  removeStaleDirectories(tempParent);
-  const runtimeDir = prepareRuntimeDirectory(tempParent, options.runtimeFiles);
-  log.info(memoryBoundMechanism(limits.runtimeMemoryMb));
-  const deno = options.deno ?? Deno.execPath();
-  const mode = options.osSandbox ?? "auto";
-  let sandbox;
-  try {
-    if (!["auto", "bwrap", "off"].includes(mode)) throw new RangeError(`invalid --os-sandbox \`${mode}\``);
-    if (inProcess) {
-      // In-process runtimes are no processes: there is nothing to put in a sandbox.
-      if (mode === "bwrap") throw new RangeError("--os-sandbox bwrap needs subprocess isolation");
-    } else {
-      const resolved = await resolveOsSandbox(mode, deno, runtimeDir, tempParent);
-      sandbox = resolved.sandbox;
-      if (sandbox) log.info(`OS sandbox: ${resolved.why} around each session runtime`);
-      else if (mode === "off") log.info(`OS sandbox: off (${resolved.why})`);
-      else log.warn(`OS sandbox: off, runtimes are walled by Deno's permissions alone: ${resolved.why}`);
-    }
-  } catch (error) {
-    Deno.removeSync(runtimeDir, { recursive: true });
-    await stopTelemetry();
-    throw error;
-  }
-  // Reachable only with a private symbol of worker_command.ts (never from the CLI or mod.ts).
-  const allowAllForTests = (options as Record<symbol, unknown>)[GRANT_ALL_PERMISSIONS_FOR_TESTS] === true;
-  if (allowAllForTests) log.warn("TEST ONLY: session runtimes run with every Deno permission");
-
-  const manager = registry = new SessionManager({
-    limits,
-    log,
-    telemetry,
-    clock: options.clock ?? realClock,
-    warmSessions: options.warmSessions ?? limits.warmSessionWorkers,
-    runtime: {
-      deno,
-      prefix: options.workerPrefix,
-      sandbox,
-      allowAllForTests,
-      self: options.runtimeCommand ??
-        (Deno.build.standalone && options.deno === undefined
-          ? [Deno.execPath(), SELF_RUNTIME_ARG]
-          : undefined),
-      runtimeDir,
-      workParent: tempParent,
-      protocolVersion: options.protocolVersion,
+  return {
+    telemetry: { metrics: prometheus ?? NO_METRICS, tracer: tracer ?? NO_TRACER },
+    url: server?.url,
+    flush: () => tracer?.flush() ?? Promise.resolve(),
+    async stop() {
+      if (tracer) {
+        // A receiver that hangs does not hold the host's exit: spans not sent by then are lost.
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const late = new Promise<void>((resolve) => timer = setTimeout(resolve, TRACE_FLUSH_ON_EXIT_MS));
+        await Promise.race([tracer.shutdown(), late]);
+        clearTimeout(timer);
+      }
+      await server?.close();
     },
-    spawn: inProcess ? inProcessSpawner(limits, runtimeDir) : undefined,
-  });
-  const core = new CodeModeCore({
-    manager,
-    clientSessionIds: options.clientSessionIds,
-    lenientIds: options.clientSessionIds,
-    resourceLimits: !inProcess,
-  });
-  const removeRuntimeDir = () => Deno.remove(runtimeDir, { recursive: true }).catch(() => {});
-
-  let stopping: Promise<void> | undefined;
-  const shutdown = () => {
-    stopping ??= (async () => {
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const deadline = new Promise<"late">((r) =>
-        timer = setTimeout(() => r("late"), limits.shutdownGraceMs)
+    async kill() {
+      await server?.close();
+      // Not waited for (an immediate end); the exporter reports its own failures.
+      tracer?.shutdown().catch((error) =>
+        log.debug("trace exporter shutdown failed", { error: String(error) })
       );
-      const result = await Promise.race([manager.drain(), deadline]);
-      clearTimeout(timer);
-      if (result === "late") await manager.killAll();
+    },
+  };
+}
+
+/**
+ * The OS sandbox around each runtime (`osSandbox`), logged as chosen.
+ *
+ * @throws {RangeError} for an invalid mode, or `bwrap` with in-process isolation
+ * @throws {Error} when `bwrap` was asked for and does not work here
+ */
+async function chooseSandbox(
+  mode: "auto" | "bwrap" | "off",
+  inProcess: boolean,
+  where: { deno: string; runtimeDir: string; tempParent: string; log: Logger },
+): Promise<OsSandbox | undefined> {
+  if (!["auto", "bwrap", "off"].includes(mode)) throw new RangeError(`invalid --os-sandbox \`${mode}\``);
+  if (inProcess) {
+    // In-process runtimes are no processes: there is nothing to put in a sandbox.
+    if (mode === "bwrap") throw new RangeError("--os-sandbox bwrap needs subprocess isolation");
+    return undefined;
+  }
+  const { log } = where;
+  const resolved = await resolveOsSandbox(mode, where.deno, where.runtimeDir, where.tempParent);
+  if (resolved.sandbox) log.info(`OS sandbox: ${resolved.why} around each session runtime`);
+  else if (mode === "off") log.info(`OS sandbox: off (${resolved.why})`);
+  else log.warn(`OS sandbox: off, runtimes are walled by Deno's permissions alone: ${resolved.why}`);
+  return resolved.sandbox;
+}
+
+/** The host's graceful and immediate ends; each removes the runtime directory once runtimes are reaped. */
+function hostLifetime(
+  manager: SessionManager,
+  limits: Limits,
+  runtimeDir: string,
+  ops: Ops,
+  log: Logger,
+): Pick<AssembledHost, "shutdown" | "kill"> {
+  const removeRuntimeDir = () =>
+    Deno.remove(runtimeDir, { recursive: true }).catch((error) => {
+      if (!(error instanceof Deno.errors.NotFound)) {
+        log.warn("runtime directory not removed", { error: String(error), path: runtimeDir });
+      }
+    });
+  let stopping: Promise<void> | undefined;
+  return {
+    shutdown: () =>
+      stopping ??= (async () => {
+        let timer: ReturnType<typeof setTimeout> | undefined;
+        const deadline = new Promise<"late">((r) =>
+          timer = setTimeout(() => r("late"), limits.shutdownGraceMs)
+        );
+        const result = await Promise.race([manager.drain(), deadline]);
+        clearTimeout(timer);
+        if (result === "late") await manager.killAll();
+        await removeRuntimeDir();
+        await ops.stop();
+      })(),
+    kill: async () => {
+      await manager.killAll();
       await removeRuntimeDir();
-      await stopTelemetry();
-    })();
-    return stopping;
+      await ops.kill();
+    },
   };
-  const kill = async () => {
-    await manager.killAll();
-    await removeRuntimeDir();
-    await ops?.close();
-    void tracer?.shutdown();
-  };
-  const state: HostState = {
+}
+
+/** The read-only views of {@link HostState} over a session manager. */
+function hostState(manager: SessionManager, metricsUrl: string | undefined): HostState {
+  return {
     session(id) {
       const session = manager.sessions.get(id);
       return session &&
@@ -317,30 +421,15 @@ export async function startEngine(options: EngineOptions = {}): Promise<Engine> 
     get requestPathSpawnCount() {
       return manager.requestPathSpawnCount;
     },
-    metricsUrl: ops?.url,
-  };
-  return {
-    limits,
-    log,
-    manager,
-    core,
-    tempParent,
-    state,
-    telemetry,
-    markServing: () => void (serving = true),
-    flushTelemetry: () => tracer?.flush() ?? Promise.resolve(),
-    shutdown,
-    kill,
+    metricsUrl,
   };
 }
 
-function inProcessSpawner(limits: Limits, runtimeDir: string): () => InProcessRuntime {
-  const codec = createWorkerCodec();
-  return () =>
-    new InProcessRuntime({
-      codec,
-      runtimeDir,
-      maxWorkerFrameBytes: limits.maxWorkerFrameBytes,
-      workerKillGraceMs: limits.workerKillGraceMs,
-    });
-}
+/** Runtimes inside this process, cells in its Workers (in-process isolation, SPEC §9.8). */
+const inProcessFactory: RuntimeFactory = (options) =>
+  new InProcessRuntime({
+    codec: options.codec,
+    runtimeDir: options.runtimeDir,
+    maxWorkerFrameBytes: options.maxWorkerFrameBytes,
+    workerKillGraceMs: options.workerKillGraceMs,
+  });

@@ -89,6 +89,16 @@ export interface RuntimeTransport extends AsyncDisposable {
 }
 
 /**
+ * The rejection handler of a frame sent without waiting for it: a runtime refuses frames only once
+ * it has ended (or its pipe broke as it ended), and its `ended` reports that end with the reason,
+ * so the refusal adds nothing. Use it only where `ended` is watched (the session manager watches
+ * every runtime's).
+ *
+ * @param _error the refusal
+ */
+export function refusedAfterEnd(_error: unknown): void {}
+
+/**
  * The crash reason of SPEC §3.5 for a runtime that ended on its own.
  *
  * @param end how the runtime ended
