@@ -175,7 +175,7 @@ export class Session {
       idleMs: limits.idleSessionTimeoutMs,
       isOpen: () => this.#state === "open",
       hasRunningCells: () => this.#running.size > 0,
-      onIdle: () => this.#closeOwned("idle"),
+      onIdle: () => this.closeInBackground("idle"),
     });
   }
 
@@ -437,7 +437,7 @@ export class Session {
       },
     });
     for (const permit of permits) permit.release();
-    if (!queued && this.#state === "open") this.#closeOwned("overflow");
+    if (!queued && this.#state === "open") this.closeInBackground("overflow");
   }
 
   // ---- tool subscriptions -----------------------------------------------------------------------
@@ -468,7 +468,9 @@ export class Session {
    * @param subscription the subscription
    */
   unsubscribe(subscription: Subscription): void {
-    if (this.#bridge.unsubscribe(subscription) && this.#state === "open") this.#closeOwned("subscription");
+    if (this.#bridge.unsubscribe(subscription) && this.#state === "open") {
+      this.closeInBackground("subscription");
+    }
   }
 
   /** Whether a tool invocation ID was ever issued in this session. */
@@ -535,8 +537,13 @@ export class Session {
 
   // ---- closing ----------------------------------------------------------------------------------
 
-  /** Closes the session from within (idle, overflow, a subscription's end); a failure is logged. */
-  #closeOwned(trigger: CloseTrigger): void {
+  /**
+   * Closes the session without waiting for it (idle, overflow, a subscription's or lease's end); the
+   * session owns the closing, and a failure is logged.
+   *
+   * @param trigger what closed it (see {@link Session.close})
+   */
+  closeInBackground(trigger: CloseTrigger): void {
     this.close(trigger).catch((error) =>
       this.#options.log.error("code-mode session close failed", {
         session_ref: this.ref,
