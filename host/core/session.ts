@@ -16,15 +16,19 @@ import { Cell, type Outcome } from "./cell.ts";
 import type { CellPort } from "./cell_port.ts";
 import type { CellToolCall } from "./cell_channel.ts";
 import { CellTelemetry } from "./cell_telemetry.ts";
-import type { Clock } from "./clock.ts";
 import { HostError } from "./errors.ts";
 import { LeaseQueue } from "./lease_queue.ts";
-import type { Limits } from "./limits.ts";
-import type { LogFields, Logger } from "../ops/log.ts";
+import type { LogFields } from "../ops/log.ts";
 import { type Permit, Permits } from "./permits.ts";
 import type { RuntimeTransport } from "../runtime/runtime_transport.ts";
 import { SessionActivity } from "./session_activity.ts";
-import { type CloseTrigger, OUTPUT_SERVER, type SessionEvent, type StartRequest } from "./session_types.ts";
+import {
+  type CloseTrigger,
+  OUTPUT_SERVER,
+  type SessionEvent,
+  type SessionOptions,
+  type StartRequest,
+} from "./session_types.ts";
 import { SessionNotifications } from "./session_notifications.ts";
 import { type RegisteredWait, SessionObservations } from "./session_observations.ts";
 import { SessionRuntime } from "./session_runtime.ts";
@@ -38,39 +42,10 @@ export {
   OUTPUT_CLIENT,
   OUTPUT_SERVER,
   type SessionEvent,
+  type SessionOptions,
   type StartRequest,
 } from "./session_types.ts";
 export { NOTIFICATION_FLUSH_MS } from "./session_notifications.ts";
-
-/** Construction options of a {@link Session}. */
-export interface SessionOptions {
-  id: string;
-  ref: number;
-  outputMode: number;
-  /** The session's `max_yield_time_ms`, if it asked. */
-  maxYieldTimeMs?: bigint;
-  cellHeapMb: number;
-  runtime: RuntimeTransport;
-  limits: Limits;
-  log: Logger;
-  clock: Clock;
-  /** Called once when the session leaves the registry. */
-  onRemoved(session: Session): void;
-  /** Obtains a replacement runtime for a runtime restart (SPEC §4.5). */
-  replaceRuntime(): Promise<RuntimeTransport>;
-  /** Host-wide delegate permits (`maxPendingDelegateCalls`), or the session's connection's pool. */
-  hostDelegatePermits: Permits;
-  /** The session's own delegate capacity (default `maxPendingDelegateCallsPerSession`). */
-  sessionDelegateCapacity?: number;
-  /** Outcomes are written as JSON (`OpenSessionRequest.jsonOutcomeSizes`); default false. */
-  jsonOutcomeSizes?: boolean;
-  /** Outcomes and delegate requests share one ordered channel (`OpenSessionRequest.serialOutcomes`). */
-  serialOutcomes?: boolean;
-  /** A Wait pending at the closure gets its cell's Terminated outcome (`OpenSessionRequest.closureTerminatesWaits`). */
-  closureTerminatesWaits?: boolean;
-  /** Metrics and tracing (default off). */
-  telemetry?: Telemetry;
-}
 
 const CLOSED_MESSAGE = "code-mode session is closed";
 function messageOf(error: unknown): string {
@@ -258,8 +233,6 @@ export class Session {
     this.#options.log.debug("session closed", { session_id: this.id, session_ref: this.ref });
   }
 
-  // ---- executions and cells ---------------------------------------------------------------------
-
   /**
    * Reserves an execution ID (SPEC §4.1 step 3).
    *
@@ -394,7 +367,14 @@ export class Session {
       },
       closed: () => this.#cellClosed(cell),
       notify: (_callId, text) => this.#notifications.publish(cell, text),
-      invokeTool: (call, signal) => this.#invokeTool(cell, call, signal),
+      invokeTool: (call, signal) =>
+        this.#invokeTool(cell, call, signal).catch((error) =>
+          this.#options.log.error("code-mode tool call failed", {
+            session_ref: this.ref,
+            cell_id: cell.id,
+            error: messageOf(error),
+          })
+        ),
     };
   }
 
@@ -439,8 +419,6 @@ export class Session {
     for (const permit of permits) permit.release();
     if (!queued && this.#state === "open") this.closeInBackground("overflow");
   }
-
-  // ---- tool subscriptions -----------------------------------------------------------------------
 
   /**
    * Registers a tool subscription (SPEC §7.6 rule 1).
@@ -488,8 +466,6 @@ export class Session {
     this.#bridge.complete(invocationId, completion);
   }
 
-  // ---- activity, waits and yields ---------------------------------------------------------------
-
   /** Records a request naming the session (SPEC §3.3 idle rule). */
   touch(): void {
     this.#activity.touch();
@@ -534,8 +510,6 @@ export class Session {
   cancelWait(waitId: string): Promise<void> {
     return this.#observations.cancelWait(waitId);
   }
-
-  // ---- closing ----------------------------------------------------------------------------------
 
   /**
    * Closes the session without waiting for it (idle, overflow, a subscription's or lease's end); the

@@ -1,13 +1,18 @@
 /**
  * A session's vocabulary: what its lease carries (SPEC §3.2) as plain objects for the encoder,
- * the output truncation modes' public enum numbers, what starts a cell, and what closes a session.
+ * the output truncation modes' public enum numbers, a session's construction options, what starts a
+ * cell, and what closes a session.
  *
  * @module
  */
 import type { CellOptions } from "./cell.ts";
-import type { Permit } from "./permits.ts";
+import type { Clock } from "./clock.ts";
+import type { Limits } from "./limits.ts";
+import type { Logger } from "../ops/log.ts";
+import type { Permit, Permits } from "./permits.ts";
+import type { RuntimeTransport } from "../runtime/runtime_transport.ts";
 import type { ToolDefinitionInfo } from "./tool_bridge.ts";
-import type { HostSpan } from "../ops/telemetry.ts";
+import type { HostSpan, Telemetry } from "../ops/telemetry.ts";
 
 /** Output truncation modes (the public enum numbers). */
 export const OUTPUT_CLIENT = 1;
@@ -59,3 +64,33 @@ export interface StartRequest {
 
 /** What closed a session: `shutdown` ends the lease `shutting_down`, `overflow` `lease_overflow`. */
 export type CloseTrigger = "close" | "lease" | "shutdown" | "overflow" | "idle" | "subscription";
+
+/** Construction options of a `Session`. */
+export interface SessionOptions {
+  id: string;
+  ref: number;
+  outputMode: number;
+  /** The session's `max_yield_time_ms`, if it asked. */
+  maxYieldTimeMs?: bigint;
+  cellHeapMb: number;
+  runtime: RuntimeTransport;
+  limits: Limits;
+  log: Logger;
+  clock: Clock;
+  /** Called once when the session leaves the registry, with the session. */
+  onRemoved(session: { readonly id: string }): void;
+  /** Obtains a replacement runtime for a runtime restart (SPEC §4.5). */
+  replaceRuntime(): Promise<RuntimeTransport>;
+  /** Host-wide delegate permits (`maxPendingDelegateCalls`), or the session's connection's pool. */
+  hostDelegatePermits: Permits;
+  /** The session's own delegate capacity (default `maxPendingDelegateCallsPerSession`). */
+  sessionDelegateCapacity?: number;
+  /** Outcomes are written as JSON (`OpenSessionRequest.jsonOutcomeSizes`); default false. */
+  jsonOutcomeSizes?: boolean;
+  /** Outcomes and delegate requests share one ordered channel (`OpenSessionRequest.serialOutcomes`). */
+  serialOutcomes?: boolean;
+  /** A Wait pending at the closure gets its cell's Terminated outcome (`OpenSessionRequest.closureTerminatesWaits`). */
+  closureTerminatesWaits?: boolean;
+  /** Metrics and tracing (default off). */
+  telemetry?: Telemetry;
+}
