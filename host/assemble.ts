@@ -25,7 +25,7 @@ import {
   IN_PROCESS_WARNING,
   InProcessRuntime,
   inProcessSupported,
-} from "./runtime/in_process_transport.ts";
+} from "./runtime/in_process_runtime.ts";
 import type { RuntimeFactory } from "./runtime/runtime_process.ts";
 import { SELF_RUNTIME_ARG } from "./runtime/self_runtime.ts";
 import { hostTempParent, prepareRuntimeDirectory, removeStaleDirectories } from "./runtime/runtime_files.ts";

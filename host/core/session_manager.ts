@@ -43,8 +43,7 @@ export interface SessionManagerOptions {
   warmSessions: number;
   /**
    * Makes one session runtime from its resolved options (default {@link spawnRuntimeProcess}: a
-   * runtime subprocess). In-process isolation, a host's `runtimeFactory` and unit tests' fakes
-   * come in here.
+   * runtime subprocess); in-process isolation and a host's `runtimeFactory` come in here.
    */
   spawn?: RuntimeFactory;
   /** Metrics and tracing (default off). */
@@ -119,27 +118,27 @@ export class SessionManager implements AsyncDisposable {
     return this.#draining;
   }
 
-  /** Open sessions (a test hook). */
+  /** Open sessions (also read by `HostState`, the diagnostics view). */
   get sessions(): ReadonlyMap<string, Session> {
     return this.#sessions;
   }
 
-  /** Warm runtimes waiting to be handed out (a test hook). */
+  /** Warm runtimes waiting to be handed out (a gauge; `HostState`). */
   get warmCount(): number {
     return this.#warm.length;
   }
 
-  /** Every runtime process this manager still owns (a test hook). */
+  /** Every runtime this manager still owns (`HostState`). */
   get runtimes(): ReadonlySet<RuntimeTransport> {
     return this.#allRuntimes;
   }
 
-  /** Runtime processes spawned so far (a test hook). */
+  /** Runtimes spawned so far (`HostState`). */
   get spawnCount(): number {
     return this.#spawned;
   }
 
-  /** Runtimes spawned on a request's path because no warm one was there (a test hook, SPEC §12 113). */
+  /** Runtimes spawned on a request's path because no warm one was there (`HostState`, SPEC §12 113). */
   get requestPathSpawnCount(): number {
     return this.#requestPathSpawns;
   }
