@@ -190,13 +190,12 @@ export async function assembleHost(
     throw new RangeError(`unknown code-mode isolation \`${options.isolation}\``);
   }
   if (inProcess && !inProcessSupported()) throw new Error(IN_PROCESS_UNSUPPORTED);
-  // Set below; the gauges and readiness read it at scrape time.
-  let manager: SessionManager | undefined;
-  let serving = false;
+  // Filled in below; the gauges and readiness read it at scrape time.
+  const live: { manager?: SessionManager; serving: boolean } = { serving: false };
   const ops = await startOps(options, log, {
-    sessionsOpen: () => manager?.sessions.size ?? 0,
-    warmRuntimes: () => manager?.warmCount ?? 0,
-    readiness: () => manager?.draining ? "draining" : serving ? "ready" : "starting",
+    sessionsOpen: () => live.manager?.sessions.size ?? 0,
+    warmRuntimes: () => live.manager?.warmCount ?? 0,
+    readiness: () => live.manager?.draining ? "draining" : live.serving ? "ready" : "starting",
   });
   if (inProcess) log.warn(IN_PROCESS_WARNING);
   const tempParent = hostTempParent();
@@ -218,7 +217,7 @@ export async function assembleHost(
     await ops.stop();
     throw error;
   }
-  manager = new SessionManager({
+  const manager = live.manager = new SessionManager({
     limits,
     log,
     telemetry: ops.telemetry,
@@ -253,7 +252,7 @@ export async function assembleHost(
     tempParent,
     state: hostState(manager, ops.url),
     telemetry: ops.telemetry,
-    markServing: () => void (serving = true),
+    markServing: () => void (live.serving = true),
     flushTelemetry: ops.flush,
     ...lifetime,
   };
