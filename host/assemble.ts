@@ -75,7 +75,7 @@ export interface EngineOptions {
   clientSessionIds?: boolean;
   /**
    * The OS sandbox around each session runtime: `auto` (the default) uses bubblewrap when it is
-   * installed and works, else logs one warning and runs without; `bwrap` requires it (the engine
+   * installed and works, else logs one warning and runs without; `bwrap` requires it (the host
    * fails to start without it); `off` runs runtimes directly, walled by Deno's permissions alone.
    */
   osSandbox?: "auto" | "bwrap" | "off";

@@ -194,7 +194,7 @@ export class InProcessRuntime implements RuntimeTransport {
   /**
    * A cell Worker whose `terminate()` waits until it has loaded its module (its first message),
    * and which the runtime's end waits for (at most `workerKillGraceMs`). Under `deno test` (which type-checks a Worker's module as it loads), a Worker
-   * terminated while still loading `cell.js` kept loading, and once the engine had removed the
+   * terminated while still loading `cell.js` kept loading, and once the host had removed the
    * runtime directory it reported `Cannot find module …/cell.js` on stderr.
    */
   #cellThread(url: URL, heapMb: number): CellThread {
