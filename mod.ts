@@ -23,14 +23,8 @@
  *
  * @module
  */
-export {
-  createHost,
-  type Host,
-  type HostMiddleware,
-  type HostOptions,
-  type HostState,
-} from "./host/doors/grpc/server.ts";
-export type { EngineOptions, Isolation } from "./host/engine.ts";
+export { createHost, type Host, type HostOptions } from "./host/doors/grpc/server.ts";
+export type { EngineOptions, Isolation } from "./host/assemble.ts";
 export type { TraceExportOptions } from "./host/ops/telemetry.ts";
 export { InProcessCodeModeSessionProvider, type InProcessProviderOptions } from "./embedded/provider.ts";
 // The MCP front door's listeners and its upstream tool bridge (a delegate that forwards cells' calls to MCP

@@ -13,7 +13,7 @@
  * @module
  */
 import { createChannel, createClient } from "nice-grpc";
-import { createHost } from "../host/doors/grpc/server.ts";
+import { startGrpcHost } from "../host/doors/grpc/server.ts";
 import { Logger } from "../host/ops/log.ts";
 import { codeModeHostDefinition } from "../proto/loader.ts";
 
@@ -61,7 +61,7 @@ async function pipeFloor(): Promise<number> {
   return performance.now() - start;
 }
 
-const host = await createHost({ listen: "127.0.0.1:0", warmSessions: 1, log: new Logger("error") });
+const host = await startGrpcHost({ listen: "127.0.0.1:0", warmSessions: 1, log: new Logger("error") });
 const channel = createChannel(`127.0.0.1:${host.port}`, undefined, {
   "grpc.max_receive_message_length": 67_108_864,
 });

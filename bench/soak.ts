@@ -11,7 +11,7 @@
  * @module
  */
 import { createChannel, createClient } from "nice-grpc";
-import { createHost } from "../host/doors/grpc/server.ts";
+import { startGrpcHost } from "../host/doors/grpc/server.ts";
 import { Logger } from "../host/ops/log.ts";
 import { codeModeHostDefinition } from "../proto/loader.ts";
 
@@ -25,7 +25,7 @@ function rss(pid: number): number {
   return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) * 1024;
 }
 
-const host = await createHost({ listen: "127.0.0.1:0", warmSessions: 1, log: new Logger("error") });
+const host = await startGrpcHost({ listen: "127.0.0.1:0", warmSessions: 1, log: new Logger("error") });
 const channel = createChannel(`127.0.0.1:${host.port}`);
 // deno-lint-ignore no-explicit-any
 const client = createClient(codeModeHostDefinition() as any, channel) as any;

@@ -16,7 +16,7 @@
 import { parseArgs } from "node:util";
 import { isAbsolute, join } from "node:path";
 import type { LogLevel } from "../host/ops/log.ts";
-import type { Isolation } from "../host/engine.ts";
+import type { Isolation } from "../host/assemble.ts";
 import { ListenError, type ListenTarget, parseListenUrl, parseMetricsListen } from "../host/listen_url.ts";
 import denoConfig from "../deno.json" with { type: "json" };
 

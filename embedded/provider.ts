@@ -24,7 +24,7 @@ import type {
   CodeModeSessionOptions,
 } from "../client/types.ts";
 import type { Limits } from "../host/core/limits.ts";
-import { type Engine, type EngineOptions, type Isolation, startEngine } from "../host/engine.ts";
+import { type AssembledHost, assembleHost, type EngineOptions, type Isolation } from "../host/assemble.ts";
 import { Logger, type LogLevel } from "../host/ops/log.ts";
 import { type CoreClient, coreClient } from "./core_client.ts";
 
@@ -97,7 +97,7 @@ export function canSpawn(deno: string = Deno.execPath()): boolean {
 export class InProcessCodeModeSessionProvider implements AsyncDisposable {
   readonly #options: InProcessProviderOptions;
   readonly #inner: GrpcCodeModeSessionProvider;
-  #engine: Engine | undefined;
+  #engine: AssembledHost | undefined;
   #calls: CoreClient | undefined;
   #starting: Promise<void> | undefined;
   #isolation: Isolation | undefined;
@@ -190,7 +190,7 @@ export class InProcessCodeModeSessionProvider implements AsyncDisposable {
             ? (isolation === "subprocess" ? " (run is permitted)" : " (run is not permitted)")
             : ""),
       );
-      const engine = await startEngine({
+      const engine = await assembleHost({
         isolation,
         limits: o.limits,
         warmSessions: o.warmSessions,

@@ -17,6 +17,9 @@ import type { RuntimeEnd, RuntimeTransport } from "./runtime/runtime_transport.t
 
 // ---- the clock ----------------------------------------------------------------------------------
 
+/** The rejection handler that marks a fake runtime's refused `ready` as handled (see the constructor). */
+function refusedReady(_error: unknown): void {}
+
 /** A manual clock: time moves only in {@link FakeClock.advance} (and its variants). */
 export class FakeClock implements Clock {
   #now: number;
@@ -112,13 +115,13 @@ export class FakeClock implements Clock {
    */
   async runUntil<T>(promise: Promise<T>, stepMs = 1): Promise<T> {
     let settled = false;
-    const watched = promise.finally(() => settled = true);
-    watched.catch(() => {});
+    // Watches for the end only; the outcome (a rejection too) is the caller's, from `promise`.
+    promise.then(() => settled = true, () => settled = true);
     while (!settled) {
       this.advance(stepMs);
       await turn();
     }
-    return await watched;
+    return await promise;
   }
 
   #earliest(target: number): [number, { at: number; fn: () => void }] | undefined {
@@ -214,7 +217,8 @@ export class FakeRuntime implements RuntimeTransport {
   constructor(options: FakeRuntimeOptions = {}) {
     this.#options = options;
     this.ready = this.#ready.promise;
-    this.ready.catch(() => {});
+    // As a runtime's: a refused `ready` is for whoever awaits it, not an unhandled rejection.
+    this.ready.catch(refusedReady);
     this.ended = this.#ended.promise;
     const ready = options.ready ?? "ready";
     if (ready === "ready") this.#ready.resolve();

@@ -9,7 +9,7 @@
 import assert from "node:assert/strict";
 import { GrpcCodeModeSessionProvider } from "../client/provider.ts";
 import { InProcessCodeModeSessionProvider } from "../embedded/provider.ts";
-import { IN_PROCESS_WARNING } from "../host/runtime/in_process_transport.ts";
+import { IN_PROCESS_WARNING } from "../host/runtime/in_process_runtime.ts";
 import { CapturedLog, startHost } from "./_harness.ts";
 import { providerScenarios } from "./_provider_suite.ts";
 

@@ -1,5 +1,5 @@
 /**
- * Test harness: a real host (in this process via `createHost`, or as a `deno task serve`
+ * Test harness: a real host (in this process via `startGrpcHost`, or as a `deno task serve`
  * subprocess), a real gRPC client on 127.0.0.1, and helpers to open sessions and run cells.
  * Folder-private: never re-exported.
  *
@@ -15,7 +15,12 @@ import {
   type Status,
 } from "nice-grpc";
 import { codeModeHostDefinition } from "../proto/loader.ts";
-import { createHost, type Host, type HostOptions } from "../host/doors/grpc/server.ts";
+import {
+  type GrpcHost,
+  type GrpcHostExtensions,
+  type HostOptions,
+  startGrpcHost,
+} from "../host/doors/grpc/server.ts";
 import { Logger } from "../host/ops/log.ts";
 import { hostTempParent } from "../host/runtime/runtime_files.ts";
 import { FAULT_SIGNAL } from "./_faults.ts";
@@ -50,18 +55,25 @@ export class CapturedLog extends Logger {
   }
 }
 
+/** What a test host takes: the host's options and the gRPC door's extensions (middleware, runtime factory). */
+export type TestHostOptions = HostOptions & GrpcHostExtensions;
+
 /** An in-process host on 127.0.0.1:0 plus a client. */
 export interface TestHost extends AsyncDisposable {
-  host: Host;
+  host: GrpcHost;
   client: RawClient;
   log: CapturedLog;
   address: string;
 }
 
 /** Starts a real host in this process (real gRPC server, real runtime subprocesses). */
-export async function startHost(options: HostOptions = {}): Promise<TestHost> {
+export async function startHost(options: TestHostOptions = {}): Promise<TestHost> {
+  const { middleware, runtimeFactory, ...hostOptions } = options;
   const log = options.log instanceof CapturedLog ? options.log : new CapturedLog();
-  const host = await createHost({ listen: "127.0.0.1:0", warmSessions: 1, ...options, log });
+  const host = await startGrpcHost(
+    { listen: "127.0.0.1:0", warmSessions: 1, ...hostOptions, log },
+    { middleware, runtimeFactory },
+  );
   const address = `127.0.0.1:${host.port}`;
   const raw = rawClient(address);
   return {

@@ -1,5 +1,5 @@
 /**
- * The OS sandbox (`--os-sandbox`, issue 22): both layers hold. With the test-only switch that
+ * The OS sandbox (`--os-sandbox`, issue 22): both layers hold. With a runtime factory that
  * grants the runtime every Deno permission, and a cell bootstrap patched to leave `Deno` in the
  * cell's global scope (a stand-in for a Deno permission bug plus a JavaScript escape), a cell still
  * cannot reach a TCP port the test listens on, read a file the test placed outside the runtime
@@ -9,11 +9,20 @@
  * survives the host's SIGKILL.
  */
 import assert from "node:assert/strict";
-import { eventually, openSession, processExists, rawClient, run, serve, startHost } from "./_harness.ts";
+import {
+  CapturedLog,
+  eventually,
+  openSession,
+  processExists,
+  rawClient,
+  run,
+  serve,
+  startHost,
+  type TestHostOptions,
+} from "./_harness.ts";
 import { hostTempParent, RUNTIME_FILES } from "../host/runtime/runtime_files.ts";
-import { GRANT_ALL_PERMISSIONS_FOR_TESTS } from "../host/runtime/worker_command.ts";
+import { spawnRuntimeProcess } from "../host/runtime/runtime_process.ts";
 import { processTree } from "../host/runtime/memory_watchdog.ts";
-import type { HostOptions } from "../host/doors/grpc/server.ts";
 
 const HAVE_BWRAP = (() => {
   try {
@@ -84,12 +93,20 @@ async function probeWith(osSandbox: "bwrap" | "off") {
   const unix = Deno.listen({ transport: "unix", path: `${dir}/host.sock` });
   try {
     await Deno.writeTextFile(`${dir}/secret.txt`, "secret");
-    const options = {
+    // Every runtime this host starts runs with every Deno permission (and says so in the host's log).
+    const log = new CapturedLog();
+    let said = false;
+    const options: TestHostOptions = {
       warmSessions: 1,
       osSandbox,
       runtimeFiles: escapeRuntimeFiles(),
-      [GRANT_ALL_PERMISSIONS_FOR_TESTS]: true,
-    } as HostOptions;
+      log,
+      runtimeFactory: (spec) => {
+        if (!said) log.warn("TEST ONLY: session runtimes run with every Deno permission");
+        said = true;
+        return spawnRuntimeProcess({ ...spec, permissions: ["--allow-all"] });
+      },
+    };
     await using h = await startHost(options);
     await using s = await openSession(h.client);
     const { texts, error } = await run(

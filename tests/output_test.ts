@@ -423,8 +423,8 @@ Deno.test("two cells of one session writing 250 KB frames at the same moment: ev
 });
 
 Deno.test("core: a Terminate may bring its own budget (JSON V1's maxOutputTokens); without one the default applies", async () => {
-  const { startEngine } = await import("../host/engine.ts");
-  const engine = await startEngine({ log: "error", warmSessions: 0 });
+  const { assembleHost } = await import("../host/assemble.ts");
+  const engine = await assembleHost({ log: "error", warmSessions: 0 });
   try {
     const { core } = engine;
     const lease = await core.openSession({ outputMode: "server" });

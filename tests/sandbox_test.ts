@@ -4,7 +4,7 @@
  * beyond reading its runtime directory (SPEC §5.2, §9.3, scenario 110).
  */
 import assert from "node:assert/strict";
-import { buildWorkerCommand } from "../host/runtime/worker_command.ts";
+import { buildRuntimeCommand } from "../host/runtime/runtime_command.ts";
 import { openSession, run, startHost } from "./_harness.ts";
 import { HELPER_FUNCTIONS } from "./_spec_lists.ts";
 import { selfSpawnOptions } from "./_self_spawn.ts";
@@ -129,7 +129,12 @@ await attempt("sys", () => Deno.hostname());
 await attempt("read own dir", () => Deno.readTextFileSync(new URL("./runtime.js", import.meta.url)));
 console.log(JSON.stringify(results));`;
     await Deno.writeTextFile(`${runtimeDir}/runtime.js`, probe);
-    const command = buildWorkerCommand({ deno: Deno.execPath(), runtimeDir, workDir, workerMainHeapMb: 512 });
+    const command = buildRuntimeCommand({
+      deno: Deno.execPath(),
+      runtimeDir,
+      workDir,
+      workerMainHeapMb: 512,
+    });
     const out = await new Deno.Command(command.command, {
       args: command.args,
       env: command.env,

@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { RUNTIME_FILES } from "../host/runtime/runtime_files.ts";
-import { buildWorkerCommand } from "../host/runtime/worker_command.ts";
+import { buildRuntimeCommand } from "../host/runtime/runtime_command.ts";
 import { compileCommand, compileIncludes, compilePermissionFlags, selfSpawnOptions } from "./_self_spawn.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
@@ -64,7 +64,7 @@ async function runProbe(flags: string[]): Promise<{ code: number; stdout: string
     await Deno.writeTextFile(`${runtimeDir}/runtime.js`, PROBE(runtimeDir));
     await Deno.writeTextFile(`${runtimeDir}/own.js`, "export default 1;");
     const options = selfSpawnOptions(flags);
-    const command = buildWorkerCommand({
+    const command = buildRuntimeCommand({
       deno: "unused",
       prefix: options.workerPrefix,
       self: options.runtimeCommand,

@@ -23,7 +23,7 @@
  *
  * @module
  */
-import { type Clock, MAX_TIMER_MS } from "./clock.ts";
+import type { Clock } from "./clock.ts";
 export type { Clock } from "./clock.ts";
 import {
   createOutputCollector,
@@ -35,7 +35,9 @@ import {
 } from "../output/output_collector.ts";
 import { utf8ByteLength } from "../../proto/bytes.ts";
 import type { ChannelEntry, EndReason, RuntimeEventChannel } from "./cell_channel.ts";
+import { makeResponder, type ObserveMode, ObserverSlot } from "./cell_observer.ts";
 import type { CellActorPort } from "./cell_port.ts";
+import { PortCalls } from "./cell_port_calls.ts";
 import {
   CellActorError,
   type CellEvent,
@@ -44,6 +46,9 @@ import {
   type CompletedEvent,
   sendYield,
 } from "./cell_state.ts";
+
+export { ObserveMode } from "./cell_observer.ts";
+export { SERIAL_HOLD_MS } from "./cell_port_calls.ts";
 
 /**
  * The completion error text of an end-of-stream without `Result` (SPEC §4.12 A9).
@@ -97,35 +102,6 @@ export function scriptErrorItem(error: ErrorText): PushedItem {
   };
 }
 
-/** How an observation waits (SPEC §4.12 observe modes). */
-export type ObserveMode =
-  | { kind: "yieldAfter"; ms: number; yieldSignal?: AbortSignal; startGraceMs?: number }
-  | { kind: "pendingFrontier" };
-
-/** Constructors of {@link ObserveMode} values. */
-export const ObserveMode = {
-  /**
-   * Yield after `ms` (clamped to 0…2,147,483,647), or when `yieldSignal` aborts.
-   *
-   * With `startGraceMs`, an observation attached before the cell's `started` event counts its `ms`
-   * from that event instead (the cell's first observation: its StartCell may wait for a Worker), but
-   * waits for it at most `startGraceMs`: without it, it yields `startGraceMs + ms` after attaching.
-   *
-   * @param ms the yield time
-   * @param yieldSignal the YieldObservation signal
-   * @param startGraceMs how long the yield time may wait for the cell to start; default: it does not
-   * @returns the mode
-   */
-  yieldAfter(ms: number, yieldSignal?: AbortSignal, startGraceMs?: number): ObserveMode {
-    const clamped = Math.min(MAX_TIMER_MS, Math.max(0, ms));
-    return startGraceMs === undefined
-      ? { kind: "yieldAfter", ms: clamped, yieldSignal }
-      : { kind: "yieldAfter", ms: clamped, yieldSignal, startGraceMs: Math.max(0, startGraceMs) };
-  },
-  /** Resolve at the next `Pending` (or the retained frontier). */
-  pendingFrontier: { kind: "pendingFrontier" } as ObserveMode,
-};
-
 /** Options of {@link startCellActor}. */
 export interface CellActorOptions {
   /** The session side: the part of the cell's port that the actor calls. */
@@ -158,9 +134,6 @@ export interface CellActorOptions {
   serialOutcomes?: boolean;
 }
 
-/** The longest a yield holds back the cell's later tool calls and notifications (`serialOutcomes`). */
-export const SERIAL_HOLD_MS = 2_000;
-
 /** The handle of a running cell actor. */
 export interface CellActorHandle {
   /** The shared cell state. */
@@ -185,45 +158,10 @@ export interface CellActorHandle {
   terminate(): Promise<CellEvent>;
 }
 
-interface Observer {
-  mode: ObserveMode;
-  responder: CellResponder;
-  reject(error: unknown): void;
-  timer?: unknown;
-  deadlineAt?: number;
-  deadlineFired: boolean;
-  /** The yield time counts from the cell's `started` event, which has not come yet. */
-  awaitingStart?: boolean;
-  cleanup(): void;
-}
-
 interface Command {
   mode: ObserveMode;
   responder: CellResponder;
   reject(error: unknown): void;
-}
-
-/** Makes a responder whose promise rejects with the signal's reason when it aborts first. */
-function makeResponder(
-  signal: AbortSignal | undefined,
-): { responder: CellResponder; promise: Promise<CellEvent>; reject(e: unknown): void } {
-  const { promise, resolve, reject } = Promise.withResolvers<CellEvent>();
-  const s = signal ?? new AbortController().signal;
-  let settled = false;
-  const onAbort = () => finish(() => reject(s.reason));
-  const finish = (fn: () => void) => {
-    if (settled) return;
-    settled = true;
-    s.removeEventListener("abort", onAbort);
-    fn();
-  };
-  if (s.aborted) onAbort();
-  else s.addEventListener("abort", onAbort);
-  return {
-    promise,
-    responder: { signal: s, resolve: (event) => finish(() => resolve(event)) },
-    reject: (e) => finish(() => reject(e)),
-  };
 }
 
 /**
@@ -271,29 +209,25 @@ class CellActor {
   readonly #onClosed: (() => void) | undefined;
   readonly #mode: OutputMode;
   readonly #events: RuntimeEventChannel;
-  readonly #clock: Clock;
   readonly #state: CellState;
   readonly #output: OutputCollector;
   readonly #failureHandler: ((reason: string) => void) | undefined;
   readonly #cellId: string | undefined;
   /** Aborts the port calls in flight when the cell stops. */
   readonly #lifetime = new AbortController();
+  readonly #observer: ObserverSlot;
+  readonly #calls: PortCalls;
+  readonly #serialOutcomes: boolean;
 
-  #observer: Observer | undefined;
   #commands: Command[] = [];
   #pendingCalls = new Map<string, AbortController>();
   #pendingIds = new Set<string>();
-  #callbacks = new Set<Promise<void>>();
-  #notifications = new Set<Promise<void>>();
   #frontier = false;
   /** The cell's `started` event has been handled. */
   #started = false;
   #failureReported = false;
   #ended = false;
   #wake: (() => void) | undefined;
-  readonly #serialOutcomes: boolean;
-  /** `serialOutcomes`: set while a delivered yield is not yet written; later port calls wait for it. */
-  #hold: Promise<void> | undefined;
 
   constructor(options: CellActorOptions) {
     this.#serialOutcomes = options.serialOutcomes ?? false;
@@ -301,14 +235,15 @@ class CellActor {
     this.#onClosed = options.onClosed;
     this.#mode = options.mode;
     this.#events = options.events;
-    this.#clock = options.clock;
     this.#cellId = options.cellId;
     this.#state = new CellState({ clock: options.clock, cellId: options.cellId });
     this.#output = createOutputCollector(options.mode, options.outputLimits);
     this.#failureHandler = options.failureHandler;
+    this.#observer = new ObserverSlot(options.clock, () => this.#notify());
+    this.#calls = new PortCalls(options.clock, this.#lifetime.signal);
 
     const initial = makeResponder(options.initialObserve.signal);
-    this.#attach(options.initialObserve.mode, initial.responder, initial.reject);
+    this.#observer.attach(options.initialObserve.mode, initial.responder, initial.reject, this.#started);
     this.#events.setConsumer(() => this.#notify());
     this.#state.onTerminationClaimed(() => this.#notify());
 
@@ -353,100 +288,20 @@ class CellActor {
     return r.promise;
   }
 
-  #attach(mode: ObserveMode, responder: CellResponder, reject: (error: unknown) => void): void {
-    const onAbort = () => this.#notify();
-    const observer: Observer = {
-      mode,
-      responder,
-      reject,
-      deadlineFired: false,
-      cleanup: () => {
-        responder.signal.removeEventListener("abort", onAbort);
-        if (observer.timer !== undefined) this.#clock.clearTimeout(observer.timer);
-        observer.timer = undefined;
-        if (mode.kind === "yieldAfter") mode.yieldSignal?.removeEventListener("abort", onAbort);
-      },
-    };
-    responder.signal.addEventListener("abort", onAbort);
-    if (mode.kind === "yieldAfter") {
-      if (mode.startGraceMs !== undefined && !this.#started) {
-        observer.awaitingStart = true;
-        this.#arm(observer, Math.min(MAX_TIMER_MS, mode.startGraceMs + mode.ms));
-      } else {
-        this.#arm(observer, mode.ms);
-      }
-      mode.yieldSignal?.addEventListener("abort", onAbort);
-    }
-    this.#observer = observer;
-  }
-
-  /** Sets the observer's deadline `ms` from now. */
-  #arm(observer: Observer, ms: number): void {
-    if (observer.timer !== undefined) this.#clock.clearTimeout(observer.timer);
-    observer.timer = undefined;
-    observer.deadlineAt = this.#clock.now() + ms;
-    if (ms <= 0) {
-      observer.deadlineFired = true;
-      return;
-    }
-    observer.timer = this.#clock.setTimeout(() => {
-      observer.deadlineFired = true;
-      this.#notify();
-    }, ms);
-  }
-
-  #detach(): Observer | undefined {
-    const observer = this.#observer;
-    observer?.cleanup();
-    this.#observer = undefined;
-    return observer;
-  }
-
-  #deadlineReady(o: Observer): boolean {
-    if (o.mode.kind !== "yieldAfter") return false;
-    return o.deadlineFired || this.#clock.now() >= o.deadlineAt! || (o.mode.yieldSignal?.aborted ?? false);
-  }
-
   #deliverYield(): void {
-    const o = this.#detach()!;
+    const o = this.#observer.detach()!;
     if (!this.#serialOutcomes || o.responder.signal.aborted) {
       sendYield(this.#output, o.responder);
       return;
     }
     // Hold the cell's later tool calls and notifications until this outcome (and any earlier
     // one not yet written) is written.
-    const { promise, resolve } = Promise.withResolvers<void>();
-    const signal = o.responder.signal;
-    const release = () => {
-      this.#clock.clearTimeout(timer);
-      signal.removeEventListener("abort", release);
-      this.#lifetime.signal.removeEventListener("abort", release);
-      resolve();
-    };
-    const timer = this.#clock.setTimeout(release, SERIAL_HOLD_MS);
-    signal.addEventListener("abort", release, { once: true });
-    this.#lifetime.signal.addEventListener("abort", release, { once: true });
-    const earlier = this.#hold;
-    const hold = earlier === undefined ? promise : earlier.then(() => promise);
-    this.#hold = hold;
-    void hold.then(() => {
-      if (this.#hold === hold) this.#hold = undefined;
-    });
+    const release = this.#calls.holdUntilWritten(o.responder.signal);
     if (sendYield(this.#output, o.responder, release) === "restored") release();
   }
 
-  /**
-   * Calls the port now, or (`serialOutcomes`) after the delivered yield that is not yet written,
-   * in the order of the calls. A tool call whose cell no longer needs it by then is not made.
-   */
-  #portCall(fn: () => void | Promise<void>, signal?: AbortSignal): Promise<void> {
-    const hold = this.#hold;
-    if (hold === undefined) return this.#callPort(fn);
-    return hold.then(() => signal?.aborted ? undefined : this.#callPort(fn));
-  }
-
   #deliverPending(): void {
-    const o = this.#detach()!;
+    const o = this.#observer.detach()!;
     const content = this.#output.take();
     if (o.responder.signal.aborted) {
       this.#output.restore(content);
@@ -465,14 +320,14 @@ class CellActor {
     } finally {
       this.#ended = true;
       // Only an actor that failed (a port call threw) still has an observer here.
-      this.#detach()?.reject(new CellActorError("closed", this.#cellId));
+      this.#observer.detach()?.reject(new CellActorError("closed", this.#cellId));
       this.#events.setConsumer(undefined);
       this.#events.close();
       this.#state.onTerminationClaimed(undefined);
       this.#abortPendingCalls();
       this.#lifetime.abort();
       for (const cmd of this.#commands.splice(0)) this.#routeAfterEnd(cmd);
-      await Promise.allSettled([...this.#callbacks, ...this.#notifications]);
+      await this.#calls.settled();
       this.#onClosed?.();
     }
   }
@@ -486,11 +341,11 @@ class CellActor {
   async #loop(): Promise<void> {
     let completed = false;
     for (;;) {
-      if (this.#observer?.responder.signal.aborted) this.#detach();
+      if (this.#observer.current?.responder.signal.aborted) this.#observer.detach();
       // 1. A pending termination request.
       if (this.#state.terminationClaimed) return await this.#terminate(false);
       // 2. The deadline or yield signal of the attached observation.
-      if (this.#observer && this.#deadlineReady(this.#observer)) {
+      if (this.#observer.deadlineReady()) {
         this.#deliverYield();
         continue;
       }
@@ -520,38 +375,33 @@ class CellActor {
   #handleCommand(cmd: Command, completed: boolean): void {
     if (cmd.responder.signal.aborted) return; // dropped before dequeue: consumes nothing
     if (completed) return this.#routeAfterEnd(cmd);
-    if (this.#observer) return cmd.reject(new CellActorError("busy", this.#cellId));
-    this.#attach(cmd.mode, cmd.responder, cmd.reject);
+    if (this.#observer.current) return cmd.reject(new CellActorError("busy", this.#cellId));
+    this.#observer.attach(cmd.mode, cmd.responder, cmd.reject, this.#started);
     if (cmd.mode.kind === "pendingFrontier" && this.#frontier) this.#deliverPending();
   }
 
-  #track(set: Set<Promise<void>>, p: Promise<void>): void {
-    const settled = p.then(() => {}, () => {}).finally(() => set.delete(settled));
-    set.add(settled);
+  #notifyCall(entry: Extract<ChannelEntry, { type: "notify" }>): void {
+    this.#calls.notify(() => this.#port.notify(entry.callId, entry.text, this.#lifetime.signal));
   }
 
   /** Handles one runtime event; tells the loop whether the cell completed, ended or must terminate. */
   async #handle(entry: ChannelEntry): Promise<"continue" | "completed" | "end" | "terminate"> {
     switch (entry.type) {
-      case "started": {
+      case "started":
         // The runtime reports the start when it hands the cell to its Worker, and the cell again
         // with its first output: only the first counts.
-        if (this.#started) return "continue";
-        this.#started = true;
-        const o = this.#observer;
-        if (o?.awaitingStart && o.mode.kind === "yieldAfter" && !o.deadlineFired) {
-          o.awaitingStart = false;
-          this.#arm(o, o.mode.ms);
+        if (!this.#started) {
+          this.#started = true;
+          this.#observer.started();
         }
         return "continue";
-      }
       case "contentItem":
         this.#output.push(entry.item);
         this.#frontier = false;
         return "continue";
       case "yieldRequested":
         this.#frontier = false;
-        if (this.#observer?.mode.kind === "yieldAfter") this.#deliverYield();
+        if (this.#observer.current?.mode.kind === "yieldAfter") this.#deliverYield();
         return "continue";
       case "toolCall": {
         this.#frontier = false;
@@ -559,10 +409,7 @@ class CellActor {
         const controller = new AbortController();
         this.#pendingCalls.set(call.id, controller);
         this.#pendingIds.add(call.id);
-        this.#track(
-          this.#callbacks,
-          this.#portCall(() => this.#port.invokeTool(call, controller.signal), controller.signal),
-        );
+        this.#calls.toolCall(() => this.#port.invokeTool(call, controller.signal), controller.signal);
         return "continue";
       }
       case "toolResultConsumed":
@@ -571,13 +418,10 @@ class CellActor {
         this.#pendingCalls.delete(entry.id);
         return "continue";
       case "notify":
-        this.#track(
-          this.#notifications,
-          this.#portCall(() => this.#port.notify(entry.callId, entry.text, this.#lifetime.signal)),
-        );
+        this.#notifyCall(entry);
         return "continue";
       case "pending":
-        if (this.#observer?.mode.kind === "pendingFrontier") this.#deliverPending();
+        if (this.#observer.current?.mode.kind === "pendingFrontier") this.#deliverPending();
         else this.#frontier = true;
         return "continue";
       case "threadPanicked":
@@ -588,14 +432,6 @@ class CellActor {
       case "end":
         this.#reportFailure("code-mode V8 runtime thread ended unexpectedly");
         return await this.#complete(new Map(), endReasonText(entry.reason), false);
-    }
-  }
-
-  #callPort(fn: () => void | Promise<void>): Promise<void> {
-    try {
-      return Promise.resolve(fn());
-    } catch (e) {
-      return Promise.reject(e);
     }
   }
 
@@ -611,7 +447,7 @@ class CellActor {
     errorText: ErrorText | undefined,
     fromResult: boolean,
   ): Promise<"completed" | "end" | "terminate"> {
-    await Promise.allSettled([...this.#notifications]);
+    await this.#calls.notificationsSettled();
     this.#abortPendingCalls();
     this.#pendingCalls.clear();
     const build = (): CompletedEvent => {
@@ -625,8 +461,8 @@ class CellActor {
       // Termination was claimed first: its Result (or end-of-stream) completes it at once.
       return "terminate";
     }
-    if (this.#observer?.responder.signal.aborted) this.#detach();
-    const observer = this.#detach();
+    if (this.#observer.current?.responder.signal.aborted) this.#observer.detach();
+    const observer = this.#observer.detach();
     this.#state.deliverCompletion(observer?.responder);
     return fromResult ? "completed" : "end";
   }
@@ -638,8 +474,8 @@ class CellActor {
 
   /** A8. `finished`: a Result or end-of-stream has already been seen. */
   async #terminate(finished: boolean): Promise<void> {
-    const observer = this.#observer;
-    observer?.cleanup(); // stop observing the deadline; stays attached for the outcome
+    // Stop observing the deadline; the observation stays attached for the outcome.
+    const observer = this.#observer.stopDeadline();
     this.#abortPendingCalls();
     this.#pendingCalls.clear();
     for (const cmd of this.#commands.splice(0)) {
@@ -647,34 +483,36 @@ class CellActor {
     }
     if (!this.#state.completionCommitted) {
       this.#port.stop();
-      while (!finished) {
-        const entry = this.#events.take();
-        if (!entry) {
-          await this.#sleep();
-          continue;
-        }
-        switch (entry.type) {
-          case "contentItem":
-            this.#output.push(entry.item);
-            break;
-          case "notify":
-            this.#track(
-              this.#notifications,
-              this.#portCall(() => this.#port.notify(entry.callId, entry.text, this.#lifetime.signal)),
-            );
-            break;
-          case "result":
-          case "end":
-            finished = true;
-            break;
-        }
+      await this.#drainUntilStopped(finished);
+    }
+    this.#observer.detach();
+    this.#state.finishTermination({ type: "terminated", content: this.#output.take() }, observer?.responder);
+  }
+
+  /** A8's drain: output and notifications until the Result or end-of-stream, then what is queued. */
+  async #drainUntilStopped(finished: boolean): Promise<void> {
+    while (!finished) {
+      const entry = this.#events.take();
+      if (!entry) {
+        await this.#sleep();
+        continue;
       }
-      // Everything already queued (and a blocked producer's item) belongs to the outcome.
-      for (let entry = this.#events.take(); entry; entry = this.#events.take()) {
-        if (entry.type === "contentItem") this.#output.push(entry.item);
+      switch (entry.type) {
+        case "contentItem":
+          this.#output.push(entry.item);
+          break;
+        case "notify":
+          this.#notifyCall(entry);
+          break;
+        case "result":
+        case "end":
+          finished = true;
+          break;
       }
     }
-    this.#observer = undefined;
-    this.#state.finishTermination({ type: "terminated", content: this.#output.take() }, observer?.responder);
+    // Everything already queued (and a blocked producer's item) belongs to the outcome.
+    for (let entry = this.#events.take(); entry; entry = this.#events.take()) {
+      if (entry.type === "contentItem") this.#output.push(entry.item);
+    }
   }
 }

@@ -214,15 +214,30 @@ export class RuntimeEventChannel {
    * @returns resolves true once accepted, false if the channel was ended or closed first
    */
   send(event: RuntimeEvent): Promise<boolean> {
-    if (this.#ended || this.#closed) return Promise.resolve(false);
+    const { promise, resolve } = Promise.withResolvers<boolean>();
+    this.#offer(event, resolve);
+    return promise;
+  }
+
+  /**
+   * Sends an event, waiting for room in Server mode, as {@link RuntimeEventChannel.send} does, for
+   * a producer that does not wait: the channel holds the waiting event (the cell's one blocked send)
+   * and drops it if it ends or closes first.
+   *
+   * @param event the runtime event
+   */
+  enqueue(event: RuntimeEvent): void {
+    this.#offer(event, () => {});
+  }
+
+  #offer(event: RuntimeEvent, resolve: (accepted: boolean) => void): void {
+    if (this.#ended || this.#closed) return resolve(false);
     const bytes = eventPayloadBytes(event);
     if (this.#waiting.length === 0 && this.#fits(bytes)) {
       this.#accept(event, bytes);
-      return Promise.resolve(true);
+      return resolve(true);
     }
-    const { promise, resolve } = Promise.withResolvers<boolean>();
     this.#waiting.push({ entry: event, bytes, resolve });
-    return promise;
   }
 
   /**

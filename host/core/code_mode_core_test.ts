@@ -138,8 +138,8 @@ Deno.test("CodeModeCore session IDs: host-chosen by default, client-chosen when 
 
 /** A real engine whose cells run in-process (Workers of this process): no subprocess needed. */
 async function engine() {
-  const { startEngine } = await import("../engine.ts");
-  return await startEngine({ isolation: "in-process", warmSessions: 0, log: new Logger("error", () => {}) });
+  const { assembleHost } = await import("../assemble.ts");
+  return await assembleHost({ isolation: "in-process", warmSessions: 0, log: new Logger("error", () => {}) });
 }
 
 /** Runs one cell to its initial outcome; its texts, or the refusal. */
@@ -295,8 +295,8 @@ Deno.test("CodeModeCore delegate capacity: a session's own cap and a pool shared
 });
 
 Deno.test("CodeModeCore lenientIds (JSON host V1): cell and session IDs are not checked; a small heap is raised", async () => {
-  const { startEngine } = await import("../engine.ts");
-  const engine = await startEngine({
+  const { assembleHost } = await import("../assemble.ts");
+  const engine = await assembleHost({
     isolation: "in-process",
     warmSessions: 0,
     clientSessionIds: true,

@@ -12,7 +12,7 @@ import { type Permit, Permits, RecentIds } from "./permits.ts";
 import type { RuntimeTransport } from "../runtime/runtime_transport.ts";
 import { Session } from "./session.ts";
 import { parseUuid, validateIdentifier } from "./validate.ts";
-import { spawnWorkerProcess } from "../runtime/worker_process.ts";
+import { type RuntimeFactory, spawnRuntimeProcess } from "../runtime/runtime_process.ts";
 import { MemoryWatchdog } from "../runtime/memory_watchdog.ts";
 import type { OsSandbox } from "../runtime/os_sandbox.ts";
 import { type AdmissionLimit, NO_TELEMETRY, type Telemetry } from "../ops/telemetry.ts";
@@ -30,9 +30,7 @@ export interface RuntimeFactoryOptions {
   workParent: string;
   /** The OS sandbox around each runtime (`--os-sandbox`), when in force. */
   sandbox?: OsSandbox;
-  /** Tests only: every runtime gets `--allow-all` (see `GRANT_ALL_PERMISSIONS_FOR_TESTS`). */
-  allowAllForTests?: boolean;
-  /** Test hook: the protocol version the host expects in `Ready`. */
+  /** The protocol version the host expects in `Ready` (default the current one). */
   protocolVersion?: number;
 }
 
@@ -43,8 +41,11 @@ export interface SessionManagerOptions {
   clock: Clock;
   runtime: RuntimeFactoryOptions;
   warmSessions: number;
-  /** Makes one session runtime (default: a runtime subprocess from `runtime`); tests pass a fake. */
-  spawn?: () => RuntimeTransport;
+  /**
+   * Makes one session runtime from its resolved options (default {@link spawnRuntimeProcess}: a
+   * runtime subprocess); in-process isolation and a host's `runtimeFactory` come in here.
+   */
+  spawn?: RuntimeFactory;
   /** Metrics and tracing (default off). */
   telemetry?: Telemetry;
 }
@@ -117,27 +118,27 @@ export class SessionManager implements AsyncDisposable {
     return this.#draining;
   }
 
-  /** Open sessions (a test hook). */
+  /** Open sessions (also read by `HostState`, the diagnostics view). */
   get sessions(): ReadonlyMap<string, Session> {
     return this.#sessions;
   }
 
-  /** Warm runtimes waiting to be handed out (a test hook). */
+  /** Warm runtimes waiting to be handed out (a gauge; `HostState`). */
   get warmCount(): number {
     return this.#warm.length;
   }
 
-  /** Every runtime process this manager still owns (a test hook). */
+  /** Every runtime this manager still owns (`HostState`). */
   get runtimes(): ReadonlySet<RuntimeTransport> {
     return this.#allRuntimes;
   }
 
-  /** Runtime processes spawned so far (a test hook). */
+  /** Runtimes spawned so far (`HostState`). */
   get spawnCount(): number {
     return this.#spawned;
   }
 
-  /** Runtimes spawned on a request's path because no warm one was there (a test hook, SPEC §12 113). */
+  /** Runtimes spawned on a request's path because no warm one was there (`HostState`, SPEC §12 113). */
   get requestPathSpawnCount(): number {
     return this.#requestPathSpawns;
   }
@@ -146,7 +147,7 @@ export class SessionManager implements AsyncDisposable {
     this.#spawned++;
     this.telemetry.metrics.runtimeSpawned();
     const o = this.#options;
-    const runtime = o.spawn?.() ?? spawnWorkerProcess({
+    const runtime = (o.spawn ?? spawnRuntimeProcess)({
       codec: this.#codec,
       deno: o.runtime.deno,
       prefix: o.runtime.prefix,
@@ -160,21 +161,23 @@ export class SessionManager implements AsyncDisposable {
       workerKillGraceMs: o.limits.workerKillGraceMs,
       memoryWatchdog: this.#memoryWatchdog,
       sandbox: o.runtime.sandbox,
-      allowAllForTests: o.runtime.allowAllForTests,
       unresponsiveMs: o.limits.runtimeUnresponsiveMs,
+      log: o.log,
     });
     this.#allRuntimes.add(runtime);
-    void runtime.ended.then(() => {
-      this.#allRuntimes.delete(runtime);
-      const at = this.#warm.indexOf(runtime);
-      if (at >= 0) {
-        // A warm runtime that dies is replaced and never handed out.
-        this.#warm.splice(at, 1);
-        if (!this.#draining) this.#options.log.warn("warm session runtime ended; replacing it");
-        this.#refill();
-      }
-    });
+    // `ended` never rejects: every runtime's end is watched here, from its spawn.
+    runtime.ended.then(() => this.#ended(runtime));
     return runtime;
+  }
+
+  #ended(runtime: RuntimeTransport): void {
+    this.#allRuntimes.delete(runtime);
+    const at = this.#warm.indexOf(runtime);
+    if (at < 0) return;
+    // A warm runtime that dies is replaced and never handed out.
+    this.#warm.splice(at, 1);
+    if (!this.#draining) this.#options.log.warn("warm session runtime ended; replacing it");
+    this.#refill();
   }
 
   /** A refill deferred by {@link takeRuntime}; cleared when the host drains. */
@@ -186,7 +189,8 @@ export class SessionManager implements AsyncDisposable {
       runtime.ready.catch((error) => {
         // A spare stopped by the host's own shutdown is no failure.
         if (!this.#draining) this.#options.log.error(String((error as Error).message));
-        void runtime.kill();
+        // Never rejects; its end is watched from the spawn.
+        runtime.kill();
       });
       this.#warm.push(runtime);
     }

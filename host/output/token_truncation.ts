@@ -230,12 +230,22 @@ function truncateItems(entries: readonly RenderedEntry[], maxTokens: number): Ou
   return out.finish();
 }
 
-/** A window of text and notices only: one joined text, cut in the middle, split at the notices. */
-function truncateJoined(entries: readonly RenderedEntry[], maxTokens: number): OutputItem[] {
-  const budget = 4 * maxTokens;
+/** Where each text fragment of a window lies in the joined text (see {@link joinedLayout}). */
+interface JoinedLayout {
+  /** Per entry: its content's first byte in the joined text (-1: not a text). */
+  starts: number[];
+  /** Per entry: the byte after its content. */
+  ends: number[];
+  /** Per entry: a separator byte (`\n`, between owners) comes before it. */
+  separated: boolean[];
+  /** The joined text's length in bytes. */
+  length: number;
+  /** Its lines, as the reference counts them. */
+  lines: number;
+}
 
-  // Pass 1: where each text fragment lies in the joined text: its content [starts[i], ends[i]),
-  // after a separator byte when separated[i].
+/** Pass 1: where each text fragment lies in the joined text, after a separator between owners. */
+function joinedLayout(entries: readonly RenderedEntry[]): JoinedLayout {
   const starts = new Array<number>(entries.length).fill(-1);
   const ends = new Array<number>(entries.length).fill(-1);
   const separated = new Array<boolean>(entries.length).fill(false);
@@ -259,21 +269,28 @@ function truncateJoined(entries: readonly RenderedEntry[], maxTokens: number): O
     previousOwner = entry.owner;
     if (entry.text.length > 0) trailingNewline = entry.text.endsWith("\n");
   }
-  if (length <= budget) return mergeEntries(entries);
+  return { starts, ends, separated, length, lines: newlines + 1 - (trailingNewline ? 1 : 0) };
+}
 
-  // The joined text is not empty here (len > B ≥ 0).
-  const lines = newlines + 1 - (trailingNewline ? 1 : 0);
+/**
+ * Pass 2: the cuts, both on character boundaries: `cut` is the first removed byte, `resume` the
+ * first byte of the suffix (a separator counts as one character). `length > budget` gives
+ * `cut < resume`.
+ */
+function joinedCuts(
+  entries: readonly RenderedEntry[],
+  layout: JoinedLayout,
+  budget: number,
+): { cut: number; resume: number } {
   const left = Math.floor(budget / 2);
-  const rightStart = length - (budget - left);
-  // Both cuts fall on character boundaries: `cut` is the first removed byte, `resume` the first
-  // byte of the suffix (a separator counts as one character). len > B gives cut < resume.
+  const rightStart = layout.length - (budget - left);
   let cut = -1;
-  let resume = length;
+  let resume = layout.length;
   for (let i = 0; i < entries.length; i++) {
-    const start = starts[i];
+    const start = layout.starts[i];
     if (start < 0) continue;
-    const end = ends[i];
-    const from = separated[i] ? start - 1 : start;
+    const end = layout.ends[i];
+    const from = layout.separated[i] ? start - 1 : start;
     const text = (entries[i] as { text: string }).text;
     if (cut < 0 && left < end) cut = left < start ? from : start + utf8Prefix(text, left - start).bytes;
     if (rightStart < end) {
@@ -281,12 +298,22 @@ function truncateJoined(entries: readonly RenderedEntry[], maxTokens: number): O
       break;
     }
   }
+  return { cut, resume };
+}
 
+/** A window of text and notices only: one joined text, cut in the middle, split at the notices. */
+function truncateJoined(entries: readonly RenderedEntry[], maxTokens: number): OutputItem[] {
+  const budget = 4 * maxTokens;
+  const layout = joinedLayout(entries);
+  const { starts, ends, separated, length } = layout;
+  if (length <= budget) return mergeEntries(entries);
+  // The joined text is not empty here (len > B ≥ 0).
+  const { cut, resume } = joinedCuts(entries, layout, budget);
   const marker = `…${Math.ceil((length - budget) / 4)} tokens truncated…`;
   const out = new Output();
   out.text(
     `Warning: truncated output (original token count: ${Math.ceil(length / 4)})\n` +
-      `Total output lines: ${lines}\n\n`,
+      `Total output lines: ${layout.lines}\n\n`,
   );
   let marked = false;
   const mark = () => {

@@ -98,11 +98,6 @@ export class MemoryWatchdog {
     this.limitBytes = limitMb * 1024 * 1024;
   }
 
-  /** Runtimes being watched (a test hook). */
-  get size(): number {
-    return this.#watched.size;
-  }
-
   /**
    * Watches the process tree rooted at `pid`.
    *

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { buildSandboxArgv, SANDBOX_TMP_BYTES, sandboxedSignal } from "./os_sandbox_command.ts";
-import { buildWorkerCommand } from "./worker_command.ts";
+import { buildRuntimeCommand } from "./runtime_command.ts";
 
 const options = {
   bwrap: "/usr/bin/bwrap",
@@ -49,14 +49,14 @@ Deno.test("buildSandboxArgv(): the filesystem holds only Deno, its libraries, th
   assert.ok(!argv.includes("--dev-bind") && !argv.includes("--bind-try"));
 });
 
-Deno.test("buildWorkerCommand() with a sandbox: prefix, then bwrap, then the unchanged SPEC §9.3 argv", () => {
-  const plain = buildWorkerCommand({
+Deno.test("buildRuntimeCommand() with a sandbox: prefix, then bwrap, then the unchanged SPEC §9.3 argv", () => {
+  const plain = buildRuntimeCommand({
     deno: "/opt/deno",
     runtimeDir: "/rt",
     workDir: "/w",
     workerMainHeapMb: 0,
   });
-  const boxed = buildWorkerCommand({
+  const boxed = buildRuntimeCommand({
     deno: "/opt/deno",
     prefix: ["nice", "-n", "5"],
     runtimeDir: "/rt",

@@ -1,6 +1,7 @@
 /**
- * The host's view of one session runtime, whatever carries its frames (a subprocess today, an
- * in-memory transport for in-process isolation later, SPEC §9.8).
+ * The host's view of one session runtime — the per-session Deno subprocess that runs the session's
+ * cell workers — whatever carries its frames: the subprocess's pipes (`runtime_process.ts`), or an
+ * in-memory stream to a runtime inside the host's process (`in_process_runtime.ts`, SPEC §9.8).
  *
  * @module
  */
@@ -56,7 +57,7 @@ export type RuntimeEnd =
 
 /** One session runtime. */
 export interface RuntimeTransport extends AsyncDisposable {
-  /** A host-local number, for logs and test hooks. */
+  /** A number unique in this process (a runtime subprocess names its work directory after it). */
   readonly id: number;
   /** OS process id, when there is one. */
   readonly pid: number | undefined;
@@ -87,6 +88,16 @@ export interface RuntimeTransport extends AsyncDisposable {
    */
   setActive?(active: boolean): void;
 }
+
+/**
+ * The rejection handler of a frame sent without waiting for it: a runtime refuses frames only once
+ * it has ended (or its pipe broke as it ended), and its `ended` reports that end with the reason,
+ * so the refusal adds nothing. Use it only where `ended` is watched (the session manager watches
+ * every runtime's).
+ *
+ * @param _error the refusal
+ */
+export function refusedAfterEnd(_error: unknown): void {}
 
 /**
  * The crash reason of SPEC §3.5 for a runtime that ended on its own.

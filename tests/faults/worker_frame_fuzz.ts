@@ -14,7 +14,7 @@ import assert from "node:assert/strict";
 import fc from "fast-check";
 import { encodeFrame, FrameDecoder, FrameError } from "../../proto/frame_codec.ts";
 import { createWorkerCodec } from "../../proto/worker_codec.ts";
-import { buildWorkerCommand } from "../../host/runtime/worker_command.ts";
+import { buildRuntimeCommand } from "../../host/runtime/runtime_command.ts";
 import { prepareRuntimeDirectory } from "../../host/runtime/runtime_files.ts";
 
 const seed = Number(Deno.env.get("FUZZ_SEED") ?? Math.floor(Math.random() * 2 ** 31));
@@ -99,7 +99,7 @@ Deno.test("fault: a real session runtime fed random frames, then EOF, exits on i
       fc.asyncProperty(stream, fc.boolean(), async (bytes, configured) => {
         const workDir = `${parent}/w${n++}`;
         await Deno.mkdir(workDir);
-        const c = buildWorkerCommand({ deno: Deno.execPath(), runtimeDir, workDir, workerMainHeapMb: 0 });
+        const c = buildRuntimeCommand({ deno: Deno.execPath(), runtimeDir, workDir, workerMainHeapMb: 0 });
         const child = new Deno.Command(c.command, {
           args: c.args,
           env: c.env,

@@ -1,7 +1,12 @@
 /**
- * `createHost`: the gRPC front door — a nice-grpc server with the code-mode service, health and
- * reflection — over an engine (`host/engine.ts`: limits, runtime directory, session manager, core).
- * Listening, draining and disposal live here; signals and process exit live in `cli/` (`cli/drain.ts`).
+ * `createHost`: the gRPC door — a nice-grpc server with the code-mode service, health and
+ * reflection — over an assembled host (`host/assemble.ts`: limits, runtime directory, session
+ * manager, core). Listening, draining and disposal live here; signals and process exit live in the
+ * command line.
+ *
+ * - {@link createHost} is the public form (`mod.ts`); {@link startGrpcHost} is the same door with
+ *   what only code of this repository passes (server middleware, a runtime factory) and with the
+ *   host's diagnostic state (tests and benches read a session's runtime process id with it).
  *
  * @module
  */
@@ -16,7 +21,13 @@ import {
   publicProtoRoot,
   type ServiceDefinition,
 } from "../../../proto/loader.ts";
-import { type EngineOptions, type HostState, startEngine } from "../../engine.ts";
+import {
+  type AssembledHost,
+  assembleHost,
+  type EngineOptions,
+  type HostExtensions,
+  type HostState,
+} from "../../assemble.ts";
 import { createCodeModeService, ON_SENT, SUBSCRIPTION_HEADER, type WithOnSent } from "./service.ts";
 import { errorMiddleware } from "./errors.ts";
 import { bearerTokenMiddleware } from "./access.ts";
@@ -24,13 +35,6 @@ import { checkTlsPem, startTlsTerminator, type TlsTerminator } from "./tls_termi
 import { routeGrpcLog, rpcLogMiddleware } from "./rpc_log.ts";
 import { type SessionGuardOptions, withGoawayGuard } from "./http2_guard.ts";
 import { prepareUnixSocket, relayConnection, restrictUnixSocket } from "./local_transports.ts";
-
-/**
- * A nice-grpc `ServerMiddleware` (an async generator over `(call, context)`), typed loosely here
- * so that the host's public types stay self-contained.
- */
-// deno-lint-ignore no-explicit-any
-export type HostMiddleware = (call: any, context: any) => AsyncGenerator<any, any, undefined>;
 
 /** Options of {@link createHost}; every field has a default (the engine's are in {@link EngineOptions}). */
 export interface HostOptions extends Omit<EngineOptions, "clientSessionIds"> {
@@ -52,16 +56,21 @@ export interface HostOptions extends Omit<EngineOptions, "clientSessionIds"> {
   authToken?: string;
   /** Serve TLS with this PEM certificate chain and private key (default plaintext). */
   tls?: { cert: string; key: string };
-  /**
-   * A server middleware run on every call of every service, before the token check (default
-   * none). Tests use it to inject statuses; deployments can use it for metrics.
-   */
-  middleware?: HostMiddleware;
 }
 
-export type { HostState };
+/**
+ * What only code of this repository passes to the gRPC door, besides {@link HostOptions}: never
+ * from the command line or `mod.ts`.
+ */
+export interface GrpcHostExtensions extends HostExtensions {
+  /**
+   * A server middleware run on every call of every service, inside the RPC log and before the
+   * token check (default none): tests inject statuses and delays with it.
+   */
+  middleware?: ServerMiddleware;
+}
 
-/** A running host. */
+/** A running host (the public handle). */
 export interface Host extends AsyncDisposable {
   /** The bound port. */
   readonly port: number;
@@ -72,8 +81,6 @@ export interface Host extends AsyncDisposable {
    * resolves for a listening host.
    */
   readonly ended: Promise<void>;
-  /** Read-only views of the sessions and runtimes. */
-  readonly state: HostState;
   /** `http://IP:PORT` of the metrics and probes listener (`metricsListen`), if any. */
   readonly metricsUrl: string | undefined;
   /** Exports the trace spans ended so far and waits for the export or its failure (no-op without tracing). */
@@ -82,6 +89,12 @@ export interface Host extends AsyncDisposable {
   shutdown(): Promise<void>;
   /** Immediate stop: kill every runtime, reap them, close the server. */
   kill(): Promise<void>;
+}
+
+/** A running gRPC host with its diagnostic state ({@link startGrpcHost}). */
+export interface GrpcHost extends Host {
+  /** Read-only views of the sessions and runtimes. */
+  readonly state: HostState;
 }
 
 /**
@@ -94,6 +107,22 @@ export interface Host extends AsyncDisposable {
  * @throws {RangeError} `invalid TLS certificate: {cause}` or `invalid TLS key: {cause}`
  */
 export async function createHost(options: HostOptions = {}): Promise<Host> {
+  const { state: _, ...host } = await startGrpcHost(options);
+  return host;
+}
+
+/**
+ * Starts a host, as {@link createHost} does, with extensions, returning its diagnostic state too.
+ *
+ * @param options see {@link HostOptions}
+ * @param extensions see {@link GrpcHostExtensions}
+ * @returns the running host and its state
+ * @throws {Error} as {@link createHost}
+ */
+export async function startGrpcHost(
+  options: HostOptions = {},
+  extensions: GrpcHostExtensions = {},
+): Promise<GrpcHost> {
   if (options.tls) {
     try {
       checkTlsPem(options.tls.cert, options.tls.key);
@@ -101,10 +130,51 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
       throw new RangeError((error as Error).message, { cause: error });
     }
   }
-  const engine = await startEngine(options);
-  const { limits, log, core } = engine;
-  routeGrpcLog(log);
+  const assembled = await assembleHost(options, { runtimeFactory: extensions.runtimeFactory });
+  routeGrpcLog(assembled.log);
+  const { server, health } = grpcServer(assembled, options, extensions.middleware);
+  const listening = await listen(server, assembled, options);
+  assembled.markServing();
+  health.setStatus("healthy");
+  health.setStatus("healthy", CODE_MODE_SERVICE);
+  const { log } = assembled;
+  let stopping: Promise<void> | undefined;
+  const shutdown = () =>
+    stopping ??= (async () => {
+      log.info("code-mode host shutting down");
+      health.setStatus("unhealthy");
+      health.setStatus("unhealthy", CODE_MODE_SERVICE);
+      await assembled.shutdown();
+      const serverDeadline = setTimeout(() => server.forceShutdown(), 1_000);
+      await listening.close();
+      clearTimeout(serverDeadline);
+      log.info("code-mode host shut down");
+    })();
+  const kill = async () => {
+    await assembled.kill();
+    server.forceShutdown();
+    await listening.close();
+  };
+  return {
+    port: listening.port,
+    url: listening.url,
+    ended: listening.ended,
+    state: assembled.state,
+    metricsUrl: assembled.state.metricsUrl,
+    flushTelemetry: assembled.flushTelemetry,
+    shutdown,
+    kill,
+    [Symbol.asyncDispose]: shutdown,
+  };
+}
 
+/** The nice-grpc server with its middleware and the three services (code mode, health, reflection). */
+function grpcServer(
+  assembled: AssembledHost,
+  options: HostOptions,
+  middleware: ServerMiddleware | undefined,
+): { server: Server; health: ReturnType<typeof HealthState> } {
+  const { limits, log, core } = assembled;
   const plain: Server = createServer(
     {
       "grpc.max_receive_message_length": limits.maxMessageBytes,
@@ -119,15 +189,14 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
   // The RPC log line sees every call's final status; the token check wraps every service
   // added below (code mode, health, reflection).
   const logged: Server = plain.use(rpcLogMiddleware(log));
-  const outer: Server = options.middleware === undefined
-    ? logged
-    : logged.use(options.middleware as unknown as ServerMiddleware);
+  const outer: Server = middleware === undefined ? logged : logged.use(middleware);
   const server: Server = options.authToken === undefined
     ? outer
     : outer.use(bearerTokenMiddleware(options.authToken));
-  // The definition is built at run time from the .proto files, so its method types are not
-  // known to the compiler: the implementation is typed against proto/code_mode_types.ts instead,
-  // which a test keeps equal to the .proto file.
+  // The definition is built at run time from the .proto files, so its method types are not known
+  // to the compiler (nice-grpc types it as a generic definition whose methods take `never`): the
+  // implementation is typed against proto/code_mode_types.ts instead, which a test keeps equal to
+  // the .proto file, and both go through unknown to nice-grpc's parameter types.
   type AnyDefinition = Parameters<Server["add"]>[0];
   type AnyImplementation = Parameters<Server["add"]>[1];
   server.with(errorMiddleware(log)).add(
@@ -144,7 +213,25 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
     ServerReflectionService,
     ServerReflection(fileDescriptorSet(publicProtoRoot()), [CODE_MODE_SERVICE, "grpc.health.v1.Health"]),
   );
+  return { server, health };
+}
 
+/** A listening server: where, and how to stop listening. */
+interface Listening {
+  port: number;
+  url: string;
+  ended: Promise<void>;
+  /** Stops the server (gracefully, else forcibly), its terminator or relay, and removes its sockets. */
+  close(): Promise<void>;
+}
+
+/**
+ * Listens on `options.listen` (TCP or a Unix socket), behind TLS, or over one given connection.
+ *
+ * @throws {Error} `failed to bind code-mode gRPC host to {addr}{cause}`; the host is killed first
+ */
+async function listen(server: Server, assembled: AssembledHost, options: HostOptions): Promise<Listening> {
+  const { limits, log } = assembled;
   const address = options.listen ?? "127.0.0.1:50051";
   const unixPath = options.connection === undefined && address.startsWith("unix:")
     ? address.slice("unix:".length)
@@ -169,25 +256,27 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
       ),
   };
   let socketDir: string | undefined;
-  const shownAddress = options.connection ? "grpc+stdio://" : address;
+  const removeSockets = async () => {
+    if (unixPath !== undefined) await removeFile(unixPath, log, false);
+    if (socketDir) await removeFile(socketDir, log, true);
+  };
   try {
-    if (options.connection) {
-      socketDir = await Deno.makeTempDir({ dir: engine.tempParent, prefix: `stdio-${Deno.pid}-` });
+    if (options.connection || options.tls) {
+      const prefix = options.connection ? "stdio" : "tls";
+      socketDir = await Deno.makeTempDir({ dir: assembled.tempParent, prefix: `${prefix}-${Deno.pid}-` });
       const socket = `${socketDir}/grpc.sock`;
       await withGoawayGuard(() => server.listen(`unix:${socket}`), guard);
-      relay = await relayConnection(options.connection, socket);
-    } else if (options.tls) {
-      socketDir = await Deno.makeTempDir({ dir: engine.tempParent, prefix: `tls-${Deno.pid}-` });
-      const socket = `${socketDir}/grpc.sock`;
-      await withGoawayGuard(() => server.listen(`unix:${socket}`), guard);
-      terminator = startTlsTerminator({
-        hostname: bindHost.replace(/^\[|\]$/g, ""),
-        port: Number(address.slice(bindHost.length + 1)),
-        cert: options.tls.cert,
-        key: options.tls.key,
-        upstream: socket,
-      });
-      port = terminator.port;
+      if (options.connection) relay = await relayConnection(options.connection, socket);
+      else {
+        terminator = startTlsTerminator({
+          hostname: bindHost.replace(/^\[|\]$/g, ""),
+          port: Number(address.slice(bindHost.length + 1)),
+          cert: options.tls!.cert,
+          key: options.tls!.key,
+          upstream: socket,
+        });
+        port = terminator.port;
+      }
     } else if (unixPath !== undefined) {
       await prepareUnixSocket(unixPath);
       await restrictUnixSocket(unixPath, () => withGoawayGuard(() => server.listen(address), guard));
@@ -196,59 +285,37 @@ export async function createHost(options: HostOptions = {}): Promise<Host> {
     }
   } catch (error) {
     server.forceShutdown();
-    await engine.kill();
-    if (socketDir) await Deno.remove(socketDir, { recursive: true }).catch(() => {});
-    throw new Error(`failed to bind code-mode gRPC host to ${shownAddress}${bindCause(error)}`, {
-      cause: error,
-    });
+    await assembled.kill();
+    if (socketDir) await removeFile(socketDir, log, true);
+    const shown = options.connection ? "grpc+stdio://" : address;
+    throw new Error(`failed to bind code-mode gRPC host to ${shown}${bindCause(error)}`, { cause: error });
   }
-  engine.markServing();
-  health.setStatus("healthy");
-  health.setStatus("healthy", CODE_MODE_SERVICE);
-  const url = options.connection
-    ? "grpc+stdio://"
-    : unixPath !== undefined
-    ? address
-    : `${options.tls ? "https" : "http"}://${bindHost}:${port}`;
-
-  let stopping: Promise<void> | undefined;
-  const finish = async () => {
-    await server.shutdown().catch(() => server.forceShutdown());
-    await terminator?.close();
-    await relay?.close();
-    if (unixPath !== undefined) await Deno.remove(unixPath).catch(() => {});
-    if (socketDir) await Deno.remove(socketDir, { recursive: true }).catch(() => {});
-  };
-  const shutdown = () => {
-    stopping ??= (async () => {
-      log.info("code-mode host shutting down");
-      health.setStatus("unhealthy");
-      health.setStatus("unhealthy", CODE_MODE_SERVICE);
-      await engine.shutdown();
-      const serverDeadline = setTimeout(() => server.forceShutdown(), 1_000);
-      await finish();
-      clearTimeout(serverDeadline);
-      log.info("code-mode host shut down");
-    })();
-    return stopping;
-  };
-  const kill = async () => {
-    await engine.kill();
-    server.forceShutdown();
-    await finish();
-  };
-  const ended = relay?.ended ?? new Promise<void>(() => {});
   return {
     port,
-    url,
-    ended,
-    state: engine.state,
-    metricsUrl: engine.state.metricsUrl,
-    flushTelemetry: engine.flushTelemetry,
-    shutdown,
-    kill,
-    [Symbol.asyncDispose]: shutdown,
+    url: options.connection
+      ? "grpc+stdio://"
+      : unixPath !== undefined
+      ? address
+      : `${options.tls ? "https" : "http"}://${bindHost}:${port}`,
+    ended: relay?.ended ?? new Promise<void>(() => {}),
+    close: async () => {
+      await server.shutdown().catch(() => server.forceShutdown());
+      await terminator?.close();
+      await relay?.close();
+      await removeSockets();
+    },
   };
+}
+
+/** Removes a socket or its private directory; one already gone is fine, any other failure is logged. */
+async function removeFile(path: string, log: AssembledHost["log"], recursive: boolean): Promise<void> {
+  try {
+    await Deno.remove(path, { recursive });
+  } catch (error) {
+    if (!(error instanceof Deno.errors.NotFound)) {
+      log.warn("socket not removed", { path, error: String(error) });
+    }
+  }
 }
 
 /**

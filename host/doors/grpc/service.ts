@@ -180,70 +180,19 @@ function wireLeaseEvent(event: LeaseEvent): SessionEventInit {
  * @returns methods keyed like the definition from `proto/loader.ts`
  */
 export function createCodeModeService(options: ServiceOptions): CodeModeHostImplementation<CallContext> {
+  // One table of the service's eleven methods, each a few lines of conversion (the streams with
+  // logic of their own are functions below): kept whole, ~80 lines, so the table reads as the service.
   const { core } = options;
 
   return {
-    async *openSession(request, context) {
-      const limits = request.cellExecutionLimits;
-      const maxPendingDelegateCalls = request.maxPendingDelegateCalls;
-      // The reference checks the delegate capacity before the mode.
-      if (maxPendingDelegateCalls === 0) throw new HostError("invalid_request", CALLBACK_CAPACITY_MESSAGE);
-      const lease = await core.openSession({
-        outputMode: outputModeOf(request.outputTruncation),
-        maxYieldTimeMs: u64(limits?.maxYieldTimeMs),
-        maxHeapSizeBytes: u64(limits?.maxHeapSizeBytes),
-        maxPendingDelegateCalls,
-        traceparent: context.metadata.get("traceparent") ?? undefined,
-      });
-      if (options.routeToken !== undefined) context.header.set("x-code-mode-route", options.routeToken);
-      context.sendHeader();
-      const gone = new Promise<void>((resolve) => {
-        if (context.signal.aborted) resolve();
-        context.signal.addEventListener("abort", () => resolve(), { once: true });
-      });
-      for await (const event of lease.events(context.signal)) {
-        // A cell ended by its session's closure gets no CellClosed on the reference.
-        if (event.type === "cellClosed" && event.closing) continue;
-        if (event.type !== "notification" || !options.confirmsWrites) {
-          yield wireLeaseEvent(event);
-          continue;
-        }
-        // Ask for the next event (which releases the cell's outcome) only once this one is on
-        // the HTTP/2 stream.
-        const sent = Promise.withResolvers<void>();
-        const wire: WithOnSent<SessionEventInit> = wireLeaseEvent(event);
-        wire[ON_SENT] = sent.resolve;
-        yield wire;
-        await Promise.race([sent.promise, gone]);
-      }
-    },
+    openSession: (request, context) => leaseStream(options, request, context),
 
     async closeSession(request) {
       await core.closeSession(request.sessionId ?? "");
       return {};
     },
 
-    async *execute(request, context) {
-      const events = core.execute({
-        sessionId: request.sessionId ?? "",
-        executionId: request.executionId ?? "",
-        toolCallId: request.toolCallId ?? "",
-        source: request.source ?? "",
-        enabledTools: request.enabledTools?.map(toolDefinition),
-        yieldTimeMs: u64(request.yieldTimeMs),
-        maxOutputTokens: u64(request.maxOutputTokens),
-        catalogRevision: u64(request.catalogRevision),
-        traceparent: context.metadata.get("traceparent") ?? undefined,
-      }, { signal: context.signal });
-      for await (const event of events) {
-        // An Execute whose cell the session's closure ended ends OK without an outcome, as on
-        // the reference.
-        if (event.type === "outcome" && event.closing) continue;
-        yield event.type === "started"
-          ? { started: { executionId: event.executionId, cellId: event.cellId } }
-          : { outcome: wireOutcome(event.outcome) };
-      }
-    },
+    execute: (request, context) => executeStream(core, request, context),
 
     async wait(request, context) {
       return wireObservation(
@@ -295,44 +244,7 @@ export function createCodeModeService(options: ServiceOptions): CodeModeHostImpl
       return Promise.resolve({});
     },
 
-    async *subscribeToToolCalls(request, context) {
-      using subscription = core.subscribeToToolCalls({
-        sessionId: request.sessionId ?? "",
-        toolNames: request.toolNames?.map(toolName),
-      });
-      // Headers go out as soon as the subscription is registered (SPEC §7.6 rule 6). nice-grpc
-      // sends no header block when it is empty, so name the event in one; the server's
-      // interceptor (server.ts) takes the name out again, so the block is empty on the wire, as
-      // Codex's host sends it.
-      context.header.set(SUBSCRIPTION_HEADER, "registered");
-      context.sendHeader();
-      const intervalMs = (request.heartbeatIntervalS ?? 0) * 1000;
-      if (intervalMs === 0) return yield* subscription.calls(context.signal);
-      // Heartbeats: whenever nothing was sent for the interval (the timer restarts after each
-      // message, once it has been written).
-      const calls = subscription.calls(context.signal);
-      let next = calls.next();
-      try {
-        for (;;) {
-          let timer: ReturnType<typeof setTimeout> | undefined;
-          const tick = new Promise<"tick">((resolve) =>
-            timer = setTimeout(() => resolve("tick"), intervalMs)
-          );
-          const result = await Promise.race([next, tick]).finally(() => clearTimeout(timer));
-          if (result === "tick") {
-            yield { sessionId: subscription.sessionId, heartbeat: {} };
-            continue;
-          }
-          if (result.done) return;
-          yield result.value;
-          next = calls.next();
-        }
-      } finally {
-        // Closing the subscription ends its stream, which settles the pending `next`.
-        subscription.close();
-        await calls.return(undefined);
-      }
-    },
+    subscribeToToolCalls: (request, context) => toolCallStream(core, request, context),
 
     getProcessMetrics() {
       return Promise.reject(new ServerError(Status.UNIMPLEMENTED, PROCESS_METRICS_UNSUPPORTED));
@@ -351,4 +263,123 @@ export function createCodeModeService(options: ServiceOptions): CodeModeHostImpl
       return Promise.resolve({});
     },
   };
+}
+
+type Method<K extends keyof CodeModeHostImplementation<CallContext>> = CodeModeHostImplementation<
+  CallContext
+>[K];
+
+/**
+ * OpenSession: the session's lease as a stream. With `confirmsWrites`, the event after a
+ * notification is asked for only once the notification is on the HTTP/2 stream, so that the cell's
+ * outcome (which waits for it) cannot overtake it.
+ */
+async function* leaseStream(
+  options: ServiceOptions,
+  request: Parameters<Method<"openSession">>[0],
+  context: CallContext,
+): ReturnType<Method<"openSession">> {
+  const limits = request.cellExecutionLimits;
+  const maxPendingDelegateCalls = request.maxPendingDelegateCalls;
+  // The reference checks the delegate capacity before the mode.
+  if (maxPendingDelegateCalls === 0) throw new HostError("invalid_request", CALLBACK_CAPACITY_MESSAGE);
+  const lease = await options.core.openSession({
+    outputMode: outputModeOf(request.outputTruncation),
+    maxYieldTimeMs: u64(limits?.maxYieldTimeMs),
+    maxHeapSizeBytes: u64(limits?.maxHeapSizeBytes),
+    maxPendingDelegateCalls,
+    traceparent: context.metadata.get("traceparent") ?? undefined,
+  });
+  if (options.routeToken !== undefined) context.header.set("x-code-mode-route", options.routeToken);
+  context.sendHeader();
+  const gone = new Promise<void>((resolve) => {
+    if (context.signal.aborted) resolve();
+    context.signal.addEventListener("abort", () => resolve(), { once: true });
+  });
+  for await (const event of lease.events(context.signal)) {
+    // A cell ended by its session's closure gets no CellClosed on the reference.
+    if (event.type === "cellClosed" && event.closing) continue;
+    if (event.type !== "notification" || !options.confirmsWrites) {
+      yield wireLeaseEvent(event);
+      continue;
+    }
+    // Ask for the next event (which releases the cell's outcome) only once this one is on
+    // the HTTP/2 stream.
+    const sent = Promise.withResolvers<void>();
+    const wire: WithOnSent<SessionEventInit> = wireLeaseEvent(event);
+    wire[ON_SENT] = sent.resolve;
+    yield wire;
+    await Promise.race([sent.promise, gone]);
+  }
+}
+
+/**
+ * SubscribeToToolCalls: the subscription's calls as a stream, with heartbeats when the request
+ * asks for them (whenever nothing was sent for the interval; the timer restarts after each message,
+ * once it has been written).
+ */
+async function* toolCallStream(
+  core: CodeModeCore,
+  request: Parameters<Method<"subscribeToToolCalls">>[0],
+  context: CallContext,
+): ReturnType<Method<"subscribeToToolCalls">> {
+  using subscription = core.subscribeToToolCalls({
+    sessionId: request.sessionId ?? "",
+    toolNames: request.toolNames?.map(toolName),
+  });
+  // Headers go out as soon as the subscription is registered (SPEC §7.6 rule 6). nice-grpc
+  // sends no header block when it is empty, so name the event in one; the server's
+  // interceptor (server.ts) takes the name out again, so the block is empty on the wire, as
+  // Codex's host sends it.
+  context.header.set(SUBSCRIPTION_HEADER, "registered");
+  context.sendHeader();
+  const intervalMs = (request.heartbeatIntervalS ?? 0) * 1000;
+  if (intervalMs === 0) return yield* subscription.calls(context.signal);
+  const calls = subscription.calls(context.signal);
+  let next = calls.next();
+  try {
+    for (;;) {
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const tick = new Promise<"tick">((resolve) => timer = setTimeout(() => resolve("tick"), intervalMs));
+      const result = await Promise.race([next, tick]).finally(() => clearTimeout(timer));
+      if (result === "tick") {
+        yield { sessionId: subscription.sessionId, heartbeat: {} };
+        continue;
+      }
+      if (result.done) return;
+      yield result.value;
+      next = calls.next();
+    }
+  } finally {
+    // Closing the subscription ends its stream, which settles the pending `next`.
+    subscription.close();
+    await calls.return(undefined);
+  }
+}
+
+/** Execute: `started`, then the outcome (none for a cell its session's closure ended). */
+async function* executeStream(
+  core: CodeModeCore,
+  request: Parameters<Method<"execute">>[0],
+  context: CallContext,
+): ReturnType<Method<"execute">> {
+  const events = core.execute({
+    sessionId: request.sessionId ?? "",
+    executionId: request.executionId ?? "",
+    toolCallId: request.toolCallId ?? "",
+    source: request.source ?? "",
+    enabledTools: request.enabledTools?.map(toolDefinition),
+    yieldTimeMs: u64(request.yieldTimeMs),
+    maxOutputTokens: u64(request.maxOutputTokens),
+    catalogRevision: u64(request.catalogRevision),
+    traceparent: context.metadata.get("traceparent") ?? undefined,
+  }, { signal: context.signal });
+  for await (const event of events) {
+    // An Execute whose cell the session's closure ended ends OK without an outcome, as on the
+    // reference.
+    if (event.type === "outcome" && event.closing) continue;
+    yield event.type === "started"
+      ? { started: { executionId: event.executionId, cellId: event.cellId } }
+      : { outcome: wireOutcome(event.outcome) };
+  }
 }

@@ -108,6 +108,9 @@ export function encodeFrame(message: unknown): Uint8Array {
   return frame;
 }
 
+/** The rejection handler of closing a sink whose reader has gone (nothing is left to tell). */
+function lostReader(_error: unknown): void {}
+
 /**
  * The outgoing side: a FIFO of encoded frames, at most `capacity`, written one at a time and
  * each flushed as it is written. After a write fails (the client closed its end) frames are
@@ -124,6 +127,7 @@ export class FrameWriter {
   #waiting: { frame: Uint8Array; queued: PromiseWithResolvers<void> }[] = [];
   #idle: PromiseWithResolvers<void> | undefined;
   #writing = false;
+  #pumping: Promise<void> = Promise.resolve();
   #broken = false;
 
   /**
@@ -158,7 +162,8 @@ export class FrameWriter {
       return await queued.promise;
     }
     this.#queue.push(frame);
-    if (!this.#writing) void this.#pump();
+    // Never rejects (a failed write breaks the writer); `flushed()` and `close()` wait for it.
+    if (!this.#writing) this.#pumping = this.#pump();
   }
 
   /** Moves waiting frames into the queue while it has room. */
@@ -185,7 +190,9 @@ export class FrameWriter {
   /** Closes the sink after the queued frames. */
   async close(): Promise<void> {
     await this.flushed();
-    await this.#writer.close().catch(() => {});
+    await this.#pumping;
+    // A sink that cannot close has lost its reader: there is no one left to tell.
+    await this.#writer.close().catch(lostReader);
   }
 
   /**

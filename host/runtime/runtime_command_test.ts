@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { buildWorkerCommand } from "./worker_command.ts";
+import { buildRuntimeCommand } from "./runtime_command.ts";
 
 const base = {
   deno: "/opt/deno",
@@ -8,8 +8,8 @@ const base = {
   workerMainHeapMb: 512,
 };
 
-Deno.test("buildWorkerCommand() gives exactly the SPEC §9.3 argv with a main-isolate heap limit (scenario 109)", () => {
-  const command = buildWorkerCommand(base);
+Deno.test("buildRuntimeCommand() gives exactly the SPEC §9.3 argv with a main-isolate heap limit (scenario 109)", () => {
+  const command = buildRuntimeCommand(base);
   assert.deepEqual([command.command, ...command.args], [
     "/opt/deno",
     "run",
@@ -28,15 +28,15 @@ Deno.test("buildWorkerCommand() gives exactly the SPEC §9.3 argv with a main-is
   assert.equal(command.cwd, base.workDir);
 });
 
-Deno.test("buildWorkerCommand() passes no V8 heap flag by default, so cell Workers keep their own limits", () => {
-  const command = buildWorkerCommand({ ...base, workerMainHeapMb: 0 });
+Deno.test("buildRuntimeCommand() passes no V8 heap flag by default, so cell Workers keep their own limits", () => {
+  const command = buildRuntimeCommand({ ...base, workerMainHeapMb: 0 });
   assert.ok(!command.args.some((a) => a.startsWith("--v8-flags")));
   assert.equal(command.args.at(-1), "/rt/runtime.js");
   assert.equal(command.args.at(-2), "--allow-read=/rt");
 });
 
-Deno.test("buildWorkerCommand() passes the six environment variables of §9.3 (DENO_DIR in the work dir) and MALLOC_ARENA_MAX", () => {
-  const { env } = buildWorkerCommand(base);
+Deno.test("buildRuntimeCommand() passes the six environment variables of §9.3 (DENO_DIR in the work dir) and MALLOC_ARENA_MAX", () => {
+  const { env } = buildRuntimeCommand(base);
   assert.deepEqual(env, {
     NO_COLOR: "1",
     DENO_NO_UPDATE_CHECK: "1",
@@ -48,14 +48,14 @@ Deno.test("buildWorkerCommand() passes the six environment variables of §9.3 (D
   });
 });
 
-Deno.test("buildWorkerCommand() puts the --worker-prefix before deno (scenario 114h)", () => {
+Deno.test("buildRuntimeCommand() puts the --worker-prefix before deno (scenario 114h)", () => {
   const prefix = ["systemd-run", "--scope", "-p", "MemoryMax=2G", "--"];
-  const plain = buildWorkerCommand(base);
-  const wrapped = buildWorkerCommand({ ...base, prefix });
+  const plain = buildRuntimeCommand(base);
+  const wrapped = buildRuntimeCommand({ ...base, prefix });
   assert.deepEqual([wrapped.command, ...wrapped.args], [...prefix, plain.command, ...plain.args]);
 });
 
-Deno.test("buildWorkerCommand() uses the configured main-isolate heap", () => {
-  const command = buildWorkerCommand({ ...base, workerMainHeapMb: 32 });
+Deno.test("buildRuntimeCommand() uses the configured main-isolate heap", () => {
+  const command = buildRuntimeCommand({ ...base, workerMainHeapMb: 32 });
   assert.ok(command.args.includes("--v8-flags=--max-old-space-size=32"));
 });

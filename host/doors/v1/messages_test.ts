@@ -1,14 +1,7 @@
 import assert from "node:assert/strict";
 import { TOOL_KIND_FREEFORM, TOOL_KIND_FUNCTION } from "../../core/code_mode_core.ts";
-import {
-  decodeClientMessage,
-  KNOWN_CAPABILITIES,
-  runtimeResponse,
-  toolInvoke,
-  waitOutcome,
-  wireContentItems,
-  wireId,
-} from "./convert.ts";
+import { decodeClientMessage, KNOWN_CAPABILITIES } from "./client_messages.ts";
+import { runtimeResponse, toolInvoke, waitOutcome, wireContentItems, wireId } from "./host_messages.ts";
 import { DecodeError, parseJson } from "./serde.ts";
 
 /** Decodes a frame's JSON text as the connection does. */

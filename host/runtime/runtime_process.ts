@@ -17,18 +17,19 @@ import {
   type WorkerCodec,
   type WorkerToHost,
 } from "../../proto/worker_codec.ts";
-import type { RuntimeEnd, RuntimeTransport } from "./runtime_transport.ts";
-import { buildWorkerCommand } from "./worker_command.ts";
+import type { Logger } from "../ops/log.ts";
+import { refusedAfterEnd, type RuntimeEnd, type RuntimeTransport } from "./runtime_transport.ts";
+import { buildRuntimeCommand } from "./runtime_command.ts";
 import { type MemoryWatchdog, processTree } from "./memory_watchdog.ts";
 import type { OsSandbox } from "./os_sandbox.ts";
 import { sandboxedSignal } from "./os_sandbox_command.ts";
 
-/** Options of {@link spawnWorkerProcess}. */
-export interface WorkerProcessOptions {
+/** Options of {@link spawnRuntimeProcess}. */
+export interface RuntimeProcessOptions {
   codec: WorkerCodec;
   deno: string;
   prefix?: readonly string[];
-  /** Argv that starts this program as a session runtime (see `buildWorkerCommand`). */
+  /** Argv that starts this program as a session runtime (see `buildRuntimeCommand`). */
   self?: readonly string[];
   runtimeDir: string;
   /** Parent of per-runtime work dirs (`<TMPDIR>/code-mode-host`). */
@@ -41,15 +42,42 @@ export interface WorkerProcessOptions {
   memoryWatchdog?: MemoryWatchdog;
   /** Run the runtime inside this bubblewrap sandbox (`--os-sandbox`); none runs it directly. */
   sandbox?: OsSandbox;
-  /** Tests only: `--allow-all` (see `GRANT_ALL_PERMISSIONS_FOR_TESTS`). */
-  allowAllForTests?: boolean;
+  /**
+   * The runtime's Deno permission flags (default `--allow-read=<runtimeDir>`, see
+   * `RuntimeCommandOptions.permissions`); the host never sets them, a {@link RuntimeFactory} may.
+   */
+  permissions?: readonly string[];
   /** Expected Deno version in `Ready` (default: this process's). */
   denoVersion?: string;
   /** Expected protocol version in `Ready` (default {@link WORKER_PROTOCOL_VERSION}). */
   protocolVersion?: number;
   /** `runtimeUnresponsiveMs`: an unanswered ping this old kills the runtime; 0 or absent = no pings. */
   unresponsiveMs?: number;
+  /** Where housekeeping failures go (a work directory left behind); default: nowhere. */
+  log?: Logger;
 }
+
+/**
+ * Makes one session runtime from what the host resolved for it: an extension point of the host
+ * (`HostExtensions.runtimeFactory`). The host calls it for every runtime it starts — warm ones, a
+ * session's, a restart's replacement — with the options {@link spawnRuntimeProcess} takes, and
+ * owns what it returns (it stops or kills it, and awaits its `ended`).
+ *
+ * - The default is {@link spawnRuntimeProcess} (or, with in-process isolation, a runtime inside the
+ *   host's process).
+ * - A factory may wrap the default with other options (e.g. Deno `permissions` for a patched
+ *   runtime that needs them), or return any {@link RuntimeTransport} that speaks the worker protocol.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { type RuntimeFactory, spawnRuntimeProcess } from "./runtime_process.ts";
+ * const readsData: RuntimeFactory = (options) =>
+ *   spawnRuntimeProcess({ ...options, permissions: [`--allow-read=${options.runtimeDir},/srv/data`] });
+ * assert.equal(typeof readsData, "function");
+ * ```
+ */
+export type RuntimeFactory = (options: RuntimeProcessOptions) => RuntimeTransport;
 
 /**
  * Liveness ticks per unresponsive limit: a ping goes out on a tick while none is unanswered, and
@@ -59,6 +87,12 @@ export interface WorkerProcessOptions {
 const PINGS_PER_LIMIT = 4;
 
 let nextId = 0;
+
+/** `ready`'s rejection is for whoever awaits it; this marks it handled for a runtime nobody asked. */
+function reportedByReady(_error: unknown): void {}
+
+/** A failed write is reported to its sender (`send` returns it); the write chain goes on. */
+function reportedToSender(_error: unknown): void {}
 
 /** Keeps the last `capacity` bytes written to it. */
 class TailBuffer {
@@ -90,20 +124,20 @@ class TailBuffer {
 /**
  * Spawns a runtime subprocess. The returned transport's `ready` settles with the `Ready` frame.
  *
- * @param options see {@link WorkerProcessOptions}
+ * @param options see {@link RuntimeProcessOptions}
  * @returns the supervised runtime
  */
-export function spawnWorkerProcess(options: WorkerProcessOptions): RuntimeTransport {
-  return new WorkerProcess(options);
+export function spawnRuntimeProcess(options: RuntimeProcessOptions): RuntimeTransport {
+  return new RuntimeProcess(options);
 }
 
-class WorkerProcess implements RuntimeTransport {
+class RuntimeProcess implements RuntimeTransport {
   readonly id = ++nextId;
   readonly ready: Promise<void>;
   readonly ended: Promise<RuntimeEnd>;
   onMessage: (message: WorkerToHost) => void = () => {};
 
-  #options: WorkerProcessOptions;
+  #options: RuntimeProcessOptions;
   #child: Deno.ChildProcess;
   #writer: WritableStreamDefaultWriter<Uint8Array>;
   #writeChain: Promise<void> = Promise.resolve();
@@ -126,17 +160,17 @@ class WorkerProcess implements RuntimeTransport {
   #rejectReady!: (error: Error) => void;
   #gotReady = false;
 
-  constructor(options: WorkerProcessOptions) {
+  constructor(options: RuntimeProcessOptions) {
     this.#options = options;
     this.#stderr = new TailBuffer(options.stderrTailBytes);
     // Unique even when several hosts share one process (parallel tests).
     this.#workDir = Deno.makeTempDirSync({ dir: options.workParent, prefix: `w-${Deno.pid}-${this.id}-` });
     Deno.mkdirSync(`${this.#workDir}/deno_dir`, { mode: 0o700 });
-    const command = buildWorkerCommand({
+    const command = buildRuntimeCommand({
       deno: options.sandbox?.deno ?? options.deno,
       prefix: options.prefix,
       sandbox: options.sandbox,
-      allowAllForTests: options.allowAllForTests,
+      permissions: options.permissions,
       self: options.self,
       runtimeDir: options.runtimeDir,
       workDir: this.#workDir,
@@ -164,9 +198,10 @@ class WorkerProcess implements RuntimeTransport {
       this.#resolveReady = resolve;
       this.#rejectReady = reject;
     });
-    this.ready.catch(() => {});
-    void this.#pumpStderr();
-    this.ended = this.#supervise();
+    // `ready` rejects for whoever awaits it (the session manager logs a spare's failure); one that
+    // nobody awaited before the runtime was dropped is no unhandled rejection.
+    this.ready.catch(reportedByReady);
+    this.ended = this.#supervise(this.#pumpStderr());
   }
 
   /** The Deno process inside a sandbox without a prefix (found at `Ready`); else the spawned one. */
@@ -187,24 +222,35 @@ class WorkerProcess implements RuntimeTransport {
       this.#options.maxWorkerFrameBytes,
     );
     const write = this.#writeChain.then(() => this.#writer.write(frame));
-    this.#writeChain = write.catch(() => {});
+    // The next frame waits for this one, not for its success: its sender sees the failure.
+    this.#writeChain = write.catch(reportedToSender);
     return write;
   }
 
   async stop(): Promise<RuntimeEnd> {
-    if (!this.#stopping && this.#alive) {
-      this.#stopping = true;
-      void this.send({ shutdown: {} }).catch(() => {});
-      void this.#writeChain.then(() => this.#writer.close()).catch(() => {});
-      const grace = this.#options.workerKillGraceMs;
-      void (async () => {
-        if (await this.#exitsWithin(grace)) return;
-        this.#signal("SIGTERM");
-        if (await this.#exitsWithin(grace)) return;
-        this.#signal("SIGKILL");
-      })();
+    if (this.#stopping || !this.#alive) return await this.ended;
+    this.#stopping = true;
+    const [end] = await Promise.all([this.ended, this.#closeInput(), this.#escalate()]);
+    return end;
+  }
+
+  /** `Shutdown`, then EOF on stdin; a runtime gone meanwhile refuses them, and `ended` says why. */
+  async #closeInput(): Promise<void> {
+    try {
+      await this.send({ shutdown: {} });
+      await this.#writer.close();
+    } catch (error) {
+      refusedAfterEnd(error);
     }
-    return await this.ended;
+  }
+
+  /** SIGTERM after a grace period, SIGKILL after another, unless the runtime exited first. */
+  async #escalate(): Promise<void> {
+    const grace = this.#options.workerKillGraceMs;
+    if (await this.#exitsWithin(grace)) return;
+    this.#signal("SIGTERM");
+    if (await this.#exitsWithin(grace)) return;
+    this.#signal("SIGKILL");
   }
 
   async kill(): Promise<RuntimeEnd> {
@@ -253,7 +299,7 @@ class WorkerProcess implements RuntimeTransport {
     } else if (this.#active && this.#gotReady) {
       const seq = this.#pingSeq = (this.#pingSeq + 1) >>> 0;
       this.#pingOut = { seq, at: now };
-      void this.send({ ping: { seq } }).catch(() => {});
+      this.send({ ping: { seq } }).catch(refusedAfterEnd);
     }
     this.#armPing();
   };
@@ -346,7 +392,7 @@ class WorkerProcess implements RuntimeTransport {
     }
   }
 
-  async #supervise(): Promise<RuntimeEnd> {
+  async #supervise(stderr: Promise<void>): Promise<RuntimeEnd> {
     const reading = this.#readFrames();
     const status = await this.#child.status;
     this.#alive = false;
@@ -354,10 +400,17 @@ class WorkerProcess implements RuntimeTransport {
     clearTimeout(this.#pingTimer);
     this.#pingTimer = undefined;
     if (!this.#gotReady) this.#rejectReady(new Error("session runtime exited before it was ready"));
-    // Give the reader a moment to take frames already in the pipe (a RuntimeFault, say).
-    await Promise.race([reading, new Promise((r) => setTimeout(r, 50))]);
-    await this.#writer.close().catch(() => {});
-    await Deno.remove(this.#workDir, { recursive: true }).catch(() => {});
+    // Give the readers a moment to take what is already in the pipes (a RuntimeFault, say).
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await Promise.race([Promise.all([reading, stderr]), new Promise((r) => timer = setTimeout(r, 50))]);
+    clearTimeout(timer);
+    await this.#writer.close().catch(refusedAfterEnd);
+    await Deno.remove(this.#workDir, { recursive: true }).catch((error) => {
+      this.#options.log?.warn("session runtime work directory not removed", {
+        error: String(error),
+        path: this.#workDir,
+      });
+    });
     const signal = this.#options.sandbox ? sandboxedSignal(status.code, status.signal) : status.signal;
     const base = { code: status.code, signal, stderrTail: this.#stderr.text() };
     if (this.#failure?.kind === "memory") {

@@ -20,7 +20,7 @@ import { Worker } from "node:worker_threads";
 import { encodeFrame, FrameDecoder, FrameError } from "../../proto/frame_codec.ts";
 import type { HostToWorker, WorkerCodec, WorkerToHost } from "../../proto/worker_codec.ts";
 import { type CellWorkerThread, Runtime, type RuntimeInput } from "../../worker/runtime.ts";
-import type { RuntimeEnd, RuntimeTransport } from "./runtime_transport.ts";
+import { refusedAfterEnd, type RuntimeEnd, type RuntimeTransport } from "./runtime_transport.ts";
 
 /** The failure of a platform without what in-process isolation needs (SPEC §9.8). */
 export const IN_PROCESS_UNSUPPORTED = "code-mode in-process isolation needs node:worker_threads and node:vm";
@@ -143,7 +143,7 @@ export class InProcessRuntime implements RuntimeTransport {
       cellsWriteFrames: false,
       collectGarbage: false,
     });
-    void this.#runtime.run().catch((error) => this.#protocolFailure(`runtime failed: ${error}`));
+    this.#runtime.run().catch((error) => this.#protocolFailure(`runtime failed: ${error}`));
   }
 
   get alive(): boolean {
@@ -169,14 +169,16 @@ export class InProcessRuntime implements RuntimeTransport {
   }
 
   async stop(): Promise<RuntimeEnd> {
-    if (!this.#stopping && this.#alive) {
-      this.#stopping = true;
-      void this.send({ shutdown: {} }).catch(() => {});
-      this.#input.close();
-      const timer = setTimeout(() => this.#finish(null), this.#options.workerKillGraceMs);
-      void this.ended.then(() => clearTimeout(timer));
+    if (this.#stopping || !this.#alive) return await this.ended;
+    this.#stopping = true;
+    this.send({ shutdown: {} }).catch(refusedAfterEnd);
+    this.#input.close();
+    const timer = setTimeout(() => this.#finish(null), this.#options.workerKillGraceMs);
+    try {
+      return await this.ended;
+    } finally {
+      clearTimeout(timer);
     }
-    return await this.ended;
   }
 
   async kill(): Promise<RuntimeEnd> {
@@ -192,20 +194,20 @@ export class InProcessRuntime implements RuntimeTransport {
   /**
    * A cell Worker whose `terminate()` waits until it has loaded its module (its first message),
    * and which the runtime's end waits for (at most `workerKillGraceMs`). Under `deno test` (which type-checks a Worker's module as it loads), a Worker
-   * terminated while still loading `cell.js` kept loading, and once the engine had removed the
+   * terminated while still loading `cell.js` kept loading, and once the host had removed the
    * runtime directory it reported `Cannot find module …/cell.js` on stderr.
    */
   #cellThread(url: URL, heapMb: number): CellWorkerThread {
     const worker = new Worker(url, { resourceLimits: { maxOldGenerationSizeMb: heapMb } });
-    const loaded = new Promise<void>((resolve) => {
+    const loaded: Promise<void> = new Promise((resolve) => {
       const done = () => {
         for (const event of LOAD_ENDS) worker.off(event, done);
+        this.#loading.delete(loaded);
         resolve();
       };
       for (const event of LOAD_ENDS) worker.on(event, done);
     });
     this.#loading.add(loaded);
-    void loaded.then(() => this.#loading.delete(loaded));
     const terminate = worker.terminate.bind(worker);
     worker.terminate = () => loaded.then(terminate);
     return worker;
@@ -253,10 +255,11 @@ export class InProcessRuntime implements RuntimeTransport {
       : { kind: "exit", byHost: this.#stopping, ...base };
     // The runtime directory may go once no Worker is still loading from it (a bounded wait).
     if (this.#loading.size === 0) return this.#ended.resolve(end);
-    const timer = setTimeout(() => this.#ended.resolve(end), this.#options.workerKillGraceMs);
-    void Promise.all(this.#loading).then(() => {
-      clearTimeout(timer);
-      this.#ended.resolve(end);
-    });
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<RuntimeEnd>((resolve) =>
+      timer = setTimeout(() => resolve(end), this.#options.workerKillGraceMs)
+    );
+    const loaded = Promise.all(this.#loading).then(() => end);
+    this.#ended.resolve(Promise.race([loaded, late]).finally(() => clearTimeout(timer)));
   }
 }

@@ -1,5 +1,5 @@
 /**
- * Pure policy → argv for a session runtime subprocess (SPEC §9.3). No I/O here.
+ * Pure policy → argv for a session runtime (the per-session Deno subprocess, SPEC §9.3). No I/O here.
  *
  * @module
  */
@@ -9,8 +9,8 @@ import { buildSandboxArgv } from "./os_sandbox_command.ts";
 /** File name of the bundled runtime entry inside the runtime directory. */
 export const RUNTIME_ENTRY = "runtime.js";
 
-/** Inputs of {@link buildWorkerCommand}. */
-export interface WorkerCommandOptions {
+/** Inputs of {@link buildRuntimeCommand}. */
+export interface RuntimeCommandOptions {
   /** The Deno binary for runtimes (`--deno`, default `Deno.execPath()`). */
   deno: string;
   /** `--worker-prefix`: placed before `<deno>` (default none). */
@@ -42,28 +42,20 @@ export interface WorkerCommandOptions {
    */
   sandbox?: { bwrap: string; readOnly: readonly string[] };
   /**
-   * Tests only: `--allow-all` instead of `--allow-read=<runtimeDir>`, to show that the OS sandbox
-   * holds when Deno's permissions do not. Set only through {@link GRANT_ALL_PERMISSIONS_FOR_TESTS}.
+   * The runtime's Deno permission flags (default `--allow-read=<runtimeDir>`: the runtime directory
+   * is its only readable path, SPEC §9.3). The host never sets them; a runtime factory
+   * (`RuntimeFactory`) that runs a patched runtime needing other permissions passes them. Ignored
+   * with `self` (a compiled executable's permissions are fixed; it narrows them itself).
    */
-  allowAllForTests?: boolean;
+  permissions?: readonly string[];
 }
 
-/**
- * Tests only: a `HostOptions` property under this key, set to `true`, runs every runtime with
- * `--allow-all` (issue 22's "both layers hold" test). A module-private `Symbol()` (not
- * `Symbol.for`): the CLI passes only strings, `mod.ts` does not export it, and JSON cannot make
- * a symbol key, so only code importing this internal module can set it.
- */
-export const GRANT_ALL_PERMISSIONS_FOR_TESTS: unique symbol = Symbol(
-  "grant every Deno permission (tests only)",
-);
-
 /** A complete spawn description. */
-export interface WorkerCommand {
+export interface RuntimeCommand {
   command: string;
   args: string[];
   /**
-   * The six variables of SPEC §9.3 and `MALLOC_ARENA_MAX` (see {@link buildWorkerCommand}); the
+   * The six variables of SPEC §9.3 and `MALLOC_ARENA_MAX` (see {@link buildRuntimeCommand}); the
    * spawn clears everything else.
    */
   env: Record<string, string>;
@@ -78,18 +70,18 @@ export interface WorkerCommand {
  * the arena limit is what brings it there (see the comment at the variable). It is a constant,
  * so no variable of the host's own environment reaches a runtime.
  *
- * @param options see {@link WorkerCommandOptions}
+ * @param options see {@link RuntimeCommandOptions}
  * @returns the command; `args` excludes `command` itself
  * @example
  * ```ts
  * import assert from "node:assert/strict";
- * const c = buildWorkerCommand({ deno: "/d", runtimeDir: "/r", workDir: "/w", workerMainHeapMb: 512 });
+ * const c = buildRuntimeCommand({ deno: "/d", runtimeDir: "/r", workDir: "/w", workerMainHeapMb: 512 });
  * assert.equal(c.command, "/d");
  * assert.equal(c.args[0], "run");
  * assert.equal(c.env.DENO_DIR, "/w/deno_dir");
  * ```
  */
-export function buildWorkerCommand(options: WorkerCommandOptions): WorkerCommand {
+export function buildRuntimeCommand(options: RuntimeCommandOptions): RuntimeCommand {
   const runtimeDir = options.runtimeDir.replace(/\/+$/, "");
   // The prefix wraps the sandbox, which wraps the runtime (a separate Deno, or this executable).
   const outer = [
@@ -108,7 +100,7 @@ export function buildWorkerCommand(options: WorkerCommandOptions): WorkerCommand
     "--no-remote",
     "--no-npm",
     "--no-code-cache",
-    options.allowAllForTests === true ? "--allow-all" : `--allow-read=${runtimeDir}`,
+    ...(options.permissions ?? [`--allow-read=${runtimeDir}`]),
     ...(options.workerMainHeapMb > 0 ? [`--v8-flags=--max-old-space-size=${options.workerMainHeapMb}`] : []),
     `${runtimeDir}/${RUNTIME_ENTRY}`,
   ];

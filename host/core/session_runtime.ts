@@ -1,0 +1,314 @@
+/**
+ * A session's runtime supervision (SPEC §3.5, §4.5): the session runtime its cells run in, the
+ * frames sent to it, and what happens when it ends or must be replaced.
+ *
+ * - A runtime is configured as it is attached, and a replacement first gets the session's whole
+ *   store (`reset`), before any later `StartCell` (SPEC §6).
+ * - A frame sent without waiting that the runtime refuses is logged at `debug`: a runtime refuses
+ *   frames only once it has ended, and its end is handled here with its reason.
+ * - A runtime that ends on its own while the session is open is the session's crash
+ *   ({@link SessionRuntimeOptions.crashed}) — except when it died of a cell's heap limit (see
+ *   {@link SessionRuntime.#ended}): then, as after a hard stop, its cells end and a replacement
+ *   runtime takes over with the session's stored values.
+ * - One replacement at a time: {@link SessionRuntime.restarting} is what `StartCell` and the
+ *   session's close wait for.
+ *
+ * @module
+ */
+import type { HostToWorker } from "../../proto/worker_codec.ts";
+import type { Cell } from "./cell.ts";
+import type { EndReason } from "./cell_channel.ts";
+import type { Clock } from "./clock.ts";
+import type { Limits } from "./limits.ts";
+import type { LogFields, Logger } from "../ops/log.ts";
+import type { CrashLabel, HostMetrics } from "../ops/telemetry.ts";
+import { crashReason, type RuntimeEnd, type RuntimeTransport } from "../runtime/runtime_transport.ts";
+import type { StoreUpdate } from "./stored_values.ts";
+
+/**
+ * Cooperative-stop deadlines a cell whose isolate has not begun gets before its runtime is
+ * restarted: 5 × `cooperativeStopMs` (500 ms), inside Terminate's 1 s bound (SPEC §4.5).
+ */
+const UNSTARTED_STOP_ROUNDS = 5;
+
+/** The crash label of a runtime's end (`code_mode_runtime_crashes_total{reason}`). */
+function crashLabel(end: RuntimeEnd): CrashLabel {
+  if (end.kind !== "exit") return end.kind;
+  if (/heap limit|out of memory/i.test(end.stderrTail)) return "heap";
+  return end.signal ? "signal" : "exit";
+}
+
+function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
+
+/** Construction options of a {@link SessionRuntime}. */
+export interface SessionRuntimeOptions {
+  /** The first runtime, ready. */
+  runtime: RuntimeTransport;
+  /** The session's host-local number (logs). */
+  ref: number;
+  /** The session's cell heap limit, MiB (a heap-limit death names it). */
+  cellHeapMb: number;
+  limits: Limits;
+  log: Logger;
+  clock: Clock;
+  metrics: HostMetrics;
+  /** The session's ID (each runtime is configured with it as it is attached). */
+  sessionId: string;
+  /** The session's output truncation (`OUTPUT_CLIENT` or `OUTPUT_SERVER`). */
+  outputMode: number;
+  /** The runtime also measures what JSON escaping adds to reduced texts (a JSON door's session). */
+  jsonOutcomeSizes: boolean;
+  /** The session's cells whose isolate has not stopped, by cell ID (shared, read only here). */
+  running: ReadonlyMap<string, Cell>;
+  /** The session's stored values as one `reset` update (none when empty). */
+  replica(): StoreUpdate | undefined;
+  /** Whether the session is open (a runtime's end while closing is no crash). */
+  isOpen(): boolean;
+  /** Obtains a replacement runtime (SPEC §4.5). */
+  replace(): Promise<RuntimeTransport>;
+  /**
+   * The session failed (its runtime crashed, or could not be replaced).
+   *
+   * @param reason the crash reason (SPEC §3.5)
+   * @param panicked the runtime reported a fault of its own (`… thread panicked`)
+   * @param fields log fields (exit code, signal, stderr tail)
+   */
+  crashed(reason: string, panicked: boolean, fields?: LogFields): void;
+}
+
+/** The runtime of one session, supervised. */
+export class SessionRuntime {
+  #options: SessionRuntimeOptions;
+  #current: RuntimeTransport;
+  /** Set while a replacement is obtained; StartCell and the session's close wait for it. */
+  #restarting: Promise<void> | undefined;
+
+  /** @param options see {@link SessionRuntimeOptions} */
+  constructor(options: SessionRuntimeOptions) {
+    this.#options = options;
+    this.#current = options.runtime;
+    this.#attach(options.runtime);
+  }
+
+  /** The runtime the session's next cells start on. */
+  get current(): RuntimeTransport {
+    return this.#current;
+  }
+
+  /** Resolves once a replacement in progress is in place (or given up); `undefined` when none is. */
+  get restarting(): Promise<void> | undefined {
+    return this.#restarting;
+  }
+
+  /**
+   * Sends a frame and resolves once it is written; a refusal (the runtime has ended) is logged.
+   *
+   * @param message the frame
+   * @param runtime the runtime to send it to (default the current one)
+   */
+  send(message: HostToWorker, runtime: RuntimeTransport = this.#current): Promise<void> {
+    return runtime.send(message).catch(this.#refused);
+  }
+
+  /**
+   * Sends a frame without waiting for it (see {@link SessionRuntime.send}).
+   *
+   * @param message the frame
+   */
+  post(message: HostToWorker): void {
+    this.#current.send(message).catch(this.#refused);
+  }
+
+  readonly #refused = (error: unknown): void => {
+    this.#options.log.debug("code-mode frame not sent: the session runtime has ended", {
+      session_ref: this.#options.ref,
+      error: messageOf(error),
+    });
+  };
+
+  /** Whether cells run (the runtime's liveness is checked while they do). */
+  setActive(active: boolean): void {
+    this.#current.setActive?.(active);
+  }
+
+  #attach(runtime: RuntimeTransport): void {
+    const running = this.#options.running;
+    runtime.onMessage = (message) => {
+      const event = message.cellEvent;
+      if (event) running.get(event.cellId)?.onEvent(event);
+    };
+    this.post({ configure: this.#configure() });
+    const replica = this.#options.replica();
+    if (replica) this.post({ storeUpdate: replica });
+    // `ended` never rejects.
+    runtime.ended.then((end) => this.#ended(runtime, end));
+    // A replacement runtime may come while cells are already waiting for it.
+    if (running.size > 0) runtime.setActive?.(true);
+  }
+
+  /** The `Configure` frame each runtime gets as it is attached. */
+  #configure(): NonNullable<HostToWorker["configure"]> {
+    const { limits } = this.#options;
+    return {
+      sessionId: this.#options.sessionId,
+      outputTruncation: this.#options.outputMode,
+      cellHeapLimitMb: this.#options.cellHeapMb,
+      maxMessageBytes: limits.maxMessageBytes,
+      maxStoredValueBytes: limits.maxStoredValueBytes,
+      outputEventCredit: limits.outputEventQueueCapacity,
+      outputByteCredit: limits.outputEventQueueBytes,
+      maxFrameBytes: limits.maxWorkerFrameBytes,
+      ...(this.#options.jsonOutcomeSizes ? { jsonSizes: true } : {}),
+    };
+  }
+
+  /**
+   * The cell actor's failure handler (SPEC §4.12 A9–A10), decided from the cell's runtime: alive,
+   * or stopped by the host (a hard stop, closing, shutdown), the failure stays a cell error and is
+   * logged; a runtime that died on its own is a session crash (§3.5), reported once its exit is
+   * known (the same report as the runtime's own end, whichever comes first).
+   *
+   * @param cell the cell
+   * @param runtime the runtime the cell ran on
+   * @param reason the actor's reason
+   * @param detail what ended the isolate, when known
+   */
+  cellFailed(cell: Cell, runtime: RuntimeTransport, reason: string, detail?: string): void {
+    const log = this.#options.log;
+    const fields = { session_ref: this.#options.ref, cell_id: cell.id, ...(detail ? { error: detail } : {}) };
+    if (runtime.alive) return log.warn(`code-mode cell failed: ${reason}`, fields);
+    runtime.ended.then((end) => {
+      if (end.byHost) log.debug(`code-mode cell failed: ${reason}`, fields);
+      else this.#ended(runtime, end);
+    });
+  }
+
+  #ended(runtime: RuntimeTransport, end: RuntimeEnd): void {
+    if (runtime !== this.#current) return;
+    const running = this.#options.running;
+    if (this.#options.isOpen() && !end.byHost) {
+      // One allocation far over a cell's heap limit (`new Array(1e7).fill(1.5)` under 16 MiB) is
+      // beyond what its Worker's limit can contain: V8 ends the whole runtime. That is the
+      // running cells' heap limit, not the session's end: they fail as over it, and the session
+      // goes on in a new runtime with its stored values (as after a hard stop). Only when the
+      // runtime's main isolate has V8's default limit (no `workerMainHeapMb`): its stderr does not
+      // say which isolate died, and with the default the main isolate is not the one.
+      const heap = crashLabel(end) === "heap" && running.size > 0 &&
+        this.#options.limits.workerMainHeapMb === 0;
+      if (heap) return this.#recoverFromHeapLimit(end);
+      this.#options.metrics.runtimeCrashed(crashLabel(end));
+      return this.#options.crashed(crashReason(end), end.kind === "fault", {
+        exit_code: end.code,
+        signal: end.signal,
+        stderr_tail: end.stderrTail,
+      });
+    }
+    for (const cell of [...running.values()]) cell.end();
+  }
+
+  /** The runtime died of a cell's heap limit (see {@link SessionRuntime.#ended}): replace it. */
+  #recoverFromHeapLimit(end: RuntimeEnd): void {
+    if (this.#restarting) return;
+    this.#options.metrics.runtimeCrashed("heap");
+    const limitMb = this.#options.cellHeapMb;
+    this.#replace(
+      (cell) => cell.terminating ? { kind: "default" } : { kind: "heapLimit", limitMb },
+      "session runtime replaced: a cell's allocation passed its heap limit",
+      { cell_ids: [...this.#options.running.keys()].join(","), exit_code: end.code, signal: end.signal },
+    );
+  }
+
+  /**
+   * Asks the runtime to stop a cell (StopCell). A cell running synchronous code cannot confirm: its
+   * runtime is restarted (SPEC §4.5), or, without a hard stop (in-process isolation, SPEC §9.8),
+   * the cell is abandoned. A cell whose isolate has not begun cannot be running code: its runtime
+   * is busy (creating a Worker blocks it ~30 ms, more on a loaded machine), and a restart would end
+   * the session's other cells, so it gets up to {@link UNSTARTED_STOP_ROUNDS} deadlines.
+   *
+   * @param cell the cell to stop
+   */
+  stopCell(cell: Cell): void {
+    if (!cell.running || !this.#options.isOpen()) return;
+    this.post({ stopCell: { cellId: cell.id } });
+    const { clock, limits } = this.#options;
+    const stopMs = limits.cooperativeStopMs;
+    // Began before the stop, or seen begun one deadline ago: it had its full deadline.
+    let hadDeadline = cell.began;
+    let rounds = 0;
+    const check = () => {
+      if (!cell.running || !this.#options.isOpen()) return;
+      if (hadDeadline || ++rounds >= UNSTARTED_STOP_ROUNDS) {
+        if (this.#current.hardStop === false) return this.#abandon(cell);
+        return this.#restartFor(cell);
+      }
+      hadDeadline = cell.began;
+      clock.setTimeout(check, stopMs);
+    };
+    clock.setTimeout(check, stopMs);
+  }
+
+  /** Ends a cell that did not confirm its stop, leaving its isolate to the runtime (SPEC §9.8). */
+  #abandon(cell: Cell): void {
+    this.#current.abandonCell?.(cell.id);
+    cell.end({ kind: "default" });
+    this.#options.log.warn("cell did not confirm its stop and was abandoned", {
+      session_ref: this.#options.ref,
+      cell_id: cell.id,
+    });
+  }
+
+  /**
+   * Hard stop (SPEC §4.5): kills the runtime, ends every cell that ran in it, and replaces the
+   * runtime while the session, its lease and its stored values stay.
+   */
+  #restartFor(stopped: Cell): void {
+    if (this.#restarting) return;
+    // Never rejects; the session manager watches every runtime's end and reaps it.
+    this.#current.kill();
+    this.#options.metrics.runtimeRestarted();
+    this.#replace(
+      (cell) => cell.terminating ? { kind: "default" } : { kind: "restart", stoppedCellId: stopped.id },
+      "session runtime restarted to stop a cell",
+      { cell_id: stopped.id },
+    );
+  }
+
+  /**
+   * Ends every cell of the current (killed or dead) runtime with its reason and replaces the
+   * runtime; the session, its lease and its stored values stay. {@link SessionRuntime.restarting}
+   * is set until the replacement is in place; a failure is the session's crash.
+   */
+  #replace(reason: (cell: Cell) => EndReason, message: string, fields: LogFields): void {
+    if (this.#restarting) return;
+    const done = Promise.withResolvers<void>();
+    this.#restarting = done.promise;
+    this.#replaceNow(reason, message, fields)
+      .catch((error) =>
+        this.#options.crashed(`session runtime could not be replaced: ${messageOf(error)}`, false)
+      )
+      .finally(() => {
+        this.#restarting = undefined;
+        done.resolve();
+      });
+  }
+
+  async #replaceNow(reason: (cell: Cell) => EndReason, message: string, fields: LogFields): Promise<void> {
+    for (const cell of [...this.#options.running.values()]) cell.end(reason(cell));
+    const next = await this.#options.replace();
+    if (!this.#options.isOpen()) {
+      // The session began closing meanwhile. Never rejects; the session manager reaps the spare.
+      next.stop();
+      return;
+    }
+    this.#current = next;
+    this.#attach(next);
+    this.#options.log.info(message, { session_ref: this.#options.ref, ...fields });
+  }
+
+  /** Orderly stop of the current runtime (the session's close). */
+  async stop(): Promise<void> {
+    await this.#current.stop();
+  }
+}

@@ -1,0 +1,127 @@
+/**
+ * The Client-mode collector (SPEC §8.3).
+ *
+ * Contract:
+ * - Items are kept exactly as pushed while the window's encoded content fits `maxMessageBytes`;
+ *   past that the window retains nothing and only counts encoded bytes
+ *   ({@link OutputCollector.encodedBytes}), because it cannot be delivered anyway.
+ *
+ * @module
+ */
+import { MAX_MESSAGE_BYTES } from "../../proto/bytes.ts";
+import {
+  contentItemEncodedBytes,
+  contentJsonOf,
+  type ContentJsonSize,
+  type OutputCollector,
+  type OutputItem,
+  type OutputLimits,
+  type PushedItem,
+  type RenderedEntry,
+} from "./output_items.ts";
+
+/** A list of items, kept exactly as produced while they fit one message (SPEC §8.3). */
+export class ClientOutputCollector implements OutputCollector {
+  readonly mode = "client";
+  readonly #limit: number;
+  #items: PushedItem[] = [];
+  #encoded = 0;
+  #pushed = 0;
+  /** Counted from the push that took the window over its limit (before that, the items are there). */
+  #json: ContentJsonSize | undefined;
+
+  constructor(limits: OutputLimits) {
+    this.#limit = limits.maxMessageBytes ?? MAX_MESSAGE_BYTES;
+  }
+
+  get contentJson(): ContentJsonSize | undefined {
+    return this.#json;
+  }
+
+  /** Adds items to the JSON count (started with the retained items when the window outgrows its limit). */
+  #countJson(items: Iterable<PushedItem>): void {
+    this.#addJsonSize(contentJsonOf(items));
+  }
+
+  #addJsonSize(size: ContentJsonSize): void {
+    const json = this.#json ??= { payloadBytes: 0, shapes: new Map() };
+    json.payloadBytes += size.payloadBytes;
+    for (const [shape, n] of size.shapes) json.shapes.set(shape, (json.shapes.get(shape) ?? 0) + n);
+  }
+
+  /** Adds another window's JSON count (or its retained items') to this one's. */
+  #addJson(other: ClientOutputCollector): void {
+    this.#addJsonSize(other.#json ?? contentJsonOf(other.#items));
+  }
+
+  get isEmpty(): boolean {
+    return this.#pushed === 0;
+  }
+
+  get encodedBytes(): number {
+    return this.#encoded;
+  }
+
+  get omittedTextBytes(): number {
+    return 0;
+  }
+
+  push(item: PushedItem): void {
+    this.#pushed++;
+    this.#encoded += contentItemEncodedBytes(item);
+    if (this.#encoded <= this.#limit) {
+      this.#items.push(item);
+      return;
+    }
+    if (this.#json === undefined) this.#countJson(this.#items);
+    this.#countJson([item]);
+    this.#items = [];
+  }
+
+  #retained(): OutputItem[] {
+    if (this.#encoded > this.#limit) {
+      throw new RangeError(`a Client window of ${this.#encoded} bytes exceeds ${this.#limit} bytes`);
+    }
+    return this.#items as OutputItem[];
+  }
+
+  render(): OutputItem[] {
+    return [...this.#retained()];
+  }
+
+  entries(): RenderedEntry[] {
+    return this.#retained().map((item, owner) =>
+      item.type === "text" ? { kind: "text", text: item.text, owner } : { kind: "anchor", item }
+    );
+  }
+
+  take(): OutputCollector {
+    const taken = new ClientOutputCollector({ maxMessageBytes: this.#limit });
+    taken.#items = this.#items;
+    taken.#encoded = this.#encoded;
+    taken.#pushed = this.#pushed;
+    taken.#json = this.#json;
+    this.#items = [];
+    this.#encoded = 0;
+    this.#pushed = 0;
+    this.#json = undefined;
+    return taken;
+  }
+
+  restore(taken: OutputCollector): void {
+    if (!(taken instanceof ClientOutputCollector)) throw new TypeError("restore needs a Client collector");
+    this.#encoded += taken.#encoded;
+    this.#pushed += taken.#pushed;
+    if (this.#encoded > this.#limit) {
+      if (this.#json === undefined) this.#countJson(this.#items);
+      this.#addJson(taken);
+      this.#items = [];
+    } else {
+      this.#items = this.#items.length === 0 ? taken.#items : [...taken.#items, ...this.#items];
+    }
+    taken.#items = [];
+    taken.#encoded = 0;
+    taken.#pushed = 0;
+    taken.#json = undefined;
+  }
+}
