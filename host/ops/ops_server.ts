@@ -82,6 +82,9 @@ export function startOpsServer(options: OpsServerOptions): OpsServer {
   }
   const port = server.addr.port;
   let closing: Promise<void> | undefined;
-  const close = () => closing ??= server.shutdown().catch(() => {});
+  const close = () => closing ??= server.shutdown().catch(alreadyClosed);
   return { port, url: `http://${shown}:${port}`, close, [Symbol.asyncDispose]: close };
 }
+
+/** A second shutdown of a server already closed rejects; closing is idempotent here, so it resolves. */
+function alreadyClosed(): void {}

@@ -103,6 +103,7 @@ class OtelSpan implements HostSpan {
 export class OtelTracer implements HostTracer {
   readonly enabled = true;
   readonly #provider: TracerProvider;
+  readonly #log?: Logger;
   readonly #tracer;
   readonly #propagator = new W3CTraceContextPropagator();
 
@@ -126,6 +127,7 @@ export class OtelTracer implements HostTracer {
     });
     this.#tracer = this.#provider.getTracer(SERVICE_NAME);
     const log = options.log;
+    this.#log = log;
     if (log) {
       const warn = (message: string) => log.repeated("warn", "otel", "trace export: " + message);
       diag.setLogger({
@@ -160,7 +162,7 @@ export class OtelTracer implements HostTracer {
    * @returns when the queue has been handed to the exporter and answered
    */
   flush(): Promise<void> {
-    return this.#provider.forceFlush().catch(() => {});
+    return this.#provider.forceFlush().catch((error) => this.#exportFailed("flush", error));
   }
 
   /**
@@ -169,6 +171,15 @@ export class OtelTracer implements HostTracer {
    * @returns when done
    */
   shutdown(): Promise<void> {
-    return this.#provider.shutdown().catch(() => {});
+    return this.#provider.shutdown().catch((error) => this.#exportFailed("shutdown", error));
+  }
+
+  /** A failed export is the collector's problem, never the host's: logged, then the call resolves. */
+  #exportFailed(what: string, error: unknown): void {
+    this.#log?.repeated(
+      "warn",
+      "otel",
+      `trace export: ${what} failed: ${String((error as Error)?.message ?? error)}`,
+    );
   }
 }
