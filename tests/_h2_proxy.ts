@@ -18,6 +18,8 @@ export interface H2Proxy extends AsyncDisposable {
   readonly accepted: number;
   /** PING acknowledgements dropped so far. */
   readonly droppedPingAcks: number;
+  /** Resolves when the first PING acknowledgement is dropped. */
+  readonly pingAckDropped: Promise<void>;
 }
 
 /**
@@ -37,6 +39,7 @@ export function startH2Proxy(target: string, options: { dropPingAcks?: boolean }
   const pumps: Promise<void>[] = [];
   let accepted = 0;
   let droppedPingAcks = 0;
+  const firstDrop = Promise.withResolvers<void>();
 
   async function pumpRaw(from: Deno.Conn, to: Deno.Conn): Promise<void> {
     try {
@@ -70,6 +73,7 @@ export function startH2Proxy(target: string, options: { dropPingAcks?: boolean }
           buffer = buffer.slice(9 + length);
           if (options.dropPingAcks && frame[3] === PING && (frame[4] & ACK) !== 0) {
             droppedPingAcks++;
+            firstDrop.resolve();
             continue;
           }
           await writer.write(frame);
@@ -101,6 +105,7 @@ export function startH2Proxy(target: string, options: { dropPingAcks?: boolean }
     get droppedPingAcks() {
       return droppedPingAcks;
     },
+    pingAckDropped: firstDrop.promise,
     async [Symbol.asyncDispose]() {
       listener.close();
       for (const conn of conns) {

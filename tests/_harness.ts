@@ -50,8 +50,12 @@ export function rawClient(address: string): { client: RawClient; channel: Channe
 /** Log lines captured from an in-process host. */
 export class CapturedLog extends Logger {
   readonly lines: Record<string, unknown>[] = [];
-  constructor(level: "debug" | "info" = "info") {
-    super(level, (line) => this.lines.push(JSON.parse(line)));
+  /**
+   * @param level the threshold
+   * @param now the clock of the logger's repeat intervals (default `performance.now`)
+   */
+  constructor(level: "debug" | "info" = "info", now?: () => number) {
+    super(level, (line) => this.lines.push(JSON.parse(line)), now);
   }
 }
 
@@ -134,6 +138,11 @@ export interface OpenSession extends AsyncDisposable {
   next(): Promise<IteratorResult<Msg>>;
   /** Events already read. */
   events: Msg[];
+  /**
+   * Resolves `true` once an event read (by `next` or `pump`) matches `predicate`, at once if one
+   * already did; `false` if none has after `ms` (default 5 s).
+   */
+  received(predicate: (event: Msg) => boolean, ms?: number): Promise<boolean>;
   /** Resolves with the lease's end: `undefined` for OK, else the ClientError. */
   end: Promise<ClientError | undefined>;
   /** Cancels the lease stream. */
@@ -154,16 +163,26 @@ export async function openSession(
   const first = await iterator.next();
   if (first.done || !first.value.opened) throw new Error("lease did not start with opened");
   const events: Msg[] = [];
+  const watchers = new Set<{ predicate: (event: Msg) => boolean; resolve: () => void }>();
+  const record = (event: Msg) => {
+    events.push(event);
+    for (const w of watchers) if (w.predicate(event)) watchers.delete(w), w.resolve();
+  };
   const end = Promise.withResolvers<ClientError | undefined>();
   let pumping = false;
   const session: OpenSession = {
     id: first.value.opened.sessionId,
     opened: first.value.opened,
     events,
+    received: (predicate, ms = 5_000) => {
+      if (events.some(predicate)) return Promise.resolve(true);
+      const seen = new Promise<void>((resolve) => watchers.add({ predicate, resolve }));
+      return settledWithin(seen, ms);
+    },
     end: end.promise,
     next: async () => {
       const r = await iterator.next();
-      if (!r.done) events.push(r.value);
+      if (!r.done) record(r.value);
       return r;
     },
     cancel: () => abort.abort(),
@@ -175,7 +194,7 @@ export async function openSession(
           for (;;) {
             const r = await iterator.next();
             if (r.done) return end.resolve(undefined);
-            events.push(r.value);
+            record(r.value);
           }
         } catch (error) {
           end.resolve(error as ClientError);
@@ -286,6 +305,21 @@ export function inFlight(h: TestHost, sessionId: string, n: number): Promise<boo
 /** Resolves once the lease has carried a notification with `text` (a barrier a cell can set). */
 export function notified(s: OpenSession, text: string): Promise<boolean> {
   return eventually(() => s.events.some((e) => e.notification?.text === text), 5_000);
+}
+
+/**
+ * Waits for an event with a bound: resolves `true` once `promise` settles, `false` if `ms` pass
+ * first (never rejects). The test's own assertions then tell whether what it waited for came.
+ */
+export async function settledWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const late = new Promise<false>((resolve) => timer = setTimeout(() => resolve(false), ms));
+  const settled = promise.then(() => true as const, () => true as const);
+  try {
+    return await Promise.race([settled, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** Polls `predicate` every 10 ms until it holds or `ms` pass. */

@@ -1,6 +1,6 @@
 /**
  * Helpers of the V1 end-to-end tests: the host's descendants (its session runtimes) from /proc,
- * a process's resident memory, and common tool definitions.
+ * a process's resident memory and the bytes it wrote, and common tool definitions.
  *
  * @module
  */
@@ -46,6 +46,15 @@ export function rssBytes(pid: number): number {
     const status = Deno.readTextFileSync(`/proc/${pid}/status`);
     const kb = /VmRSS:\s+(\d+) kB/.exec(status);
     return kb ? Number(kb[1]) * 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/** Bytes a process has written so far (`wchar` of /proc/PID/io; 0 once it is gone). */
+export function writtenBytes(pid: number): number {
+  try {
+    return Number(/^wchar: (\d+)$/m.exec(Deno.readTextFileSync(`/proc/${pid}/io`))?.[1] ?? 0);
   } catch {
     return 0;
   }

@@ -10,7 +10,8 @@ import { NoopCodeModeSessionDelegate } from "../client/session.ts";
 import { RESET_MESSAGE } from "../client/status_text.ts";
 import { createHost } from "../host/doors/grpc/server.ts";
 import { Logger } from "../host/ops/log.ts";
-import { eventually, serve, startHost } from "./_harness.ts";
+import { turn } from "../host/testing.ts";
+import { eventually, serve, settledWithin, startHost } from "./_harness.ts";
 import { FakeClock, RecordingDelegate, rejection, relay, run, textResponse } from "./_client_harness.ts";
 import { providerScenarios } from "./_provider_suite.ts";
 
@@ -140,7 +141,9 @@ Deno.test("134: deadlines run on the provider clock: Terminate times out after 6
   outcome.catch(() => {});
   assert.ok(await eventually(() => clock.sleeping === 1), "the outcome's deadline is armed");
   clock.advance(179_000);
-  await new Promise((r) => setTimeout(r, 50));
+  // A deadline that expired settles the outcome in promise callbacks alone (no I/O): one turn of
+  // the event loop runs them all.
+  await turn();
   assert.equal(settled, false, "the execution outcome deadline is 60 s + 120 s + 1 s");
   clock.advance(2_500);
   assert.equal(
@@ -463,25 +466,38 @@ Deno.test("129: UNAVAILABLE keeps a routed binding; with x-code-mode-route-lost 
 
 Deno.test("141: a CompleteToolCall failing NOT_FOUND after the invocation was cancelled leaves the binding live", async () => {
   let completions = 0;
+  // The cell's CellClosed reached the client: the cancellation of its unawaited call came before
+  // it on the same lease stream.
+  const closed = Promise.withResolvers<void>();
+  const answered = Promise.withResolvers<void>();
   await using h = await startHost({
     middleware: around(async (method) => {
       if (method !== "CompleteToolCall") return;
       completions++;
       // Answer only once the cell has finished and its unawaited call was cancelled.
-      await new Promise((r) => setTimeout(r, 600));
+      await settledWithin(closed.promise, 10_000);
+      answered.resolve();
       throw new ServerError(Status.NOT_FOUND, "unknown code-mode tool invocation");
     }),
   });
   const session = await new GrpcCodeModeSessionProvider(endpoint(h.host.port)).createSession();
   const echo = { name: "echo", toolName: { name: "echo" }, description: "", kind: "function" as const };
+  const delegate = new RecordingDelegate();
+  delegate.cellClosed = (cellId) => {
+    delegate.closed.push(cellId);
+    closed.resolve();
+  };
   const cell = await session.execute({
     toolCallId: "c",
     enabledTools: [echo],
     source: 'tools.echo(1).catch(() => {}); await new Promise((r) => setTimeout(r, 200)); text("done")',
-  }, new RecordingDelegate());
+  }, delegate);
   assert.equal((await cell.initialResponse()).type, "result");
   assert.ok(await eventually(() => completions === 1, 5_000));
-  await new Promise((r) => setTimeout(r, 800));
+  // The NOT_FOUND is on its way: the next cell's Execute, on the same connection, reaches the
+  // host after it and its answer comes back after it, so a binding the NOT_FOUND failed would
+  // fail that cell.
+  await settledWithin(answered.promise, 10_000);
   assert.equal((await run(session, 'text("live")')).cellId, "2");
   await session.shutdown();
 });
@@ -563,12 +579,28 @@ Deno.test("141b: no request of execute, wait or terminate carries grpc-timeout (
 });
 
 Deno.test("tool calls, notifications and CellClosed that arrive before the Execute's `started` still reach their cell", async () => {
-  // Hold back the Execute stream's `started` so the other streams' events of the cell come first.
+  // Hold back the Execute stream's `started` so the other streams' events of the cell come first:
+  // it goes out once the lease has sent the cell's notification and the subscription its tool call
+  // (one connection carries all three streams, in the order they were written).
+  const notified = Promise.withResolvers<void>();
+  const called = Promise.withResolvers<void>();
   const middleware = async function* (call: Call, context: CallContext) {
-    if (!call.method.path.endsWith("/Execute")) return yield* call.next(call.request, context);
-    for await (const event of call.next(call.request, context) as AsyncGenerator<{ started?: unknown }>) {
-      if (event.started) await new Promise((r) => setTimeout(r, 500));
+    const method = call.method.path.replace(/^.*\//, "");
+    if (method === "Execute") {
+      for await (const event of call.next(call.request, context) as AsyncGenerator<{ started?: unknown }>) {
+        if (event.started) await settledWithin(Promise.all([notified.promise, called.promise]), 10_000);
+        yield event;
+      }
+      return;
+    }
+    if (method !== "OpenSession" && method !== "SubscribeToToolCalls") {
+      return yield* call.next(call.request, context);
+    }
+    type Sent = { notification?: unknown; invocationId?: string };
+    for await (const event of call.next(call.request, context) as AsyncGenerator<Sent>) {
       yield event;
+      if (event.notification) notified.resolve();
+      if (event.invocationId) called.resolve();
     }
   } as unknown as ServerMiddleware;
   await using h = await startHost({ middleware });

@@ -27,9 +27,21 @@ class Delegate implements CodeModeSessionDelegate {
     this.calls.push(call.input);
     return Promise.resolve((call.input as number) + 1);
   }
+  #noted: [string, () => void][] = [];
   notify(_callId: string, _cellId: string, text: string): Promise<void> {
     this.notes.push(text);
+    for (const [want, resolve] of this.#noted) if (want === text) resolve();
     return Promise.resolve();
+  }
+  /** Resolves once a notification with `text` was delivered, or after `ms` (the caller's assertions tell). */
+  async noted(text: string, ms = 10_000): Promise<void> {
+    if (this.notes.includes(text)) return;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    await new Promise<void>((resolve) => {
+      this.#noted.push([text, resolve]);
+      timer = setTimeout(resolve, ms);
+    });
+    clearTimeout(timer);
   }
   cellClosed(cellId: string): void {
     this.closed.push(cellId);
@@ -150,6 +162,7 @@ for (const [label, open] of Object.entries(subjects)) {
       const session = await subject.provider.createSession();
       const spawned = [...children()].filter((pid) => !before.has(pid));
       assert.equal(spawned.length, 1, `one runtime process spawned (${spawned})`);
+      const delegate = new Delegate();
       const cell = await session.execute(
         {
           toolCallId: "c",
@@ -157,10 +170,10 @@ for (const [label, open] of Object.entries(subjects)) {
           source: 'notify("up"); await new Promise(() => {})',
           yieldTimeMs: 60_000,
         },
-        new Delegate(),
+        delegate,
       );
       const outcome = cell.initialResponse();
-      await new Promise((resolve) => setTimeout(resolve, 300)); // the cell is running
+      await delegate.noted("up"); // the cell is running
       Deno.kill(spawned[0], "SIGKILL");
       // The session ends with the crash: the cell's outcome rejects with the session's end status.
       const error = await outcome.then(() => undefined, (error: Error) => error);

@@ -21,6 +21,7 @@ import {
   processExists,
   rawClient,
   run,
+  settledWithin,
   startHost,
   type TestHost,
 } from "./_harness.ts";
@@ -372,7 +373,8 @@ Deno.test("A client that stops acknowledging keep-alive PINGs loses its session 
   const s = await openSession(raw.client);
   s.pump();
   const pid = h.host.state.session(s.id)!.runtimePid!;
-  await new Promise((r) => setTimeout(r, 3_000));
+  // The server's first keep-alive PING (after 1 s) is answered, and its answer dropped.
+  await settledWithin(proxy.pingAckDropped, 10_000);
   assert.ok(proxy.droppedPingAcks > 0, "the server sent PINGs");
   assert.ok(await eventually(() => !h.host.state.session(s.id), 2_000), "the session was closed");
   assert.ok(await eventually(() => !processExists(pid)), "its runtime was reaped");

@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { CodeModeError, ProcessOwnedGrpcCodeModeSessionProvider, RESET_MESSAGE } from "../mod.ts";
-import { eventually, processExists } from "./_harness.ts";
+import { eventually, processExists, settledWithin } from "./_harness.ts";
 import { RecordingDelegate, rejection, run, textResponse } from "./_client_harness.ts";
 import { descendants } from "./_v1_helpers.ts";
 import { defaultHostArgs } from "../client/process_provider.ts";
@@ -154,7 +154,17 @@ Deno.test("grpc+stdio://: stdout is HTTP/2 frames only (SETTINGS first, no endpo
     stdout: "piped",
     stderr: "piped",
   }).spawn();
-  const stderr = new Response(child.stderr).text();
+  // The log as it comes: the GOAWAY guard's line is the event the test waits for below.
+  const guarded = Promise.withResolvers<void>();
+  const stderr = (async () => {
+    let text = "";
+    const decoder = new TextDecoder();
+    for await (const chunk of child.stderr) {
+      text += decoder.decode(chunk, { stream: true });
+      if (text.includes("a client's GOAWAY was not passed to nghttp2")) guarded.resolve();
+    }
+    return text + decoder.decode();
+  })();
   const chunks: Uint8Array[] = [];
   let received = 0;
   const stdout = (async () => {
@@ -186,7 +196,7 @@ Deno.test("grpc+stdio://: stdout is HTTP/2 frames only (SETTINGS first, no endpo
   assert.ok(await eventually(() => received >= 18, 20_000), "the server answered the preface");
   const before = runtimes();
   await writer.write(GOAWAY);
-  await new Promise((r) => setTimeout(r, 200));
+  await settledWithin(guarded.promise, 10_000);
   await writer.close();
   const status = await child.status;
   const bytes = await stdout;

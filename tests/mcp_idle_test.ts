@@ -8,7 +8,7 @@
 import assert from "node:assert/strict";
 import { serveMcpHttp } from "../mcp/serve.ts";
 import { connectHttp, exec, texts } from "./_mcp_helpers.ts";
-import { eventually } from "./_harness.ts";
+import { eventually, settledWithin } from "./_harness.ts";
 import { scrape } from "./_ops.ts";
 import { Logger } from "../host/ops/log.ts";
 
@@ -50,12 +50,21 @@ Deno.test("MCP HTTP sessions idle past the bound close (code-mode session too); 
   const metricsPort = probe.addr.port;
   probe.close();
   const metrics = `http://127.0.0.1:${metricsPort}`;
+  // Warnings go to stderr as before; the idle sweep's info lines are events the test waits for.
+  const idleClosed = new Map<string, PromiseWithResolvers<void>>();
+  const closing = (id: string) => idleClosed.get(id) ?? idleClosed.set(id, Promise.withResolvers()).get(id)!;
+  const log = new Logger("info", (line) => {
+    const { level, msg } = JSON.parse(line);
+    const idle = /^MCP session (\S+) closed after \d+ ms idle$/.exec(msg);
+    if (idle) closing(idle[1]).resolve();
+    if (level === "warn" || level === "error") console.error(line);
+  });
   await using host = await serveMcpHttp({
     hostname: "127.0.0.1",
     port: 0,
     isolation: "subprocess",
     warmSessions: 0,
-    log: new Logger("warn"),
+    log,
     metricsListen: `127.0.0.1:${metricsPort}`,
     sessionIdleTimeoutMs: 400,
   });
@@ -89,7 +98,10 @@ Deno.test("MCP HTTP sessions idle past the bound close (code-mode session too); 
   // The SDK client keeps its GET stream open: its session stays past the bound.
   {
     await using connection = await connectHttp(host.url);
-    await new Promise((r) => setTimeout(r, 1500));
+    // A session opened after it, idle from then on, is closed by the sweep: by then the bound has
+    // passed for the first one too.
+    const witness = await initialize(host.url);
+    await settledWithin(closing(witness).promise, 10_000);
     assert.equal(host.sessionCount, 1);
     assert.deepEqual(texts(await exec(connection.client, 'text("still here")')).slice(1), ["still here"]);
   }

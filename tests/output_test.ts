@@ -4,7 +4,17 @@
  */
 import assert from "node:assert/strict";
 import { Status } from "nice-grpc";
-import { execute, FOREVER, grpcError, notified, openSession, run, startHost, texts } from "./_harness.ts";
+import {
+  eventually,
+  execute,
+  FOREVER,
+  grpcError,
+  notified,
+  openSession,
+  run,
+  startHost,
+  texts,
+} from "./_harness.ts";
 
 const SERVER = { outputTruncation: 2 };
 const notice = (bytes: number, segments: number, images: number) =>
@@ -18,6 +28,20 @@ function utf8(s: string): number {
 function rss(pid: number): number {
   const status = Deno.readTextFileSync(`/proc/${pid}/status`);
   return Number(/VmRSS:\s+(\d+) kB/.exec(status)![1]) * 1024;
+}
+
+/** Bytes a process has written so far (`wchar` of /proc/PID/io): for a runtime, its frames to the host. */
+function written(pid: number): number {
+  return Number(/^wchar: (\d+)$/m.exec(Deno.readTextFileSync(`/proc/${pid}/io`))![1]);
+}
+
+/**
+ * Waits until a runtime has sent `bytes` more to the host than when called: how far a flood has
+ * gone. Nothing reports a flood's progress, so this polls the counter (bounded by `ms`).
+ */
+async function flooded(pid: number, bytes: number, ms = 60_000): Promise<void> {
+  const from = written(pid);
+  await eventually(() => written(pid) - from >= bytes, ms);
 }
 
 Deno.test("97: a Server-mode 65 MiB thrown string with max_output_tokens 5 gives the three §8.8 items and an error_text capped as Codex's host caps it", async () => {
@@ -124,9 +148,12 @@ Deno.test("103: an unobserved Server-mode flood keeps host and runtime memory bo
     maxOutputTokens: 1_000_000,
   });
   assert.ok(first.outcome.yielded);
-  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  // The flood in its steady state: 256 MiB sent since the yield (the windows are full, and this
+  // process's heap, which holds the host, has grown to its size under the flood's garbage).
+  await flooded(pid, 256 * 1024 * 1024);
   const before = { host: Deno.memoryUsage().rss, runtime: rss(pid) };
-  await new Promise((resolve) => setTimeout(resolve, 4_000));
+  // The span measured: 192 MiB more (half as much again as the bound below) pass through the host.
+  await flooded(pid, 192 * 1024 * 1024);
   const after = { host: Deno.memoryUsage().rss, runtime: rss(pid) };
   // Without credit the runtime and host would buffer the flood (hundreds of MiB per second).
   assert.ok(

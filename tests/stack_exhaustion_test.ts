@@ -78,7 +78,8 @@ Deno.test("A helper called at stack exhaustion takes effect once or throws, and 
     else if (name === "image") assert.equal(printed.length - 1, PADS, name);
     else assert.equal(printed.length, 1, name);
     if (name === "notify") {
-      await new Promise((r) => setTimeout(r, 100));
+      // The cell's notifications precede its CellClosed on the lease.
+      await s.received((e) => e.cellClosed?.cellId === outcome.cellId);
       assert.equal(s.events.filter((e) => e.notification?.text === "n").length - notices, PADS, name);
     }
     assert.deepEqual((await run(h.client, s.id, 'text("C")')).texts, ["C"], `${name}: the next cell`);

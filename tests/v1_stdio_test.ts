@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { failure, type Json, parseFrames, texts, toolResult, untimed, V1Client } from "./_v1_client.ts";
-import { alive, descendants, rssBytes, sleep, tool } from "./_v1_helpers.ts";
+import { alive, descendants, rssBytes, sleep, tool, writtenBytes } from "./_v1_helpers.ts";
 
 const GRANTED = ["session-cell-execution-resource-limits", "yield-observation"];
 
@@ -152,7 +152,8 @@ Deno.test("V1: handshake, two isolated sessions, stored values, tools, notificat
   assert.ok("Yielded" in (await forever.initial).value);
   const waitId = c.nextId();
   const cancelled = c.wait("session-1", foreverCell, 600_000, waitId);
-  await sleep(100);
+  // No wait needed: the host reads its stdin in order and starts a wait (the core observing the
+  // cell) as it reads it, so the cancel written after it always finds it observing.
   await c.send({ type: "operation/cancel", id: waitId });
   assert.deepEqual(await cancelled, failure("code-mode request cancelled"));
   assert.deepEqual(untimed((await c.terminate("session-1", foreverCell)).value.outcome), {
@@ -340,11 +341,16 @@ Deno.test("V1: a reader that stops reading while a cell floods output: host memo
      text("done")`,
     { yield_time_ms: 100 },
   );
+  // The host's memory, sampled every 100 ms while the client reads nothing, until the runtimes
+  // (the host's descendants) have written the whole flood to the host. Nothing reports that, so
+  // this polls their write counters, bounded.
   let peak = 0;
-  for (let i = 0; i < 40; i++) {
+  const flooded = () => descendants(pid).reduce((sum, p) => sum + writtenBytes(p), 0) >= N * 1_048_576;
+  for (const deadline = performance.now() + 20_000; !flooded() && performance.now() < deadline;) {
     peak = Math.max(peak, rssBytes(pid));
     await sleep(100);
   }
+  peak = Math.max(peak, rssBytes(pid));
   c.resume();
   const cell = (await e.started).value.cellId;
   let result = await e.initial;
@@ -382,10 +388,12 @@ Deno.test("V1: stdin EOF with running cells and a pending wait: exit 0, every ru
   const a = c.execute("session-1", `text("a"); yield_control(); await new Promise(() => {})`);
   const cell = (await a.started).value.cellId;
   await a.initial;
-  void c.execute("session-2", `while (true) {}`, { yield_time_ms: 600_000 }).initial.catch(() => {});
+  const spinning = c.execute("session-2", `while (true) {}`, { yield_time_ms: 600_000 });
+  spinning.initial.catch(() => {});
   const pending = c.wait("session-1", cell, 600_000);
   pending.catch(() => {});
-  await sleep(200);
+  // Session 2's cell has started; the wait, sent before the EOF, is registered as the host reads it.
+  await spinning.started;
   const runtimes = descendants(c.child!.pid);
   assert.ok(runtimes.length >= 2);
   await finishCleanly(c, runtimes);

@@ -673,7 +673,7 @@ Deno.test("V1Connection: a notification and a tool cancel the core produced come
   core.onExecute = async function* (r) {
     yield { type: "started", executionId: r.executionId, cellId: "1" };
     session.calls.push(toolCall("inv-1"));
-    await new Promise((resolve) => setTimeout(resolve, 20)); // the call is written
+    await c.next((m) => m.type === "delegate/request" && m.request.type === "tool/invoke"); // the call is written
     // In one turn: a notification, a cancel of the unanswered call, then the result.
     session.lease.push(notification("n-1"));
     session.lease.push({ type: "toolCallCancelled", invocationId: "inv-1" });
