@@ -1,6 +1,6 @@
 /**
  * The {@link RuntimeTransport} contract, held by every transport the session core can be given:
- * the subprocess (`worker_process.ts`), in-process isolation (`in_process_transport.ts`) and the
+ * the subprocess (`worker_process.ts`), in-process isolation (`in_process_runtime.ts`) and the
  * tests' `FakeRuntime` (`host/testing.ts`, which the core's unit tests trust to behave like the
  * others). And {@link crashReason}, the SPEC §3.5 reason of each way a runtime ends.
  */
@@ -8,10 +8,10 @@ import assert from "node:assert/strict";
 import { createWorkerCodec, type WorkerToHost } from "../../proto/worker_codec.ts";
 import { resolveLimits } from "../core/limits.ts";
 import { FakeRuntime } from "../testing.ts";
-import { InProcessRuntime } from "./in_process_transport.ts";
+import { InProcessRuntime } from "./in_process_runtime.ts";
 import { prepareRuntimeDirectory } from "./runtime_files.ts";
 import { crashReason, type RuntimeEnd, type RuntimeTransport } from "./runtime_transport.ts";
-import { spawnWorkerProcess } from "./worker_process.ts";
+import { spawnRuntimeProcess } from "./runtime_process.ts";
 
 const codec = createWorkerCodec();
 const limits = resolveLimits({});
@@ -22,7 +22,7 @@ const runtimeDir = prepareRuntimeDirectory(parent);
 /** Each transport, with how a cell's text comes back from it. */
 const TRANSPORTS: [string, () => RuntimeTransport][] = [
   ["subprocess", () =>
-    spawnWorkerProcess({
+    spawnRuntimeProcess({
       codec,
       deno: Deno.execPath(),
       runtimeDir,

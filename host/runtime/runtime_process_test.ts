@@ -12,7 +12,7 @@ import { resolveLimits } from "../core/limits.ts";
 import type { MemoryWatchdog } from "./memory_watchdog.ts";
 import { crashReason, type RuntimeTransport } from "./runtime_transport.ts";
 import { prepareRuntimeDirectory } from "./runtime_files.ts";
-import { spawnWorkerProcess, type WorkerProcessOptions } from "./worker_process.ts";
+import { type RuntimeProcessOptions, spawnRuntimeProcess } from "./runtime_process.ts";
 
 const codec = createWorkerCodec();
 const limits = resolveLimits({});
@@ -64,9 +64,9 @@ async function scripted(body: string): Promise<string> {
   return dir;
 }
 
-function spawn(runtimeDir: string, options: Partial<WorkerProcessOptions> = {}) {
+function spawn(runtimeDir: string, options: Partial<RuntimeProcessOptions> = {}) {
   const messages: WorkerToHost[] = [];
-  const runtime = spawnWorkerProcess({
+  const runtime = spawnRuntimeProcess({
     codec,
     deno: Deno.execPath(),
     runtimeDir,

@@ -1,15 +1,15 @@
 /**
- * Unit tests of the engine (`engine.ts`) without any front door: what it checks before it starts
+ * Unit tests of the host assembly (`assemble.ts`) without any front door: what it checks before it starts
  * anything, the runtime directory it owns (made at start, stale ones of dead hosts removed, gone at
  * the end), the warm pool, readiness on the metrics listener, and how `shutdown()` (bounded by
  * `shutdownGraceMs`) and `kill()` end it.
  */
 import assert from "node:assert/strict";
 import { Logger } from "./ops/log.ts";
-import { type EngineOptions, startEngine } from "./engine.ts";
+import { assembleHost, type EngineOptions } from "./assemble.ts";
 import { hostTempParent, RUNTIME_FILES } from "./runtime/runtime_files.ts";
 import { encodeReadyFrame } from "../proto/worker_ready.ts";
-import { IN_PROCESS_WARNING } from "./runtime/in_process_transport.ts";
+import { IN_PROCESS_WARNING } from "./runtime/in_process_runtime.ts";
 
 // deno-lint-ignore no-explicit-any
 type Json = any;
@@ -18,7 +18,7 @@ type Json = any;
 function engine(options: EngineOptions = {}) {
   const lines: Json[] = [];
   const log = new Logger("info", (line) => lines.push(JSON.parse(line)));
-  return startEngine({ warmSessions: 0, osSandbox: "off", log, ...options }).then((e) =>
+  return assembleHost({ warmSessions: 0, osSandbox: "off", log, ...options }).then((e) =>
     Object.assign(e, { lines })
   );
 }
@@ -52,7 +52,7 @@ function freePort(): number {
   return port;
 }
 
-Deno.test("startEngine refuses bad options before it leaves anything behind", async () => {
+Deno.test("assembleHost refuses bad options before it leaves anything behind", async () => {
   const before = runtimeDirs();
   const cases: [EngineOptions, string][] = [
     [{ limits: { maxSessions: -1 } }, "limit maxSessions must be a non-negative integer"],
