@@ -58,6 +58,7 @@ import {
   type YieldObservationRequest as CoreYieldRequest,
 } from "../host/core/code_mode_core.ts";
 import { HostError } from "../host/core/errors.ts";
+import { toolDefinition as wireToolDefinition, toolName } from "../host/doors/grpc/service.ts";
 
 // ---- requests ---------------------------------------------------------------------------------
 
@@ -102,21 +103,9 @@ function* toolNameTexts(
   yield [`ToolName.namespace: ${outer}`, name?.namespace];
 }
 
-function toolName(name: ToolNameInit): CoreToolName {
-  return name.namespace === undefined
-    ? { name: name.name ?? "" }
-    : { name: name.name ?? "", namespace: name.namespace };
-}
-
+/** A tool definition as the gRPC door reads it; `kind` as protobufjs writes a JS number (int32). */
 function toolDefinition(def: ToolDefinitionInit): CoreToolDefinition {
-  return {
-    name: def.name ?? "",
-    toolName: def.toolName === undefined ? undefined : toolName(def.toolName),
-    description: def.description,
-    kind: def.kind === undefined ? undefined : def.kind | 0,
-    inputSchemaJson: def.inputSchemaJson,
-    outputSchemaJson: def.outputSchemaJson,
-  };
+  return wireToolDefinition({ ...def, kind: def.kind === undefined ? undefined : def.kind | 0 });
 }
 
 /** The session's output mode, or the refusal of a number that is no mode (as the gRPC door). */

@@ -73,13 +73,15 @@ function u64(value: string | undefined): bigint | undefined {
   return value === undefined ? undefined : BigInt(value);
 }
 
-function toolName(name: WireToolName): ToolName {
+/** A tool name as the core takes it (also used by the embedded provider, which has no wire). */
+export function toolName(name: WireToolName): ToolName {
   return name.namespace === undefined
     ? { name: name.name ?? "" }
     : { name: name.name ?? "", namespace: name.namespace };
 }
 
-function toolDefinition(def: WireToolDefinition): ToolDefinition {
+/** A tool definition as the core takes it (also used by the embedded provider, which has no wire). */
+export function toolDefinition(def: WireToolDefinition): ToolDefinition {
   return {
     name: def.name ?? "",
     toolName: def.toolName === undefined ? undefined : toolName(def.toolName),
