@@ -23,3 +23,4 @@ export {
   serveMcpHttp,
   serveMcpStdio,
 } from "./serve.ts";
+export { BoundedStdioServerTransport, MCP_MAX_MESSAGE_BYTES } from "./stdio_transport.ts";

@@ -36,6 +36,8 @@ export {
   type CallToolResult,
   ErrorCode,
   isInitializeRequest,
+  type JSONRPCMessage,
+  JSONRPCMessageSchema,
   ListToolsRequestSchema,
   LoggingMessageNotificationSchema,
   McpError,

@@ -6,7 +6,13 @@
  * `--mcp-config`.
  *
  * - stdio: stdout carries only MCP messages (logs go to stderr); stdin's end closes the
- *   connection, shuts its session down, stops the upstream servers and the engine.
+ *   connection, shuts its session down, stops the upstream servers and the engine. A line over
+ *   {@link MCP_MAX_MESSAGE_BYTES} is answered with a JSON-RPC error and discarded, and the
+ *   connection goes on (`stdio_transport.ts`).
+ * - HTTP: every POST body is read within {@link MCP_MAX_MESSAGE_BYTES} (4 MiB) before anything
+ *   parses it, the initialize request's included: a larger one (by its `Content-Length`, or as it
+ *   arrives when chunked) gets `413` with the JSON-RPC error
+ *   `Payload Too Large: Request body must not exceed 4194304 bytes`, and the rest is not read.
  * - HTTP: with a token, every request must carry `authorization: Bearer {token}`, else `401` with
  *   the JSON-RPC error `code-mode host requires a valid token`; on a loopback address the `Host`
  *   header must name that address (DNS-rebinding protection). A session ends with the client's
@@ -16,21 +22,12 @@
  *
  * @module
  */
-import process from "node:process";
-import { Readable, Writable } from "node:stream";
-import type {
-  ReadableStream as NodeReadableStream,
-  WritableStream as NodeWritableStream,
-} from "node:stream/web";
 import { InProcessCodeModeSessionProvider, type InProcessProviderOptions } from "../embedded/provider.ts";
 import { bearerTokenCheck, UNAUTHENTICATED_MESSAGE } from "../host/doors/grpc/access.ts";
 import { Logger } from "../host/ops/log.ts";
 import { McpFrontDoor } from "./door.ts";
-import {
-  isInitializeRequest,
-  StdioServerTransport,
-  WebStandardStreamableHTTPServerTransport,
-} from "./sdk.ts";
+import { isInitializeRequest, WebStandardStreamableHTTPServerTransport } from "./sdk.ts";
+import { BoundedStdioServerTransport, MCP_MAX_MESSAGE_BYTES } from "./stdio_transport.ts";
 import type { McpServersConfig } from "./config.ts";
 import { McpToolBridge } from "./upstream.ts";
 
@@ -38,6 +35,11 @@ import { McpToolBridge } from "./upstream.ts";
 export interface McpServeOptions extends Omit<InProcessProviderOptions, "outputTruncation" | "log"> {
   /** The upstream MCP servers whose tools cells may call (default none). */
   mcpServers?: McpServersConfig;
+  /**
+   * The largest message read: a stdio line, an HTTP request body (default
+   * {@link MCP_MAX_MESSAGE_BYTES}, 4 MiB).
+   */
+  maxMessageBytes?: number;
   /** The logger (default `info` on stderr). */
   log?: Logger;
 }
@@ -95,18 +97,17 @@ async function startStack(options: McpServeOptions): Promise<McpStack> {
  */
 export async function serveMcpStdio(options: McpServeOptions, io?: McpIo): Promise<number> {
   const stack = await startStack(options);
-  const input = io ? Readable.fromWeb(io.readable as NodeReadableStream) : process.stdin;
-  const output = io ? Writable.fromWeb(io.writable as NodeWritableStream) : process.stdout;
-  const transport = new StdioServerTransport(input, output);
-  const stdin = input;
-  const ended = Promise.withResolvers<void>();
-  // The SDK's stdio transport does not watch for the end of its input: the client's EOF closes it.
-  stdin.once("end", () => ended.resolve());
-  stdin.once("close", () => ended.resolve());
+  // Our own transport, not the SDK's: a line over the limit is answered and the door goes on.
+  const transport = new BoundedStdioServerTransport(
+    io?.readable ?? Deno.stdin.readable,
+    io?.writable ?? Deno.stdout.writable,
+    { maxMessageBytes: options.maxMessageBytes },
+  );
+  transport.onerror = (error) => stack.log.warn(`MCP stdio: ${error.message}`);
+  // The end of the input closes the transport, so the connection and its session.
   const connection = await stack.door.connect(transport);
   stack.log.info("code-mode-host serving MCP on stdio");
-  await Promise.race([ended.promise, connection.closed]);
-  await connection.close();
+  await connection.closed;
   await stack.shutdown();
   return 0;
 }
@@ -203,6 +204,60 @@ function jsonRpcError(status: number, code: number, message: string, headers: He
   });
 }
 
+/** The 413 answer's text: the SDK's own, so every request over the limit reads the same. */
+export function bodyTooLarge(maxBytes: number): string {
+  return `Payload Too Large: Request body must not exceed ${maxBytes} bytes`;
+}
+
+/**
+ * Reads a POST body as JSON, never holding more than `maxBytes` of it: a declared `Content-Length`
+ * over the limit is refused before anything is read, and a body without one (chunked) as soon as
+ * more than the limit has arrived; the rest is not read (the stream is cancelled).
+ *
+ * @returns the parsed body, or the error response (413, or 400 for a body that is not JSON)
+ */
+async function readJsonBody(
+  request: Request,
+  maxBytes: number,
+): Promise<{ json: unknown } | { refused: Response }> {
+  const tooLarge = () => ({ refused: jsonRpcError(413, -32000, bodyTooLarge(maxBytes)) });
+  const declared = request.headers.get("content-length");
+  if (declared !== null && Number(declared) > maxBytes) {
+    await request.body?.cancel().catch(() => {});
+    return tooLarge();
+  }
+  const chunks: Uint8Array[] = [];
+  let received = 0;
+  if (request.body !== null) {
+    const reader = request.body.getReader();
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        received += value.length;
+        if (received > maxBytes) {
+          await reader.cancel().catch(() => {});
+          return tooLarge();
+        }
+        chunks.push(value);
+      }
+    } finally {
+      reader.releaseLock();
+    }
+  }
+  const bytes = new Uint8Array(received);
+  let at = 0;
+  for (const chunk of chunks) {
+    bytes.set(chunk, at);
+    at += chunk.length;
+  }
+  try {
+    return { json: JSON.parse(new TextDecoder().decode(bytes)) };
+  } catch {
+    return { refused: jsonRpcError(400, -32700, "Parse error: Invalid JSON") };
+  }
+}
+
 /**
  * Serves the MCP door over Streamable HTTP at `http://IP:PORT/mcp`.
  *
@@ -211,6 +266,7 @@ function jsonRpcError(status: number, code: number, message: string, headers: He
  * @throws {Error} when the address cannot be bound or the engine cannot start
  */
 export async function serveMcpHttp(options: McpHttpOptions): Promise<McpHttpHost> {
+  const maxBodyBytes = options.maxMessageBytes ?? MCP_MAX_MESSAGE_BYTES;
   const stack = await startStack(options);
   const check = options.authToken === undefined ? undefined : bearerTokenCheck(options.authToken);
   const sessions = new Map<string, WebStandardStreamableHTTPServerTransport>();
@@ -219,12 +275,14 @@ export async function serveMcpHttp(options: McpHttpOptions): Promise<McpHttpHost
     sessions.delete(sessionId);
     activity.delete(sessionId);
   };
-  /** Handles one request of a session, counted as open until its response body ends. */
+  /**
+   * Handles one request of a session, counted as open until its response body ends; a POST's body
+   * is read here, within the limit, and handed to the transport parsed.
+   */
   const handle = async (
     sessionId: string,
     transport: WebStandardStreamableHTTPServerTransport,
     request: Request,
-    parsedBody?: unknown,
   ): Promise<Response> => {
     let state = activity.get(sessionId);
     if (!state) activity.set(sessionId, state = { open: 0, last: performance.now() });
@@ -232,10 +290,14 @@ export async function serveMcpHttp(options: McpHttpOptions): Promise<McpHttpHost
     state.last = performance.now();
     let response: Response;
     try {
-      response = await transport.handleRequest(
-        request,
-        parsedBody === undefined ? undefined : { parsedBody },
-      );
+      if (request.method === "POST") {
+        const body = await readJsonBody(request, maxBodyBytes);
+        response = "refused" in body
+          ? body.refused
+          : await transport.handleRequest(request, { parsedBody: body.json });
+      } else {
+        response = await transport.handleRequest(request);
+      }
     } catch (error) {
       state.open--;
       throw error;
@@ -260,11 +322,9 @@ export async function serveMcpHttp(options: McpHttpOptions): Promise<McpHttpHost
     }
     let body: unknown;
     if (request.method === "POST") {
-      try {
-        body = await request.json();
-      } catch {
-        return jsonRpcError(400, -32700, "Parse error: the body is not JSON");
-      }
+      const read = await readJsonBody(request, maxBodyBytes);
+      if ("refused" in read) return read.refused;
+      body = read.json;
     }
     if (request.method !== "POST" || !isInitializeRequest(body)) {
       return jsonRpcError(400, -32000, "Bad Request: no valid session ID provided");
@@ -273,6 +333,7 @@ export async function serveMcpHttp(options: McpHttpOptions): Promise<McpHttpHost
       sessionIdGenerator: () => crypto.randomUUID(),
       onsessioninitialized: (sessionId) => void sessions.set(sessionId, transport),
       onsessionclosed: (sessionId) => forget(sessionId),
+      maxRequestBodySize: maxBodyBytes,
       ...(allowedHosts ? { enableDnsRebindingProtection: true, allowedHosts } : {}),
     });
     const connection = await stack.door.connect(transport);
