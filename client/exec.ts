@@ -33,6 +33,7 @@
  */
 import { parseArgs } from "node:util";
 import { CodeModeError } from "../proto/errors.ts";
+import { readLines } from "../proto/line_reader.ts";
 import { parseEndpoint } from "./endpoint.ts";
 import { GrpcCodeModeSessionProvider } from "./provider.ts";
 import { defaultHostArgs, ProcessOwnedGrpcCodeModeSessionProvider } from "./process_provider.ts";
@@ -342,15 +343,26 @@ async function writeLine(conn: Deno.Conn, value: unknown): Promise<void> {
   for (let sent = 0; sent < bytes.length;) sent += await conn.write(bytes.subarray(sent));
 }
 
-/** The JSON lines of a connection, until it ends. */
-async function* readLines(conn: Deno.Conn): AsyncGenerator<unknown> {
-  let buffered = "";
-  for await (const chunk of conn.readable.pipeThrough(new TextDecoderStream())) {
-    buffered += chunk;
-    for (let at = buffered.indexOf("\n"); at >= 0; at = buffered.indexOf("\n")) {
-      yield JSON.parse(buffered.slice(0, at));
-      buffered = buffered.slice(at + 1);
-    }
+/**
+ * The longest line on a keeper's socket, either way: 65 MiB, a gRPC message's worth (the largest
+ * cell source the host accepts, or one observation) plus 1 MiB for the JSON around it.
+ */
+export const KEEPER_LINE_MAX_BYTES: number = 65 * 1024 * 1024;
+
+/** The error of a line on a keeper's socket over {@link KEEPER_LINE_MAX_BYTES}. */
+export const KEEPER_LINE_TOO_LONG = `code-mode exec line exceeds ${KEEPER_LINE_MAX_BYTES} bytes`;
+
+/**
+ * The JSON lines of a connection, until it ends.
+ *
+ * @throws {RangeError} {@link KEEPER_LINE_TOO_LONG} as soon as a line passes the limit (it is never
+ *   buffered whole, nor read to its end)
+ */
+async function* readJsonLines(conn: Deno.Conn): AsyncGenerator<unknown> {
+  const decoder = new TextDecoder();
+  for await (const part of readLines(conn.readable, KEEPER_LINE_MAX_BYTES)) {
+    if (!("line" in part)) throw new RangeError(KEEPER_LINE_TOO_LONG);
+    yield JSON.parse(decoder.decode(part.line));
   }
 }
 
@@ -400,7 +412,7 @@ async function runOnKeeper(options: Options): Promise<number> {
   if (options.close) {
     if (conn) {
       await writeLine(conn, { close: true });
-      for await (const _ of readLines(conn)) { /* the keeper closes the connection when it is done */ }
+      for await (const _ of readJsonLines(conn)) { /* the keeper closes the connection when it is done */ }
     }
     return 0;
   }
@@ -432,10 +444,16 @@ async function runOnKeeper(options: Options): Promise<number> {
   };
   await writeLine(conn, request);
   let code: number | undefined;
-  for await (const line of readLines(conn)) {
-    const event = line as RunEvent & { exitCode?: number };
-    if (event.exitCode !== undefined) code = event.exitCode;
-    else emit(event);
+  try {
+    for await (const line of readJsonLines(conn)) {
+      const event = line as RunEvent & { exitCode?: number };
+      if (event.exitCode !== undefined) code = event.exitCode;
+      else emit(event);
+    }
+  } catch (error) {
+    if (!(error instanceof RangeError)) throw error;
+    emit({ error: `session keeper of ${path}: ${error.message}` });
+    return 1;
   }
   await stopping;
   if (code === undefined) emit({ error: `session keeper of ${path} ended before the cell did` });
@@ -524,8 +542,18 @@ async function serveCommand(conn: Deno.UnixConn, session: CodeModeSession): Prom
     sending = sending.then(() => writeLine(conn, value)).catch(() => stop.abort());
   };
   try {
-    const lines = readLines(conn);
-    const first = (await lines.next()).value as { source?: string; close?: boolean } | undefined;
+    const lines = readJsonLines(conn);
+    let first: { source?: string; close?: boolean } | undefined;
+    try {
+      first = (await lines.next()).value as typeof first;
+    } catch (error) {
+      // A line over the limit is answered (and the connection closed); a broken one is not.
+      if (!(error instanceof RangeError)) throw error;
+      send({ error: error.message });
+      send({ exitCode: 1 });
+      await sending;
+      return;
+    }
     if (first?.close) return "close";
     if (typeof first?.source !== "string") return;
     // A later line (terminate) or the connection's end (the command was killed) stops the cell.
