@@ -687,8 +687,10 @@ text(Object.keys(t)); text(t.description.split("\\n")[0]); text(typeof tools.exe
       execCall("call-4", `setTimeout((a, b) => text(a + b), 0, "x", "y"); ${sleep(20)}; text("args")`),
       execCall(
         "call-5",
-        `const order = []; setTimeout(() => order.push(2), 20); setTimeout(() => order.push(1), 10); ${
-          sleep(50)
+        // 10 and 150 ms apart: a loop blocked past both due times (a loaded machine) may run them in
+        // the order they were set, on Codex's host too.
+        `const order = []; setTimeout(() => order.push(2), 150); setTimeout(() => order.push(1), 10); ${
+          sleep(300)
         }; text(order)`,
       ),
     ],
