@@ -392,12 +392,14 @@ text(load("d")); text(load("m")); text(String(load("n"))); text(Object.is(load("
   // ---- Yielding and waiting ----
   {
     name: "yield-waits",
+    // A second apart: each wait is made after a model turn, which may take over 300 ms on a loaded
+    // machine (then one wait would see two ticks, on either host).
     items: [
       execCall(
         "call-1",
         `text("start"); yield_control();
-for (let i = 1; i <= 3; i++) { ${sleep(300)}; text("tick " + i); yield_control(); }
-${sleep(300)}; text("end")`,
+for (let i = 1; i <= 3; i++) { ${sleep(1000)}; text("tick " + i); yield_control(); }
+${sleep(1000)}; text("end")`,
       ),
       waitCall("call-2", { cell_id: "1" }),
       waitCall("call-3", { cell_id: "1" }),
@@ -796,7 +798,7 @@ const r = await tools.exec_command({ cmd: "echo '{\\"k\\": [1, 2]}'" }); text(JS
       execCall(
         "call-5",
         `text("before"); yield_control(); ${
-          sleep(300)
+          sleep(1000)
         }; notify("during"); throw new Error("failed after yield")`,
       ),
       waitCall("call-6", { cell_id: "3" }),
