@@ -360,9 +360,14 @@ export const KEEPER_LINE_TOO_LONG = `code-mode exec line exceeds ${KEEPER_LINE_M
  */
 async function* readJsonLines(conn: Deno.Conn): AsyncGenerator<unknown> {
   const decoder = new TextDecoder();
-  for await (const part of readLines(conn.readable, KEEPER_LINE_MAX_BYTES)) {
-    if (!("line" in part)) throw new RangeError(KEEPER_LINE_TOO_LONG);
-    yield JSON.parse(decoder.decode(part.line));
+  try {
+    for await (const part of readLines(conn.readable, KEEPER_LINE_MAX_BYTES)) {
+      if (!("line" in part)) throw new RangeError(KEEPER_LINE_TOO_LONG);
+      yield JSON.parse(decoder.decode(part.line));
+    }
+  } catch (error) {
+    // A peer that closed with our bytes unread resets the connection after what it wrote: an end.
+    if (!(error instanceof Deno.errors.ConnectionReset)) throw error;
   }
 }
 
@@ -442,7 +447,9 @@ async function runOnKeeper(options: Options): Promise<number> {
     yieldTimeMs: options.yieldTimeMs,
     maxOutputTokens: options.maxOutputTokens,
   };
-  await writeLine(conn, request);
+  // A keeper that refused the line closes the connection before it is all written: its answer
+  // still comes on the read side.
+  await writeLine(conn, request).catch(() => {});
   let code: number | undefined;
   try {
     for await (const line of readJsonLines(conn)) {
