@@ -12,6 +12,9 @@
  *   runtime takes over with the session's stored values.
  * - One replacement at a time: {@link SessionRuntime.restarting} is what `StartCell` and the
  *   session's close wait for.
+ * - A runtime that keeps burning CPU while none of the session's cells runs (a thread a completed
+ *   cell left spinning, which Deno cannot stop) is replaced the same way
+ *   ({@link SessionRuntime.replaceRuntime}, reason `idleCpu`).
  *
  * @module
  */
@@ -41,6 +44,13 @@ function crashLabel(end: RuntimeEnd): CrashLabel {
 function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
+
+/** Why {@link SessionRuntime.replaceRuntime} replaces a session's runtime. */
+export type RuntimeReplacement =
+  /** A hard stop of a cell that did not confirm its stop (SPEC §4.5). */
+  | { kind: "stop"; cellId: string }
+  /** The runtime kept burning CPU while none of its session's cells ran, `cpuPercent` of a core. */
+  | { kind: "idleCpu"; cpuPercent: number };
 
 /** Construction options of a {@link SessionRuntime}. */
 export interface SessionRuntimeOptions {
@@ -146,6 +156,9 @@ export class SessionRuntime {
     runtime.ended.then((end) => this.#ended(runtime, end));
     // A replacement runtime may come while cells are already waiting for it.
     if (running.size > 0) runtime.setActive?.(true);
+    runtime.watchIdleCpu?.((cpuPercent) => {
+      if (runtime === this.#current && running.size === 0) this.replaceRuntime({ kind: "idleCpu", cpuPercent });
+    });
   }
 
   /** The `Configure` frame each runtime gets as it is attached. */
@@ -241,7 +254,7 @@ export class SessionRuntime {
       if (!cell.running || !this.#options.isOpen()) return;
       if (hadDeadline || ++rounds >= UNSTARTED_STOP_ROUNDS) {
         if (this.#current.hardStop === false) return this.#abandon(cell);
-        return this.#restartFor(cell);
+        return this.replaceRuntime({ kind: "stop", cellId: cell.id });
       }
       hadDeadline = cell.began;
       clock.setTimeout(check, stopMs);
@@ -260,18 +273,43 @@ export class SessionRuntime {
   }
 
   /**
-   * Hard stop (SPEC §4.5): kills the runtime, ends every cell that ran in it, and replaces the
-   * runtime while the session, its lease and its stored values stay.
+   * Replaces the session's runtime now, keeping the session: kills the current runtime, ends every
+   * cell still running in it, and attaches a runtime from the warm pool, which first gets the
+   * session's stored values. The session, its lease and its stored values stay (the host owns
+   * them). Counted and logged by its reason; one replacement at a time (a second call while one is
+   * under way, or once the session closes, does nothing).
+   *
+   * - `stop`: a hard stop (SPEC §4.5): the stopped cell (and any other being terminated) ends
+   *   terminated, the others with `… the session runtime was restarted to stop cell {id}`;
+   *   `code_mode_runtime_restarts_total`, one `info` line.
+   * - `idleCpu`: the runtime kept burning CPU while none of its cells ran (a thread a completed cell
+   *   left spinning; see `host/runtime/cpu_watchdog.ts`); a cell started meanwhile ends with the
+   *   crash text `exec runtime ended unexpectedly`; `code_mode_runtime_idle_cpu_replacements_total`,
+   *   one `warn` line.
+   *
+   * @param reason why
    */
-  #restartFor(stopped: Cell): void {
-    if (this.#restarting) return;
+  replaceRuntime(reason: RuntimeReplacement): void {
+    if (this.#restarting || !this.#options.isOpen()) return;
+    const { metrics } = this.#options;
     // Never rejects; the session manager watches every runtime's end and reaps it.
     this.#current.kill();
-    this.#options.metrics.runtimeRestarted();
+    if (reason.kind === "stop") {
+      metrics.runtimeRestarted();
+      const stoppedCellId = reason.cellId;
+      return this.#replace(
+        (cell) => cell.terminating ? { kind: "default" } : { kind: "restart", stoppedCellId },
+        "session runtime restarted to stop a cell",
+        { cell_id: stoppedCellId },
+      );
+    }
+    metrics.runtimeReplacedIdleCpu();
     this.#replace(
-      (cell) => cell.terminating ? { kind: "default" } : { kind: "restart", stoppedCellId: stopped.id },
-      "session runtime restarted to stop a cell",
-      { cell_id: stopped.id },
+      () => ({ kind: "default" }),
+      "session runtime replaced: it kept burning CPU while none of its cells ran (a thread a " +
+        "completed cell left running)",
+      { cpu_percent: reason.cpuPercent },
+      "warn",
     );
   }
 
@@ -280,11 +318,16 @@ export class SessionRuntime {
    * runtime; the session, its lease and its stored values stay. {@link SessionRuntime.restarting}
    * is set until the replacement is in place; a failure is the session's crash.
    */
-  #replace(reason: (cell: Cell) => EndReason, message: string, fields: LogFields): void {
+  #replace(
+    reason: (cell: Cell) => EndReason,
+    message: string,
+    fields: LogFields,
+    level: "info" | "warn" = "info",
+  ): void {
     if (this.#restarting) return;
     const done = Promise.withResolvers<void>();
     this.#restarting = done.promise;
-    this.#replaceNow(reason, message, fields)
+    this.#replaceNow(reason, message, fields, level)
       .catch((error) =>
         this.#options.crashed(`session runtime could not be replaced: ${messageOf(error)}`, false)
       )
@@ -294,7 +337,12 @@ export class SessionRuntime {
       });
   }
 
-  async #replaceNow(reason: (cell: Cell) => EndReason, message: string, fields: LogFields): Promise<void> {
+  async #replaceNow(
+    reason: (cell: Cell) => EndReason,
+    message: string,
+    fields: LogFields,
+    level: "info" | "warn",
+  ): Promise<void> {
     for (const cell of [...this.#options.running.values()]) cell.end(reason(cell));
     const next = await this.#options.replace();
     if (!this.#options.isOpen()) {
@@ -304,7 +352,7 @@ export class SessionRuntime {
     }
     this.#current = next;
     this.#attach(next);
-    this.#options.log.info(message, { session_ref: this.#options.ref, ...fields });
+    this.#options.log[level](message, { session_ref: this.#options.ref, ...fields });
   }
 
   /** Orderly stop of the current runtime (the session's close). */

@@ -72,6 +72,7 @@ export class PrometheusMetrics implements HostMetrics {
   readonly #latency: Histogram<"method">;
   readonly #spawns: Counter;
   readonly #restarts: Counter;
+  readonly #idleCpuReplacements: Counter;
   readonly #crashes: Counter<"reason">;
   readonly #output: Counter<"disposition">;
   readonly #tools: Counter<"outcome">;
@@ -118,6 +119,11 @@ export class PrometheusMetrics implements HostMetrics {
     this.#restarts = new Counter({
       name: "code_mode_runtime_restarts_total",
       help: "Session runtimes restarted to stop a cell.",
+      registers,
+    });
+    this.#idleCpuReplacements = new Counter({
+      name: "code_mode_runtime_idle_cpu_replacements_total",
+      help: "Session runtimes replaced because they burned CPU while none of their session's cells ran.",
       registers,
     });
     this.#crashes = new Counter({
@@ -182,6 +188,9 @@ export class PrometheusMetrics implements HostMetrics {
   }
   runtimeRestarted(): void {
     this.#restarts.inc();
+  }
+  runtimeReplacedIdleCpu(): void {
+    this.#idleCpuReplacements.inc();
   }
   runtimeCrashed(reason: CrashLabel): void {
     this.#crashes.inc({ reason });
