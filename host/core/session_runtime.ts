@@ -157,7 +157,9 @@ export class SessionRuntime {
     // A replacement runtime may come while cells are already waiting for it.
     if (running.size > 0) runtime.setActive?.(true);
     runtime.watchIdleCpu?.((cpuPercent) => {
-      if (runtime === this.#current && running.size === 0) this.replaceRuntime({ kind: "idleCpu", cpuPercent });
+      if (runtime === this.#current && running.size === 0) {
+        this.replaceRuntime({ kind: "idleCpu", cpuPercent });
+      }
     });
   }
 
@@ -284,7 +286,7 @@ export class SessionRuntime {
    *   `code_mode_runtime_restarts_total`, one `info` line.
    * - `idleCpu`: the runtime kept burning CPU while none of its cells ran (a thread a completed cell
    *   left spinning; see `host/runtime/cpu_watchdog.ts`); a cell started meanwhile ends with the
-   *   crash text `exec runtime ended unexpectedly`; `code_mode_runtime_idle_cpu_replacements_total`,
+   *   crash text `exec runtime ended unexpectedly`; `code_mode_runtime_cpu_replacements_total`,
    *   one `warn` line.
    *
    * @param reason why

@@ -122,7 +122,7 @@ export class PrometheusMetrics implements HostMetrics {
       registers,
     });
     this.#idleCpuReplacements = new Counter({
-      name: "code_mode_runtime_idle_cpu_replacements_total",
+      name: "code_mode_runtime_cpu_replacements_total",
       help: "Session runtimes replaced because they burned CPU while none of their session's cells ran.",
       registers,
     });

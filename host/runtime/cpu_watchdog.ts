@@ -15,6 +15,8 @@
  *   ({@link CPU_WATCH_INTERVAL_MS} apart, ~1.25 s): a sustained burn, not the burst of a new spare
  *   cell worker (~30–100 ms of CPU) or a collection after a cell.
  * - A runtime is reported once (`onBusy`), with its mean use over the busy samples.
+ * - A runtime quiet for {@link QUIET_SAMPLES} samples (~5 s) is sampled every ~1 s only; a busy sample
+ *   puts it back on every tick, so a burn that starts late is reported ~1 s later than an early one.
  * - Why the process and not the thread: Deno names a cell worker's thread `worker-N`, but a runtime
  *   may not read `/proc` (it has `--allow-read=<runtimeDir>` only), and stopping one thread is
  *   impossible anyway: the whole runtime is replaced, so judging it only while it is idle kills no
@@ -23,8 +25,9 @@
  *   processes.
  *
  * Cost: per idle runtime and sample one `stat` read per process of its tree (1 without the OS
- * sandbox, 3 with bubblewrap), ~10 µs each; 256 idle sandboxed runtimes, ~3 % of a core. Without
- * `/proc` (not Linux) nothing is measured and nothing is reported.
+ * sandbox, 3 with bubblewrap), ~40 µs each on a loaded 2-core machine; a quiet runtime is sampled
+ * once a second, so 256 quiet sandboxed runtimes cost ~3 % of a core. Without `/proc` (not Linux)
+ * nothing is measured and nothing is reported.
  *
  * @module
  */
@@ -36,8 +39,12 @@ export const CPU_WATCH_INTERVAL_MS = 250;
 export const BUSY_SAMPLES = 5;
 /** Linux's `USER_HZ`: the unit of `utime` and `stime` in `/proc/<pid>/stat` (100 on every arch Deno runs on). */
 const TICKS_PER_SECOND = 100;
-/** The process tree of a runtime is re-walked every this many samples. */
+/** The process tree of a runtime is re-walked every this many ticks. */
 const TREE_EVERY = 8;
+/** Quiet samples in a row (~5 s) after which an idle runtime is sampled on every {@link SLOW_EVERY}th tick only. */
+export const QUIET_SAMPLES = 20;
+/** The tick spacing of a quiet runtime's samples (~1 s); a busy one puts it back on every tick. */
+export const SLOW_EVERY = 4;
 
 /**
  * CPU time (user + system) of a set of processes, ms, from `/proc/<pid>/stat`; a process that is
@@ -78,6 +85,8 @@ interface Watched {
   idle: boolean;
   /** The last sample: when, and the tree's CPU time then. */
   last: { at: number; cpuMs: number } | undefined;
+  /** Quiet samples in a row (see {@link QUIET_SAMPLES}). */
+  quiet: number;
   /** Busy samples in a row, and their CPU and wall time. */
   streak: number;
   busyCpuMs: number;
@@ -131,6 +140,7 @@ export class IdleCpuWatchdog {
       tree: this.#walk(pid),
       idle: false,
       last: undefined,
+      quiet: 0,
       streak: 0,
       busyCpuMs: 0,
       busyMs: 0,
@@ -148,7 +158,7 @@ export class IdleCpuWatchdog {
         if (entry.idle === idle) return;
         entry.idle = idle;
         entry.last = undefined;
-        entry.streak = 0;
+        entry.streak = entry.quiet = 0;
       },
       stop: () => {
         this.#watched.delete(entry);
@@ -162,9 +172,12 @@ export class IdleCpuWatchdog {
 
   /** Takes one sample of every idle runtime (the timer's tick; public for tests). */
   sample(): void {
-    const walk = this.#tick++ % TREE_EVERY === 0;
+    const tick = this.#tick++;
+    const walk = tick % TREE_EVERY === 0;
+    const slowTick = tick % SLOW_EVERY === 0;
     for (const entry of this.#watched) {
       if (!entry.idle || entry.fired) continue;
+      if (entry.quiet >= QUIET_SAMPLES && !slowTick) continue;
       if (walk) entry.tree = this.#walk(entry.pid);
       const cpuMs = this.#readCpuMs(entry.tree);
       const at = this.#now();
@@ -175,8 +188,10 @@ export class IdleCpuWatchdog {
       const used = cpuMs - last.cpuMs;
       if (used * 100 < this.percent * (at - last.at)) {
         entry.streak = entry.busyCpuMs = entry.busyMs = 0;
+        entry.quiet++;
         continue;
       }
+      entry.quiet = 0;
       entry.streak++;
       entry.busyCpuMs += used;
       entry.busyMs += at - last.at;

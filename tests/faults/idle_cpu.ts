@@ -80,7 +80,7 @@ async function afterCells(osSandbox: "off" | "bwrap", sources: string[]): Promis
   const warnings = h.log.lines.filter((line) => line.msg === WARNING);
   assert.equal(warnings.length, 1, JSON.stringify(h.log.lines.filter((l) => l.level !== "info")));
   const metrics = await (await fetch(`${h.host.metricsUrl}/metrics`)).text();
-  assert.match(metrics, /^code_mode_runtime_idle_cpu_replacements_total 1$/m);
+  assert.match(metrics, /^code_mode_runtime_cpu_replacements_total 1$/m);
 }
 
 Deno.test("fault: three cells that leave promise chains spinning after completion; the idle runtime is replaced, the session goes on", async () => {
