@@ -14,7 +14,8 @@
  *   session's close wait for.
  * - A runtime that keeps burning CPU while none of the session's cells runs (a thread a completed
  *   cell left spinning, which Deno cannot stop) is replaced the same way
- *   ({@link SessionRuntime.replaceRuntime}, reason `idleCpu`).
+ *   ({@link SessionRuntime.replaceRuntime}, reason `idleCpu`); where there is no hard stop
+ *   (in-process isolation) such a thread is only counted and logged.
  *
  * @module
  */
@@ -157,9 +158,9 @@ export class SessionRuntime {
     // A replacement runtime may come while cells are already waiting for it.
     if (running.size > 0) runtime.setActive?.(true);
     runtime.watchIdleCpu?.((cpuPercent) => {
-      if (runtime === this.#current && running.size === 0) {
-        this.replaceRuntime({ kind: "idleCpu", cpuPercent });
-      }
+      if (runtime !== this.#current) return;
+      if (runtime.hardStop === false) return this.#leftRunning(cpuPercent);
+      if (running.size === 0) this.replaceRuntime({ kind: "idleCpu", cpuPercent });
     });
   }
 
@@ -262,6 +263,19 @@ export class SessionRuntime {
       clock.setTimeout(check, stopMs);
     };
     clock.setTimeout(check, stopMs);
+  }
+
+  /**
+   * A cell Worker thread of a runtime without a hard stop (in-process isolation) kept burning CPU
+   * after its cell ended: nothing can stop it but ending the host; counted and logged.
+   */
+  #leftRunning(cpuPercent: number): void {
+    this.#options.metrics.cellThreadLeftRunning();
+    this.#options.log.warn(
+      "a cell's Worker thread kept running after its cell ended; in-process isolation cannot stop it " +
+        "(it runs until the host exits)",
+      { session_ref: this.#options.ref, cpu_percent: cpuPercent },
+    );
   }
 
   /** Ends a cell that did not confirm its stop, leaving its isolate to the runtime (SPEC §9.8). */

@@ -59,6 +59,11 @@ export interface HostMetrics {
    * ran (`runtimeIdleCpuPercent`: a thread a completed cell left spinning).
    */
   runtimeReplacedIdleCpu(): void;
+  /**
+   * A cell Worker thread kept burning CPU after its cell ended, in a runtime that cannot be
+   * replaced to stop it (in-process isolation).
+   */
+  cellThreadLeftRunning(): void;
   /** A session runtime ended on its own: its session crashed (SPEC §3.5). */
   runtimeCrashed(reason: CrashLabel): void;
   /** An outcome was delivered: `delivered` content bytes sent, `dropped` output bytes left out of it. */
@@ -128,6 +133,7 @@ export const NO_METRICS: HostMetrics = Object.freeze({
   runtimeSpawned() {},
   runtimeRestarted() {},
   runtimeReplacedIdleCpu() {},
+  cellThreadLeftRunning() {},
   runtimeCrashed() {},
   output() {},
   toolCall() {},

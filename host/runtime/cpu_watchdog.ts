@@ -39,6 +39,8 @@ export const CPU_WATCH_INTERVAL_MS = 250;
 export const BUSY_SAMPLES = 5;
 /** Linux's `USER_HZ`: the unit of `utime` and `stime` in `/proc/<pid>/stat` (100 on every arch Deno runs on). */
 const TICKS_PER_SECOND = 100;
+/** The bound of a thread that outlived its `terminate()` ({@link IdleCpuWatchdog.watchThread}), % of a core. */
+export const THREAD_PERCENT = 1;
 /** The process tree of a runtime is re-walked every this many ticks. */
 const TREE_EVERY = 8;
 /** Quiet samples in a row (~5 s) after which an idle runtime is sampled on every {@link SLOW_EVERY}th tick only. */
@@ -53,7 +55,7 @@ export const SLOW_EVERY = 4;
  * @param pids the processes
  * @returns the sum, or undefined when no process could be read (gone, or no `/proc`)
  */
-export function processesCpuMs(pids: readonly number[]): number | undefined {
+export function processesCpuMs(pids: readonly (number | string)[]): number | undefined {
   let ticks = 0;
   let read = 0;
   for (const pid of pids) {
@@ -79,9 +81,47 @@ export interface IdleCpuWatch {
   stop(): void;
 }
 
+/**
+ * CPU time (user + system) of one thread of this process, ms (`/proc/self/task/<tid>/stat`).
+ *
+ * @param tid the thread's kernel ID
+ * @returns the time, or undefined once the thread is gone (or there is no `/proc`)
+ */
+export function ownThreadCpuMs(tid: number): number | undefined {
+  return processesCpuMs([`self/task/${tid}`]);
+}
+
+/**
+ * The kernel ID of the thread of a `node:worker_threads` Worker of this process that still runs:
+ * Deno names a Worker's thread `worker-<threadId>`.
+ *
+ * @param threadId the Worker's `threadId`
+ * @returns the thread's ID, or undefined when it has ended (or there is no `/proc`)
+ */
+export function workerThreadTid(threadId: number): number | undefined {
+  const name = `worker-${threadId}\n`;
+  try {
+    for (const task of Deno.readDirSync("/proc/self/task")) {
+      try {
+        if (Deno.readTextFileSync(`/proc/self/task/${task.name}/comm`) === name) return Number(task.name);
+      } catch {
+        // That thread ended meanwhile.
+      }
+    }
+  } catch {
+    // No /proc.
+  }
+  return undefined;
+}
+
 interface Watched {
-  pid: number;
-  tree: number[];
+  /** Reads the watched CPU time, ms (re-walking a process tree when `walk`). */
+  read: (walk: boolean) => number | undefined;
+  /** A thread: once it cannot be read it has ended, and the watch stops. */
+  thread: boolean;
+  /** The bound, % of one core. */
+  percent: number;
+  stop: () => void;
   idle: boolean;
   /** The last sample: when, and the tree's CPU time then. */
   last: { at: number; cpuMs: number } | undefined;
@@ -99,6 +139,8 @@ interface Watched {
 export interface IdleCpuWatchdogOptions {
   /** Reads a process tree's CPU time, ms (default: {@link processesCpuMs} over {@link processTree}). */
   readCpuMs?: (tree: readonly number[]) => number | undefined;
+  /** Reads a thread's CPU time, ms (default {@link ownThreadCpuMs}). */
+  readThreadCpuMs?: (tid: number) => number | undefined;
   /** Walks a process tree (default {@link processTree}). */
   walk?: (pid: number) => number[];
   /** The time, ms (default `performance.now`). */
@@ -114,6 +156,7 @@ export class IdleCpuWatchdog {
   #tick = 0;
   #readCpuMs: (tree: readonly number[]) => number | undefined;
   #walk: (pid: number) => number[];
+  #readThreadCpuMs: (tid: number) => number | undefined;
   #now: () => number;
 
   /**
@@ -124,6 +167,7 @@ export class IdleCpuWatchdog {
     this.percent = percent;
     this.#readCpuMs = options.readCpuMs ?? processesCpuMs;
     this.#walk = options.walk ?? processTree;
+    this.#readThreadCpuMs = options.readThreadCpuMs ?? ownThreadCpuMs;
     this.#now = options.now ?? (() => performance.now());
   }
 
@@ -135,9 +179,46 @@ export class IdleCpuWatchdog {
    * @returns the watch
    */
   watch(pid: number, onBusy: (cpuPercent: number) => void): IdleCpuWatch {
+    let tree = this.#walk(pid);
+    return this.#add(
+      (walk) => {
+        if (walk) tree = this.#walk(pid);
+        return this.#readCpuMs(tree);
+      },
+      false,
+      onBusy,
+      this.percent,
+    );
+  }
+
+  /**
+   * Watches one thread of this process, judged at once (a cell Worker's thread that outlived its
+   * `terminate()`, in-process isolation); the watch ends by itself once the thread has.
+   *
+   * A thread is known to be one that should have ended, so any use counts: it is reported when its
+   * mean over {@link BUSY_SAMPLES} samples is at least {@link THREAD_PERCENT}, not the runtime's bound.
+   *
+   * @param tid the thread's kernel ID ({@link workerThreadTid})
+   * @param onBusy called once, with the mean % of a core over the busy samples
+   * @returns the watch
+   */
+  watchThread(tid: number, onBusy: (cpuPercent: number) => void): IdleCpuWatch {
+    const watch = this.#add(() => this.#readThreadCpuMs(tid), true, onBusy, THREAD_PERCENT);
+    watch.setIdle(true);
+    return watch;
+  }
+
+  #add(
+    read: Watched["read"],
+    thread: boolean,
+    onBusy: (cpuPercent: number) => void,
+    percent: number,
+  ): IdleCpuWatch {
     const entry: Watched = {
-      pid,
-      tree: this.#walk(pid),
+      read,
+      thread,
+      percent,
+      stop: () => {},
       idle: false,
       last: undefined,
       quiet: 0,
@@ -153,6 +234,13 @@ export class IdleCpuWatchdog {
       Deno.unrefTimer(timer);
       this.#timer = timer;
     }
+    entry.stop = () => {
+      this.#watched.delete(entry);
+      if (this.#watched.size === 0 && this.#timer !== undefined) {
+        clearInterval(this.#timer);
+        this.#timer = undefined;
+      }
+    };
     return {
       setIdle: (idle) => {
         if (entry.idle === idle) return;
@@ -160,13 +248,7 @@ export class IdleCpuWatchdog {
         entry.last = undefined;
         entry.streak = entry.quiet = 0;
       },
-      stop: () => {
-        this.#watched.delete(entry);
-        if (this.#watched.size === 0 && this.#timer !== undefined) {
-          clearInterval(this.#timer);
-          this.#timer = undefined;
-        }
-      },
+      stop: entry.stop,
     };
   }
 
@@ -178,15 +260,21 @@ export class IdleCpuWatchdog {
     for (const entry of this.#watched) {
       if (!entry.idle || entry.fired) continue;
       if (entry.quiet >= QUIET_SAMPLES && !slowTick) continue;
-      if (walk) entry.tree = this.#walk(entry.pid);
-      const cpuMs = this.#readCpuMs(entry.tree);
+      const cpuMs = entry.read(walk);
       const at = this.#now();
-      if (cpuMs === undefined) continue;
+      if (cpuMs === undefined) {
+        if (entry.thread) entry.stop();
+        continue;
+      }
       const last = entry.last;
       entry.last = { at, cpuMs };
       if (last === undefined || at <= last.at) continue;
       const used = cpuMs - last.cpuMs;
-      if (used * 100 < this.percent * (at - last.at)) {
+      if (entry.thread) {
+        this.#judgeThread(entry, used, at - last.at);
+        continue;
+      }
+      if (used * 100 < entry.percent * (at - last.at)) {
         entry.streak = entry.busyCpuMs = entry.busyMs = 0;
         entry.quiet++;
         continue;
@@ -200,5 +288,22 @@ export class IdleCpuWatchdog {
         entry.onBusy(Math.round((entry.busyCpuMs * 100) / entry.busyMs));
       }
     }
+  }
+
+  /**
+   * A thread that outlived its `terminate()` runs in bursts (seen: 0–4 clock ticks a sample), so it
+   * is judged on its mean over {@link BUSY_SAMPLES} samples, not sample by sample.
+   */
+  #judgeThread(entry: Watched, used: number, ms: number): void {
+    entry.streak++;
+    entry.busyCpuMs += used;
+    entry.busyMs += ms;
+    if (entry.streak < BUSY_SAMPLES) return;
+    if (entry.busyCpuMs * 100 >= entry.percent * entry.busyMs) {
+      entry.fired = true;
+      entry.onBusy(Math.round((entry.busyCpuMs * 100) / entry.busyMs));
+      return;
+    }
+    entry.streak = entry.busyCpuMs = entry.busyMs = 0;
   }
 }

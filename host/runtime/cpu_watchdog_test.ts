@@ -76,6 +76,31 @@ Deno.test("a quiet runtime is read once a second; a burn that starts late is sti
   assert.ok(ticks <= SLOW_EVERY + BUSY_SAMPLES - 1, `reported after ${ticks} ticks`);
 });
 
+Deno.test("a thread left running is judged on its mean (it runs in bursts), and its watch ends with it", () => {
+  const state = { now: 0, cpuMs: 0 as number | undefined };
+  const dog = new IdleCpuWatchdog(10, { readThreadCpuMs: () => state.cpuMs, now: () => state.now });
+  const reports: number[] = [];
+  const watch = dog.watchThread(42, (p) => reports.push(p));
+  const tick = (ms: number) => {
+    state.now += CPU_WATCH_INTERVAL_MS;
+    if (state.cpuMs !== undefined) state.cpuMs += ms;
+    dog.sample();
+  };
+  tick(0);
+  for (let i = 0; i < 2 * BUSY_SAMPLES; i++) tick(0);
+  assert.deepEqual(reports, [], "a thread asleep (Atomics.wait) is not burning");
+  for (const ms of [10, 0, 20, 0, 10]) tick(ms);
+  assert.deepEqual(reports, [3], "bursts of 0–20 ms, under the runtime's 10 % bound but counted");
+  watch.stop();
+  let goneReports = 0;
+  const gone = dog.watchThread(43, () => goneReports++);
+  state.cpuMs = undefined;
+  tick(0);
+  for (let i = 0; i < 2 * BUSY_SAMPLES; i++) tick(0);
+  gone.stop(); // idempotent: the watch stopped itself when the thread could not be read
+  assert.equal(goneReports, 0);
+});
+
 Deno.test("a process tree that cannot be read (gone, no /proc) is never reported", () => {
   using f = fake();
   f.watch.setIdle(true);

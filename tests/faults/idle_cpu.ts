@@ -8,7 +8,7 @@
  * sees the session's stored values; the event is counted and logged once.
  */
 import assert from "node:assert/strict";
-import { openSession, run, startHost, type TestHost } from "../_harness.ts";
+import { eventually, openSession, run, startHost, type TestHost } from "../_harness.ts";
 import { processTree } from "../../host/runtime/memory_watchdog.ts";
 import { processesCpuMs } from "../../host/runtime/cpu_watchdog.ts";
 
@@ -111,4 +111,19 @@ Deno.test("fault: a cell that burns CPU while it runs keeps its runtime (only id
   assert.deepEqual(busy.texts, ["done"]);
   assert.equal(h.host.state.session(s.id)!.runtimePid, pid);
   assert.equal(h.log.lines.filter((line) => line.msg === WARNING).length, 0);
+});
+
+// Last: the thread it leaves spinning runs until this test process exits.
+Deno.test("fault: in-process isolation cannot stop a thread left spinning after completion: counted and logged once", async () => {
+  await using h = await startHost({ warmSessions: 1, isolation: "in-process", metricsListen: "127.0.0.1:0" });
+  await using s = await openSession(h.client);
+  await run(h.client, s.id, 'store("kept", 7)');
+  assert.equal((await run(h.client, s.id, SPIN)).error, undefined);
+  const message =
+    "a cell's Worker thread kept running after its cell ended; in-process isolation cannot stop " +
+    "it (it runs until the host exits)";
+  assert.ok(await eventually(() => h.log.lines.some((line) => line.msg === message), 8_000), "warned");
+  const metrics = await (await fetch(`${h.host.metricsUrl}/metrics`)).text();
+  assert.match(metrics, /^code_mode_cell_threads_left_running_total 1$/m);
+  assert.deepEqual((await run(h.client, s.id, 'text(String(load("kept")))')).texts, ["7"]);
 });
