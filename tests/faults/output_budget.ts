@@ -140,6 +140,14 @@ Deno.test("fault: under an 8 MiB budget one session's unread output is held to i
   const kept = texts(done.liveCell);
   assert.ok(kept.length >= 2 && kept.length < 10, `${kept.length}`);
   assert.match(kept.at(-1)!, /^\[Code Mode host memory budget reached: refused \d+ later output items/);
+  // Read outcomes hold nothing: the greedy session's next cell is delivered whole.
+  const again = await run(
+    h.client,
+    greedy.id,
+    `for (let i = 0; i < 3; i++) text("\\u20ac" + "y".repeat(${MIB}))`,
+  );
+  assert.equal(again.texts.length, 3);
+  assert.ok(again.texts.every((t) => t.length === MIB + 1));
   const small = await run(h.client, other.id, 'for (let i = 0; i < 3; i++) text("ok" + i)');
   assert.deepEqual(small.texts, ["ok0", "ok1", "ok2"]);
   const stored = await run(h.client, other.id, `store("big", "x".repeat(${8 * MIB}))`);
