@@ -4,12 +4,32 @@
  *
  * - A cell's writes are committed with its completion, all or none: a merge that would pass the cap
  *   is refused as a whole (the completion then carries {@link StoredValues.check}'s text).
+ * - The values count against the host's memory budget (`hostBufferedBytes`, the session's share):
+ *   a merge that grows them past what the budget grants is refused the same way, with
+ *   {@link budgetRefusal}'s text; a value of {@link BYTES_FROM} bytes or more is held as UTF-8 bytes.
  * - Each applied commit bumps the version by one and yields the `StoreUpdate` that brings the
  *   runtime's replica to it; a replacement runtime gets the whole map as one `reset` update.
  *
  * @module
  */
 import { utf8ByteLength } from "../../proto/bytes.ts";
+import type { ByteBudget } from "../output/output_items.ts";
+
+/** Values of this many UTF-16 units or more are held as UTF-8 bytes (half the memory as two-byte strings). */
+export const BYTES_FROM = 1_024;
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/**
+ * The refusal text of a merge the host's memory budget does not grant.
+ *
+ * @param total the budget (`hostBufferedBytes`)
+ * @returns the text
+ */
+export function budgetRefusal(total: number): string {
+  return `stored values exceed the host's memory budget: the host holds at most ${total} bytes of unread output and stored values, shared by its sessions`;
+}
 
 /** A `StoreUpdate` frame's body. */
 export interface StoreUpdate {
@@ -28,14 +48,19 @@ export interface CheckedWrites {
 
 /** The authoritative stored values of one session. */
 export class StoredValues {
-  #values = new Map<string, string>();
+  #values = new Map<string, string | Uint8Array>();
   #bytes = 0;
   #version = 0;
   readonly #maxBytes: number;
+  readonly #budget: ByteBudget | undefined;
 
-  /** @param maxBytes `maxStoredValueBytes`: keys and values, UTF-8 */
-  constructor(maxBytes: number) {
+  /**
+   * @param maxBytes `maxStoredValueBytes`: keys and values, UTF-8
+   * @param budget the session's share of the host's memory budget; absent: not counted
+   */
+  constructor(maxBytes: number, budget?: ByteBudget) {
     this.#maxBytes = maxBytes;
+    this.#budget = budget;
   }
 
   /** The version of the last applied commit (0 before any). */
@@ -46,7 +71,7 @@ export class StoredValues {
   /** The whole map as one `reset` update for a replacement runtime, or `undefined` when empty. */
   replica(): StoreUpdate | undefined {
     if (this.#values.size === 0) return undefined;
-    const entries = [...this.#values].map(([key, valueJson]) => ({ key, valueJson }));
+    const entries = [...this.#values].map(([key, value]) => ({ key, valueJson: textOf(value) }));
     return { version: this.#version, reset: true, entries };
   }
 
@@ -68,17 +93,24 @@ export class StoredValues {
     let size = this.#bytes;
     for (const [key, value] of writes) {
       const old = this.#values.get(key);
-      if (old !== undefined) size -= utf8ByteLength(key) + utf8ByteLength(old);
+      if (old !== undefined) size -= utf8ByteLength(key) + bytesOf(old);
       size += utf8ByteLength(key) + utf8ByteLength(value);
     }
+    const growth = size - this.#bytes;
     const refused = size > this.#maxBytes
       ? `stored values exceed the ${this.#maxBytes}-byte session limit`
+      : this.#budget && !this.#budget.fits(growth)
+      ? budgetRefusal(this.#budget.total)
       : undefined;
     return {
       refused,
       apply: () => {
         if (refused !== undefined || writes.size === 0) return undefined;
-        for (const [key, value] of writes) this.#values.set(key, value);
+        for (const [key, value] of writes) {
+          this.#values.set(key, value.length >= BYTES_FROM ? encoder.encode(value) : value);
+        }
+        if (growth > 0) this.#budget?.charge(growth);
+        else this.#budget?.release(-growth);
         this.#bytes = size;
         this.#version++;
         return {
@@ -88,4 +120,12 @@ export class StoredValues {
       },
     };
   }
+}
+
+function bytesOf(value: string | Uint8Array): number {
+  return typeof value === "string" ? utf8ByteLength(value) : value.byteLength;
+}
+
+function textOf(value: string | Uint8Array): string {
+  return typeof value === "string" ? value : decoder.decode(value);
 }
