@@ -431,4 +431,5 @@ const inProcessFactory: RuntimeFactory = (options) =>
     runtimeDir: options.runtimeDir,
     maxWorkerFrameBytes: options.maxWorkerFrameBytes,
     workerKillGraceMs: options.workerKillGraceMs,
+    cpuWatchdog: options.cpuWatchdog,
   });

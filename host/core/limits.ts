@@ -104,6 +104,13 @@ export interface Limits {
    * memories, native buffers. 0 turns it off (2,048).
    */
   runtimeMemoryMb: number;
+  /**
+   * CPU bound of an idle runtime, % of one core: a session runtime whose process tree uses at least
+   * this much in each of five 250 ms samples in a row while none of its session's cells runs (a
+   * Worker thread a completed cell left spinning, which Deno cannot stop) is replaced from the warm
+   * pool; the session and its stored values stay. 0 turns it off (10).
+   */
+  runtimeIdleCpuPercent: number;
   /** Pre-spawned idle session runtimes (2). */
   warmSessionWorkers: number;
   /** Runtime stderr kept for diagnostics (65,536). */
@@ -167,6 +174,7 @@ export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
   workerMainHeapMb: 0,
   cooperativeStopMs: 100,
   runtimeMemoryMb: 2_048,
+  runtimeIdleCpuPercent: 10,
   warmSessionWorkers: 2,
   stderrTailBytes: 65_536,
   shutdownGraceMs: 10_000,

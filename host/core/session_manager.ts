@@ -15,6 +15,7 @@ import { Session } from "./session.ts";
 import { parseUuid, validateIdentifier } from "./validate.ts";
 import { type RuntimeFactory, spawnRuntimeProcess } from "../runtime/runtime_process.ts";
 import { MemoryWatchdog } from "../runtime/memory_watchdog.ts";
+import { IdleCpuWatchdog } from "../runtime/cpu_watchdog.ts";
 import type { OsSandbox } from "../runtime/os_sandbox.ts";
 import { type AdmissionLimit, NO_TELEMETRY, type Telemetry } from "../ops/telemetry.ts";
 
@@ -97,6 +98,8 @@ export class SessionManager implements AsyncDisposable {
   #spawned = 0;
   /** The one memory timer of this host's runtimes (`runtimeMemoryMb`), when the bound is on. */
   #memoryWatchdog: MemoryWatchdog | undefined;
+  /** The one idle CPU timer of this host's runtimes (`runtimeIdleCpuPercent`), when the bound is on. */
+  #cpuWatchdog: IdleCpuWatchdog | undefined;
 
   /** @param options see {@link SessionManagerOptions} */
   constructor(options: SessionManagerOptions) {
@@ -113,6 +116,9 @@ export class SessionManager implements AsyncDisposable {
     this.#codec = createWorkerCodec();
     if (options.limits.runtimeMemoryMb > 0) {
       this.#memoryWatchdog = new MemoryWatchdog(options.limits.runtimeMemoryMb);
+    }
+    if (options.limits.runtimeIdleCpuPercent > 0) {
+      this.#cpuWatchdog = new IdleCpuWatchdog(options.limits.runtimeIdleCpuPercent);
     }
     this.#refill();
   }
@@ -164,6 +170,7 @@ export class SessionManager implements AsyncDisposable {
       stderrTailBytes: o.limits.stderrTailBytes,
       workerKillGraceMs: o.limits.workerKillGraceMs,
       memoryWatchdog: this.#memoryWatchdog,
+      cpuWatchdog: this.#cpuWatchdog,
       sandbox: o.runtime.sandbox,
       unresponsiveMs: o.limits.runtimeUnresponsiveMs,
       log: o.log,
