@@ -215,3 +215,36 @@ Deno.test("auto falls back with one warning when bubblewrap is installed but doe
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+Deno.test({
+  name: "A bubblewrap without --disable-userns: the host warns once and keeps the seccomp filter",
+  ignore: !HAVE_BWRAP,
+  fn: async () => {
+    const real = new TextDecoder().decode(
+      new Deno.Command("sh", { args: ["-c", "command -v bwrap"], stdout: "piped" }).outputSync().stdout,
+    ).trim();
+    const dir = await Deno.makeTempDir({ prefix: "cmh-old-bwrap-" });
+    await Deno.writeTextFile(
+      `${dir}/bwrap`,
+      `#!/bin/sh\nfor a; do [ "$a" = --disable-userns ] && { echo 'bwrap: Unknown option --disable-userns' >&2; exit 1; }; done\nexec ${real} "$@"\n`,
+      { mode: 0o755 },
+    );
+    const path = Deno.env.get("PATH") ?? "";
+    Deno.env.set("PATH", `${dir}:${path}`);
+    try {
+      await using h = await startHost({ warmSessions: 0, osSandbox: "bwrap" });
+      const lines = h.log.lines.filter((l) => String(l.msg).startsWith("OS sandbox"));
+      assert.deepEqual(lines.filter((l) => l.level === "warn").map((l) => l.msg), [
+        "OS sandbox: bubblewrap cannot --disable-userns (0.8 and later can) " +
+        "(exit 1: bwrap: Unknown option --disable-userns)",
+      ]);
+      const info = lines.find((l) => l.level === "info")!;
+      assert.deepEqual([info.seccomp, info.nestedUserNamespaces], [true, true]);
+      await using s = await openSession(h.client);
+      assert.deepEqual((await run(h.client, s.id, "text(1)")).texts, ["1"]);
+    } finally {
+      Deno.env.set("PATH", path);
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
+});

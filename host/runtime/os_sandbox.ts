@@ -64,10 +64,10 @@ async function libraryFiles(deno: string): Promise<{ paths: string[]; why?: stri
   const whole = ["/lib", "/lib64", "/usr/lib", "/usr/lib64"].filter(exists);
   if (!ldd) return { paths: whole, why: "ldd is missing: whole library directories are mounted" };
   try {
-    const out = await new Deno.Command(ldd, { args: [deno], stdout: "piped", stderr: "null" }).output();
+    const out = await new Deno.Command(ldd, { args: [deno], stdout: "piped", stderr: "piped" }).output();
     const text = new TextDecoder().decode(out.stdout);
     if (!out.success) {
-      return /not a dynamic executable|statically linked/.test(text)
+      return /not a dynamic executable/.test(new TextDecoder().decode(out.stderr))
         ? { paths: [] }
         : { paths: whole, why: `ldd ${deno} failed: whole library directories are mounted` };
     }
