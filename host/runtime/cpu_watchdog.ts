@@ -12,10 +12,10 @@
  * - Only idle runtimes are judged: a runtime with a live cell (running, yielded, awaiting a tool) may
  *   use what CPU it likes. Each change of idleness starts a new baseline.
  * - Busy means at least `percent` % of one core in each of {@link BUSY_SAMPLES} samples in a row
- *   ({@link CPU_WATCH_INTERVAL_MS} apart, ~1.25 s): a sustained burn, not the burst of a new spare
+ *   ({@link CPU_WATCH_INTERVAL_MS} apart, ~0.8 s): a sustained burn, not the burst of a new spare
  *   cell worker (~30–100 ms of CPU) or a collection after a cell.
  * - A runtime is reported once (`onBusy`), with its mean use over the busy samples.
- * - A runtime quiet for {@link QUIET_SAMPLES} samples (~5 s) is sampled every ~1 s only; a busy sample
+ * - A runtime quiet for {@link QUIET_SAMPLES} samples (~4 s) is sampled every ~1 s only; a busy sample
  *   puts it back on every tick, so a burn that starts late is reported ~1 s later than an early one.
  * - Why the process and not the thread: Deno names a cell worker's thread `worker-N`, but a runtime
  *   may not read `/proc` (it has `--allow-read=<runtimeDir>` only), and stopping one thread is
@@ -34,9 +34,9 @@
 import { processTree } from "./memory_watchdog.ts";
 
 /** Sampling interval, ms. */
-export const CPU_WATCH_INTERVAL_MS = 250;
-/** Busy samples in a row that make a runtime busy (with the interval: ~1.25 s). */
-export const BUSY_SAMPLES = 5;
+export const CPU_WATCH_INTERVAL_MS = 200;
+/** Busy samples in a row that make a runtime busy (with the interval: ~0.8 s). */
+export const BUSY_SAMPLES = 4;
 /** Linux's `USER_HZ`: the unit of `utime` and `stime` in `/proc/<pid>/stat` (100 on every arch Deno runs on). */
 const TICKS_PER_SECOND = 100;
 /** The bound of a thread that outlived its `terminate()` ({@link IdleCpuWatchdog.watchThread}), % of a core. */
