@@ -10,6 +10,7 @@
  *
  * @module
  */
+import { TimeSlice } from "../../proto/time_slice.ts";
 import { encodeFrame, FrameError, readFrames } from "../../proto/frame_codec.ts";
 import {
   type HostToWorker,
@@ -369,6 +370,9 @@ class RuntimeProcess implements RuntimeTransport {
 
   async #readFrames(): Promise<void> {
     try {
+      // A burst of frames (a cell's stored writes, say) is read as fast as the pipe gives it, and
+      // its reads may settle without a turn of the event loop: yield one every slice.
+      const slice = new TimeSlice();
       for await (const frame of readFrames(this.#child.stdout, this.#options.maxWorkerFrameBytes)) {
         let message: WorkerToHost;
         try {
@@ -377,6 +381,7 @@ class RuntimeProcess implements RuntimeTransport {
           throw new FrameError(`undecodable frame: ${(error as Error).message}`);
         }
         this.#accept(message);
+        if (slice.over) await slice.next();
       }
       // Orderly EOF. If the host did not ask for it, wait briefly for the status.
       if (!this.#stopping && !this.#failure && !(await this.#exitsWithin(500))) {

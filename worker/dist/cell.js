@@ -164,6 +164,18 @@ var RETIRE_HEAP_SHARE = 0.5;
 var RETIRE_HEAP_BYTES = 64 * 1024 * 1024;
 var PARK_MS = 1e3;
 
+// proto/store_batches.ts
+var STORE_BATCH_UNITS = 65536;
+function storeBatchEnd(entries, from, maxUnits = STORE_BATCH_UNITS) {
+  let units = 0;
+  let end = from;
+  while (end < entries.length && (end === from || units < maxUnits)) {
+    const [key, value] = entries[end++];
+    units += key.length + value.length;
+  }
+  return end;
+}
+
 // worker/cell_events.ts
 var LINE_END = 10;
 var DEFAULT_MAX_FRAME_BYTES = MAX_MESSAGE_BYTES + MIB;
@@ -282,13 +294,13 @@ function wireCellEvents(cellId, output) {
         }
       ];
     case "result": {
-      const events = output.writes.map(([key, valueJson]) => ({
-        cellId,
-        storedWrite: {
-          key,
-          valueJson
-        }
-      }));
+      const events = [];
+      const writes = output.writes;
+      for (let from = 0; from < writes.length; ) {
+        const end = storeBatchEnd(writes, from);
+        events.push(storedWritesEvent(cellId, writes, from, end));
+        from = end;
+      }
       events.push({
         cellId,
         result: output.trimmedError ? {
@@ -331,6 +343,34 @@ function encodeCellFrames(cellId, outputs, maxFrameBytes, scratch) {
       ]);
     }
   }
+  return encodeMessages(messages, maxFrameBytes, scratch);
+}
+function encodeStoredWrites(cellId, writes, from, end, maxFrameBytes, scratch) {
+  const event = storedWritesEvent(cellId, writes, from, end);
+  return encodeMessages([
+    [
+      [
+        2,
+        eventFields(event)
+      ],
+      LINE_END_FIELD
+    ]
+  ], maxFrameBytes, scratch);
+}
+function storedWritesEvent(cellId, writes, from, end) {
+  const entries = [];
+  for (let i = from; i < end; i++) entries.push({
+    key: writes[i][0],
+    valueJson: writes[i][1]
+  });
+  return {
+    cellId,
+    storedWrites: {
+      entries
+    }
+  };
+}
+function encodeMessages(messages, maxFrameBytes, scratch) {
   const plans = messages.map(plan);
   let total = 0;
   for (const { size } of plans) total += FRAME_HEADER_BYTES + size;
@@ -427,6 +467,23 @@ function eventFields(event) {
           event.storedWrite.valueJson
         ]
       ]
+    ]);
+  } else if (event.storedWrites) {
+    fields.push([
+      12,
+      event.storedWrites.entries.map((e) => [
+        1,
+        [
+          [
+            1,
+            e.key
+          ],
+          [
+            2,
+            e.valueJson
+          ]
+        ]
+      ])
     ]);
   } else if (event.result) {
     const { errorText, trimmedError } = event.result;
@@ -736,6 +793,8 @@ var CellOutbox = class {
   unsentResult;
   /** The result's frames are written but the runtime has not been told yet. */
   #noticeOwed = false;
+  /** How many of the result's stored writes are written already (a retried result goes on from there). */
+  #writesSent = 0;
   /** @param owner the cell run whose phase decides whether a credit wait goes on */
   constructor(owner) {
     this.#owner = owner;
@@ -886,7 +945,7 @@ var CellOutbox = class {
    * runtime's stream when the cell has a writer, else posted whole (`cell_protocol.ts` item 3).
    */
   post(message) {
-    const outputs = this.#startedPending ? [
+    let outputs = this.#startedPending ? [
       {
         t: "started"
       },
@@ -896,6 +955,16 @@ var CellOutbox = class {
     ];
     try {
       if (this.#write !== void 0 && message.t !== "stopped" && message.t !== "pong") {
+        if (message.t === "result" && message.writes.length > 0) {
+          this.#writeStored(message.writes);
+          message = {
+            ...message,
+            writes: []
+          };
+          outputs = [
+            message
+          ];
+        }
         let frames;
         try {
           frames = encodeCellFrames(this.#cellId, outputs, this.#maxFrameBytes, FRAMES);
@@ -920,6 +989,36 @@ var CellOutbox = class {
       this.#startedPending = false;
     } catch (e) {
       if (e instanceof RangeError) throw e;
+    }
+  }
+  /**
+   * Writes a result's stored writes ahead of it, one `StoredWrites` frame per batch
+   * (`proto/store_batches.ts`), each its own write under the stream lock: a million keys never
+   * become one buffer in the cell's heap, and other cells' frames may pass between batches (the
+   * host collects a cell's writes until its result). `started`, when still pending, leads the
+   * first batch. A write cut short by a stack overflow goes on from the batch it failed on.
+   */
+  #writeStored(writes) {
+    const words = this.#credit.words;
+    while (this.#writesSent < writes.length) {
+      const from = this.#writesSent;
+      const end = storeBatchEnd(writes, from);
+      let frames = encodeStoredWrites(this.#cellId, writes, from, end, this.#maxFrameBytes, FRAMES);
+      if (this.#startedPending) {
+        const started = encodeCellFrames(this.#cellId, [
+          {
+            t: "started"
+          }
+        ], this.#maxFrameBytes);
+        const both = new Uint8Array(started.length + frames.length);
+        both.set(started);
+        both.set(frames, started.length);
+        frames = both;
+      }
+      Atomics.add(words, CELL_PROGRESS, 1);
+      this.#write(frames);
+      this.#startedPending = false;
+      this.#writesSent = end;
     }
   }
   /** Tells the runtime the result is written (retried by the cell run if this ran out of stack). */

@@ -213,6 +213,18 @@ var SINK_WORDS = 2;
 var RETIRE_HEAP_SHARE = 0.5;
 var RETIRE_HEAP_BYTES = 64 * 1024 * 1024;
 
+// proto/store_batches.ts
+var STORE_BATCH_UNITS = 65536;
+function storeBatchEnd(entries, from, maxUnits = STORE_BATCH_UNITS) {
+  let units = 0;
+  let end = from;
+  while (end < entries.length && (end === from || units < maxUnits)) {
+    const [key, value] = entries[end++];
+    units += key.length + value.length;
+  }
+  return end;
+}
+
 // worker/cell_events.ts
 var LINE_END = 10;
 var DEFAULT_MAX_FRAME_BYTES = MAX_MESSAGE_BYTES + MIB;
@@ -331,13 +343,13 @@ function wireCellEvents(cellId, output) {
         }
       ];
     case "result": {
-      const events = output.writes.map(([key, valueJson]) => ({
-        cellId,
-        storedWrite: {
-          key,
-          valueJson
-        }
-      }));
+      const events = [];
+      const writes = output.writes;
+      for (let from = 0; from < writes.length; ) {
+        const end = storeBatchEnd(writes, from);
+        events.push(storedWritesEvent(cellId, writes, from, end));
+        from = end;
+      }
       events.push({
         cellId,
         result: output.trimmedError ? {
@@ -352,6 +364,19 @@ function wireCellEvents(cellId, output) {
     case "pong":
       return [];
   }
+}
+function storedWritesEvent(cellId, writes, from, end) {
+  const entries = [];
+  for (let i = from; i < end; i++) entries.push({
+    key: writes[i][0],
+    valueJson: writes[i][1]
+  });
+  return {
+    cellId,
+    storedWrites: {
+      entries
+    }
+  };
 }
 var utf8 = new TextEncoder();
 function wireTrimmed(text) {
@@ -735,6 +760,14 @@ var STORE_ENTRY = message(P + "StoreEntry", [
   f(1, "key", "string"),
   f(2, "valueJson", "string")
 ]);
+var STORED_WRITES = message(P + "StoredWrites", [
+  {
+    no: 1,
+    name: "entries",
+    type: STORE_ENTRY,
+    repeated: true
+  }
+]);
 var CELL_TOOL = message(P + "CellTool", [
   f(1, "globalName", "string"),
   f(2, "description", "string")
@@ -834,7 +867,13 @@ var WORKER_TO_HOST = message(P + "WorkerToHost", [
     f(11, "exited", message(P + "Exited", [
       f(1, "reason", "string"),
       f(2, "detail", "string", "_detail")
-    ]), "event")
+    ]), "event"),
+    {
+      no: 12,
+      name: "storedWrites",
+      type: STORED_WRITES,
+      oneof: "event"
+    }
   ]), "message"),
   f(3, "runtimeFault", message(P + "RuntimeFault", [
     f(1, "detail", "string")
