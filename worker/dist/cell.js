@@ -2356,6 +2356,73 @@ function createCellRealm(bridges) {
   };
 }
 
+// worker/store_snapshot.ts
+var HEADER_WORDS = 2;
+function hash(key) {
+  let h = 2166136261;
+  for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 16777619);
+  return h >>> 0;
+}
+var SnapshotReader = class {
+  #words;
+  #chars;
+  #mask;
+  #index;
+  /**
+   * @param buffer a base built by {@link buildSnapshot}
+   * @example
+   * ```ts
+   * import assert from "node:assert/strict";
+   * import { buildSnapshot, SnapshotReader } from "./store_snapshot.ts";
+   * const reader = new SnapshotReader(buildSnapshot(new Map([["a", "1"], ["é", '"x"']])));
+   * assert.deepEqual([reader.get("a"), reader.get("é"), reader.get("b")], ["1", '"x"', undefined]);
+   * ```
+   */
+  constructor(buffer) {
+    const head = new Int32Array(buffer, 0, HEADER_WORDS);
+    const count = head[0];
+    const tableSize = head[1];
+    const wordsLength = HEADER_WORDS + tableSize + 3 * count;
+    this.#words = new Int32Array(buffer, 0, wordsLength);
+    this.#chars = new Uint16Array(buffer, 4 * wordsLength);
+    this.#mask = tableSize - 1;
+    this.#index = HEADER_WORDS + tableSize;
+  }
+  /** The JSON text stored under `key`, or `undefined`. */
+  get(key) {
+    const words = this.#words;
+    const chars = this.#chars;
+    const length = key.length;
+    for (let slot = hash(key) & this.#mask; ; slot = slot + 1 & this.#mask) {
+      const entry = words[HEADER_WORDS + slot];
+      if (entry === 0) return void 0;
+      const at = this.#index + 3 * (entry - 1);
+      if (words[at + 1] !== length) continue;
+      const start = words[at];
+      let same = true;
+      for (let j = 0; j < length; j++) {
+        if (chars[start + j] !== key.charCodeAt(j)) {
+          same = false;
+          break;
+        }
+      }
+      if (same) return decode(chars, start + length, words[at + 2]);
+    }
+  }
+};
+var DECODE_CHUNK = 8192;
+function decode(chars, start, length) {
+  if (length <= DECODE_CHUNK) {
+    return String.fromCharCode.apply(null, chars.subarray(start, start + length));
+  }
+  const parts = [];
+  for (let at = start; at < start + length; at += DECODE_CHUNK) {
+    const end = Math.min(at + DECODE_CHUNK, start + length);
+    parts.push(String.fromCharCode.apply(null, chars.subarray(at, end)));
+  }
+  return parts.join("");
+}
+
 // worker/cell_run.ts
 var MAX_HOST_TIMER_MS = MAX_INT32;
 var CellRun = class {
@@ -2365,7 +2432,10 @@ var CellRun = class {
   #phase = PHASE_RUNNING;
   #hostTimers = /* @__PURE__ */ new Map();
   #nextToolId = 0;
+  /** The cell's view of the stored values: its snapshot's overlay and its own writes, over `#base`. */
   #view = /* @__PURE__ */ new Map();
+  /** The snapshot's shared base, if any (`store_snapshot.ts`). */
+  #base;
   /** UTF-8 bytes of the view; computed on the first `store` (`-1` until then). */
   #viewBytes = -1;
   #writes = /* @__PURE__ */ new Map();
@@ -2451,6 +2521,8 @@ var CellRun = class {
       credit
     });
     this.#view = new Map(start.store);
+    this.#base = start.storeBase === void 0 ? void 0 : new SnapshotReader(start.storeBase);
+    if (start.storeBytes !== void 0) this.#viewBytes = start.storeBytes;
     const tools = start.tools.map((tool) => ({
       name: String(tool.name),
       description: String(tool.description)
@@ -2534,7 +2606,7 @@ var CellRun = class {
       emit: this.#emitBridge,
       callTool: this.#callToolBridge,
       byteLength: (text) => typeof text === "string" ? utf8ByteLength(text) : 0,
-      load: (key) => typeof key === "string" ? this.#view.get(key) : void 0,
+      load: (key) => typeof key === "string" ? this.#view.get(key) ?? this.#base?.get(key) : void 0,
       store: this.#storeBridge,
       timer: this.#timerBridge,
       finish: this.#finishBridge
@@ -2640,7 +2712,7 @@ var CellRun = class {
       this.#viewBytes = total;
     }
     const keyBytes = utf8ByteLength(key);
-    const previous = this.#view.get(key);
+    const previous = this.#view.get(key) ?? this.#base?.get(key);
     const next = this.#viewBytes + keyBytes + utf8ByteLength(json) - (previous === void 0 ? 0 : keyBytes + utf8ByteLength(previous));
     if (next > this.#start.maxStoredValueBytes) return STORE_OVER_LIMIT;
     this.#viewBytes = next;
