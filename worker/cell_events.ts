@@ -126,6 +126,8 @@ export function wireCellEvents(cellId: string, output: CellOutput): WireCellEven
       });
       return events;
     }
+    case "storedWrites":
+      return [storedWritesEvent(cellId, output.writes, 0, output.writes.length)];
     case "stopped":
     case "pong":
       return [];

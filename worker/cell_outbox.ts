@@ -293,6 +293,15 @@ export class CellOutbox {
           return;
         }
       }
+      // More than one batch: the batches go ahead of the result (one batch stays in it).
+      if (
+        message.t === "result" &&
+        (this.#writesSent > 0 || storeBatchEnd(message.writes, 0) < message.writes.length)
+      ) {
+        this.#postStored(message.writes);
+        message = { ...message, writes: [] };
+        outputs = [message];
+      }
       this.#output?.postMessage(outputs.length === 1 ? outputs[0] : outputs);
       this.#startedPending = false;
     } catch (e) {
@@ -323,6 +332,24 @@ export class CellOutbox {
       }
       Atomics.add(words, CELL_PROGRESS, 1);
       this.#write!(frames);
+      this.#startedPending = false;
+      this.#writesSent = end;
+    }
+  }
+
+  /**
+   * Posts a result's stored writes ahead of it, one `storedWrites` message per batch, for a cell
+   * that posts its outputs whole (in-process isolation) and has more than one batch to send: the
+   * runtime's thread takes and forwards
+   * each batch on its own, never the whole set in one message. `started`, when still pending,
+   * leads the first batch; a post cut short by a stack overflow goes on from its batch.
+   */
+  #postStored(writes: [string, string][]): void {
+    while (this.#writesSent < writes.length) {
+      const from = this.#writesSent;
+      const end = storeBatchEnd(writes, from);
+      const batch: CellOutput = { t: "storedWrites", writes: writes.slice(from, end) };
+      this.#output?.postMessage(this.#startedPending ? [{ t: "started" }, batch] : batch);
       this.#startedPending = false;
       this.#writesSent = end;
     }

@@ -226,6 +226,11 @@ export type CellOutput =
    * form `trimmedError`) is set when the cell failed.
    */
   | { t: "result"; writes: [string, string][]; error?: string; trimmedError?: CellTrimmedText }
+  /**
+   * A batch of the result's writes, posted ahead of it by a cell that posts its outputs whole
+   * (`proto/store_batches.ts`): each crosses and is forwarded on its own.
+   */
+  | { t: "storedWrites"; writes: [string, string][] }
   /** Answer to `stop` (liveness handshake). */
   | { t: "stopped" }
   /** Answer to `ping`; never forwarded to the host. */

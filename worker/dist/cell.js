@@ -311,6 +311,10 @@ function wireCellEvents(cellId, output) {
       });
       return events;
     }
+    case "storedWrites":
+      return [
+        storedWritesEvent(cellId, output.writes, 0, output.writes.length)
+      ];
     case "stopped":
     case "pong":
       return [];
@@ -985,6 +989,16 @@ var CellOutbox = class {
           return;
         }
       }
+      if (message.t === "result" && (this.#writesSent > 0 || storeBatchEnd(message.writes, 0) < message.writes.length)) {
+        this.#postStored(message.writes);
+        message = {
+          ...message,
+          writes: []
+        };
+        outputs = [
+          message
+        ];
+      }
       this.#output?.postMessage(outputs.length === 1 ? outputs[0] : outputs);
       this.#startedPending = false;
     } catch (e) {
@@ -1017,6 +1031,31 @@ var CellOutbox = class {
       }
       Atomics.add(words, CELL_PROGRESS, 1);
       this.#write(frames);
+      this.#startedPending = false;
+      this.#writesSent = end;
+    }
+  }
+  /**
+   * Posts a result's stored writes ahead of it, one `storedWrites` message per batch, for a cell
+   * that posts its outputs whole (in-process isolation) and has more than one batch to send: the
+   * runtime's thread takes and forwards
+   * each batch on its own, never the whole set in one message. `started`, when still pending,
+   * leads the first batch; a post cut short by a stack overflow goes on from its batch.
+   */
+  #postStored(writes) {
+    while (this.#writesSent < writes.length) {
+      const from = this.#writesSent;
+      const end = storeBatchEnd(writes, from);
+      const batch = {
+        t: "storedWrites",
+        writes: writes.slice(from, end)
+      };
+      this.#output?.postMessage(this.#startedPending ? [
+        {
+          t: "started"
+        },
+        batch
+      ] : batch);
       this.#startedPending = false;
       this.#writesSent = end;
     }

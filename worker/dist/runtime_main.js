@@ -363,6 +363,10 @@ function wireCellEvents(cellId, output) {
       });
       return events;
     }
+    case "storedWrites":
+      return [
+        storedWritesEvent(cellId, output.writes, 0, output.writes.length)
+      ];
     case "stopped":
     case "pong":
       return [];
