@@ -358,8 +358,15 @@ async function chooseSandbox(
   }
   const { log } = where;
   const resolved = await resolveOsSandbox(mode, where.deno, where.runtimeDir, where.tempParent);
-  if (resolved.sandbox) log.info(`OS sandbox: ${resolved.why} around each session runtime`);
-  else if (mode === "off") log.info(`OS sandbox: off (${resolved.why})`);
+  const box = resolved.sandbox;
+  if (box) {
+    log.info(`OS sandbox: ${resolved.why} around each session runtime`, {
+      seccomp: box.seccomp !== undefined,
+      nestedUserNamespaces: !box.disableUserns,
+      readOnly: box.readOnly,
+    });
+    for (const warning of resolved.warnings) log.warn(`OS sandbox: ${warning}`);
+  } else if (mode === "off") log.info(`OS sandbox: off (${resolved.why})`);
   else log.warn(`OS sandbox: off, runtimes are walled by Deno's permissions alone: ${resolved.why}`);
   return resolved.sandbox;
 }
@@ -431,4 +438,5 @@ const inProcessFactory: RuntimeFactory = (options) =>
     runtimeDir: options.runtimeDir,
     maxWorkerFrameBytes: options.maxWorkerFrameBytes,
     workerKillGraceMs: options.workerKillGraceMs,
+    cpuWatchdog: options.cpuWatchdog,
   });

@@ -204,6 +204,8 @@ export class FakeRuntime implements RuntimeTransport {
   /** How the host ended the runtime, if it did: `stop()` (orderly) or `kill()` (hard). */
   endedBy: "stop" | "kill" | undefined;
   onMessage: (message: WorkerToHost) => void = () => {};
+  /** What the host asked to hear when this runtime burns CPU while idle (`watchIdleCpu`). */
+  idleCpuBusy: ((cpuPercent: number) => void) | undefined;
 
   #options: FakeRuntimeOptions;
   #ready = Promise.withResolvers<void>();
@@ -260,6 +262,10 @@ export class FakeRuntime implements RuntimeTransport {
   stop(): Promise<RuntimeEnd> {
     this.endedBy ??= "stop";
     return this.#finish({ kind: "exit", byHost: true, code: 0, signal: null, stderrTail: "" });
+  }
+
+  watchIdleCpu(onBusy: (cpuPercent: number) => void): void {
+    this.idleCpuBusy = onBusy;
   }
 
   kill(): Promise<RuntimeEnd> {

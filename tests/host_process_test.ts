@@ -285,7 +285,8 @@ Deno.test("Runtimes use --deno PATH and the private runtime directory (the compi
     );
     assert.ok(argv.length >= 1);
     for (const args of argv) {
-      assert.equal(args[0], denoPath);
+      // Inside the OS sandbox the binary runs at its real path (the one mounted).
+      assert.ok([denoPath, Deno.realPathSync(denoPath)].includes(args[0]), args[0]);
       const entry = args.at(-1)!;
       assert.match(entry, /\/code-mode-host\/r-\d+-[^/]+\/runtime\.js$/);
       assert.ok(!entry.startsWith(new URL("..", import.meta.url).pathname), "not read from the source tree");

@@ -20,8 +20,7 @@ import {
   startHost,
   type TestHostOptions,
 } from "./_harness.ts";
-import { hostTempParent, RUNTIME_FILES } from "../host/runtime/runtime_files.ts";
-import { spawnRuntimeProcess } from "../host/runtime/runtime_process.ts";
+import { escapeOptions, EVERY_PERMISSION } from "./_escape_runtime.ts";
 import { processTree } from "../host/runtime/memory_watchdog.ts";
 
 const HAVE_BWRAP = (() => {
@@ -32,29 +31,6 @@ const HAVE_BWRAP = (() => {
     return false;
   }
 })();
-
-/** The factory call that ends the cell context's set-up in the bundled bootstrap. */
-const CONTEXT_READY = "JSON.stringify(CELL_GLOBAL_ALLOWLIST), CELL_FILE_NAME, CELL_HELPERS_FILE_NAME);";
-
-let escapeRuntime: string | undefined;
-/** A runtime directory whose cell bootstrap puts the runtime's `Deno` into every cell's globals. */
-function escapeRuntimeFiles(): string {
-  if (escapeRuntime) return escapeRuntime;
-  const parent = hostTempParent();
-  Deno.mkdirSync(parent, { recursive: true, mode: 0o700 });
-  const dir = Deno.makeTempDirSync({ dir: parent, prefix: `r-${Deno.pid}-escape-` });
-  globalThis.addEventListener("unload", () => Deno.removeSync(dir, { recursive: true }));
-  const dist = new URL("../worker/dist/", import.meta.url);
-  for (const name of RUNTIME_FILES) {
-    let text = Deno.readTextFileSync(new URL(name, dist));
-    if (name === "cell.js") {
-      assert.equal(text.split(CONTEXT_READY).length, 2, "the bootstrap's context set-up was found once");
-      text = text.replace(CONTEXT_READY, `${CONTEXT_READY} context.Deno = Deno;`);
-    }
-    Deno.writeTextFileSync(`${dir}/${name}`, text);
-  }
-  return escapeRuntime = dir;
-}
 
 /** The five probes, run from inside a cell; each reports "ok" or the error's name. */
 function probeSource(
@@ -94,19 +70,7 @@ async function probeWith(osSandbox: "bwrap" | "off") {
   try {
     await Deno.writeTextFile(`${dir}/secret.txt`, "secret");
     // Every runtime this host starts runs with every Deno permission (and says so in the host's log).
-    const log = new CapturedLog();
-    let said = false;
-    const options: TestHostOptions = {
-      warmSessions: 1,
-      osSandbox,
-      runtimeFiles: escapeRuntimeFiles(),
-      log,
-      runtimeFactory: (spec) => {
-        if (!said) log.warn("TEST ONLY: session runtimes run with every Deno permission");
-        said = true;
-        return spawnRuntimeProcess({ ...spec, permissions: ["--allow-all"] });
-      },
-    };
+    const options: TestHostOptions = { warmSessions: 1, osSandbox, ...escapeOptions(new CapturedLog()) };
     await using h = await startHost(options);
     await using s = await openSession(h.client);
     const { texts, error } = await run(
@@ -136,7 +100,7 @@ Deno.test({
   ignore: !HAVE_BWRAP,
   fn: async () => {
     const { results, written, log } = await probeWith("bwrap");
-    assert.ok(log.some((l) => l.msg === "TEST ONLY: session runtimes run with every Deno permission"));
+    assert.ok(log.some((l) => l.msg === EVERY_PERMISSION));
     assert.ok(log.some((l) => String(l.msg).startsWith("OS sandbox: bubblewrap ")));
     assert.deepEqual(results, {
       tcp: "ConnectionRefused",
@@ -250,4 +214,37 @@ Deno.test("auto falls back with one warning when bubblewrap is installed but doe
     Deno.env.set("PATH", path);
     await Deno.remove(dir, { recursive: true });
   }
+});
+
+Deno.test({
+  name: "A bubblewrap without --disable-userns: the host warns once and keeps the seccomp filter",
+  ignore: !HAVE_BWRAP,
+  fn: async () => {
+    const real = new TextDecoder().decode(
+      new Deno.Command("sh", { args: ["-c", "command -v bwrap"], stdout: "piped" }).outputSync().stdout,
+    ).trim();
+    const dir = await Deno.makeTempDir({ prefix: "cmh-old-bwrap-" });
+    await Deno.writeTextFile(
+      `${dir}/bwrap`,
+      `#!/bin/sh\nfor a; do [ "$a" = --disable-userns ] && { echo 'bwrap: Unknown option --disable-userns' >&2; exit 1; }; done\nexec ${real} "$@"\n`,
+      { mode: 0o755 },
+    );
+    const path = Deno.env.get("PATH") ?? "";
+    Deno.env.set("PATH", `${dir}:${path}`);
+    try {
+      await using h = await startHost({ warmSessions: 0, osSandbox: "bwrap" });
+      const lines = h.log.lines.filter((l) => String(l.msg).startsWith("OS sandbox"));
+      assert.deepEqual(lines.filter((l) => l.level === "warn").map((l) => l.msg), [
+        "OS sandbox: bubblewrap cannot --disable-userns (0.8 and later can) " +
+        "(exit 1: bwrap: Unknown option --disable-userns)",
+      ]);
+      const info = lines.find((l) => l.level === "info")!;
+      assert.deepEqual([info.seccomp, info.nestedUserNamespaces], [true, true]);
+      await using s = await openSession(h.client);
+      assert.deepEqual((await run(h.client, s.id, "text(1)")).texts, ["1"]);
+    } finally {
+      Deno.env.set("PATH", path);
+      await Deno.remove(dir, { recursive: true });
+    }
+  },
 });

@@ -177,6 +177,7 @@ export class Cell {
       events: this.#events,
       mode: port.mode,
       outputLimits: { maxMessageBytes: port.maxMessageBytes },
+      budget: port.budget,
       clock: port.clock,
       failureHandler: (reason) => port.failed(reason, this.#endDetail),
       cellId: options.id,
@@ -265,6 +266,8 @@ export class Cell {
       throw toStatus(error);
     }
     if (event.type === "completed" || event.type === "terminated") this.#port.forget();
+    // Handed over: the door holds the window now (until it has written it), no longer the cell.
+    event.content.release?.();
     const oversize = this.#port.mode === "client" ? this.#oversize(event, startedAt) : undefined;
     const written = event.type === "yielded" ? event.written : undefined;
     if (oversize) {

@@ -26,6 +26,8 @@
 import type { Clock } from "./clock.ts";
 export type { Clock } from "./clock.ts";
 import {
+  BudgetedCollector,
+  type ByteBudget,
   createOutputCollector,
   type ErrorText,
   type OutputCollector,
@@ -125,6 +127,8 @@ export interface CellActorOptions {
   cellId?: string;
   /** Server collector limits. Default: the SPEC's. */
   outputLimits?: OutputLimits;
+  /** The session's share of the host's memory budget, charged for the cell's output. Default: none. */
+  budget?: ByteBudget;
   /**
    * The door writes outcomes and the cell's delegate requests on one ordered channel (JSON V1),
    * as Codex's own host does: after a `yielded` outcome, the cell's later tool calls and
@@ -237,7 +241,7 @@ class CellActor {
     this.#events = options.events;
     this.#cellId = options.cellId;
     this.#state = new CellState({ clock: options.clock, cellId: options.cellId });
-    this.#output = createOutputCollector(options.mode, options.outputLimits);
+    this.#output = createOutputCollector(options.mode, options.outputLimits, options.budget);
     this.#failureHandler = options.failureHandler;
     this.#observer = new ObserverSlot(options.clock, () => this.#notify());
     this.#calls = new PortCalls(options.clock, this.#lifetime.signal);
@@ -453,7 +457,12 @@ class CellActor {
     const build = (): CompletedEvent => {
       const content = this.#output.take();
       if (errorText === undefined) return { type: "completed", content, resultBufferedForMs: 0 };
-      if (this.#mode === "server") content.push(scriptErrorItem(errorText));
+      if (this.#mode === "server") {
+        // The error is the completion's own: it is kept whatever the budget.
+        const item = scriptErrorItem(errorText);
+        if (content instanceof BudgetedCollector) content.pushForced(item);
+        else content.push(item);
+      }
       return { type: "completed", content, resultBufferedForMs: 0, errorText };
     };
     const commit = await this.#port.commit(writes, build, this.#state);

@@ -14,7 +14,7 @@
 import type { CellToolCall } from "./cell_channel.ts";
 import type { CellState, CompletedEvent } from "./cell_state.ts";
 import type { Clock } from "./clock.ts";
-import type { OutputMode } from "../output/output_collector.ts";
+import type { ByteBudget, OutputMode } from "../output/output_collector.ts";
 
 /**
  * What a cell needs from its session (SPEC §4.12 host, §6 commits, §7 tool calls and notifications,
@@ -52,6 +52,8 @@ export interface CellPort {
   readonly mode: OutputMode;
   /** `maxMessageBytes`: the largest outcome a Client-mode observation can send. */
   readonly maxMessageBytes: number;
+  /** The session's share of the host's memory budget, charged for the cell's output. Default: none. */
+  readonly budget?: ByteBudget;
   /** Server mode: the cell's event queue bounds (`outputEventQueueCapacity`, `…Bytes`). */
   readonly queue: { readonly capacity: number; readonly bytes: number };
   /**

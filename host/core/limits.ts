@@ -3,7 +3,22 @@
  *
  * @module
  */
+import { getHeapStatistics } from "node:v8";
 import { MAX_MEDIA_BYTES, MAX_MESSAGE_BYTES, MAX_TEXT_BYTES, MIB } from "../../proto/bytes.ts";
+
+/**
+ * The default of `hostBufferedBytes`: a quarter of this process's V8 heap limit (1,098,907,648 —
+ * 1,048 MiB — for Deno 2.9.6's default 4,192 MiB on a 24 GiB machine; a quarter of
+ * `--max-old-space-size` when the host is started with one), in whole MiB, at least 64 MiB. The
+ * rest covers what delivery copies for a moment (an outcome rendered as strings, then encoded),
+ * the host's own state, and the counted bytes held off the V8 heap (UTF-8 buffers).
+ *
+ * @returns bytes
+ */
+export function defaultHostBufferedBytes(): number {
+  const quarter = Math.floor(getHeapStatistics().heap_size_limit / 4 / MIB) * MIB;
+  return Math.max(64 * MIB, quarter);
+}
 
 /** All limits; see SPEC §2.8 for each meaning. Byte and count values are plain numbers. */
 export interface Limits {
@@ -61,6 +76,13 @@ export interface Limits {
   outputEventQueueBytes: number;
   /** Stored values per session: key bytes plus JSON text bytes (67,108,864). */
   maxStoredValueBytes: number;
+  /**
+   * The host-wide memory budget: output buffered until a harness reads it and stored values, of
+   * every session, in bytes; each session holds at most its share (`memory_budget.ts`). Output
+   * past it is refused with a notice, a commit past it fails. 0 turns it off (a quarter of the
+   * host's V8 heap limit: {@link defaultHostBufferedBytes}).
+   */
+  hostBufferedBytes: number;
   /** Internal frame limit: 64 MiB + 1 MiB headroom (68,157,440). */
   maxWorkerFrameBytes: number;
   /** Decoded, undispatched frames the host holds per session (128). */
@@ -82,6 +104,13 @@ export interface Limits {
    * memories, native buffers. 0 turns it off (2,048).
    */
   runtimeMemoryMb: number;
+  /**
+   * CPU bound of an idle runtime, % of one core: a session runtime whose process tree uses at least
+   * this much in each of five 250 ms samples in a row while none of its session's cells runs (a
+   * Worker thread a completed cell left spinning, which Deno cannot stop) is replaced from the warm
+   * pool; the session and its stored values stay. 0 turns it off (10).
+   */
+  runtimeIdleCpuPercent: number;
   /** Pre-spawned idle session runtimes (2). */
   warmSessionWorkers: number;
   /** Runtime stderr kept for diagnostics (65,536). */
@@ -136,6 +165,7 @@ export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
   outputEventQueueCapacity: 128,
   outputEventQueueBytes: 2_097_152,
   maxStoredValueBytes: MAX_MESSAGE_BYTES,
+  hostBufferedBytes: defaultHostBufferedBytes(),
   // A largest message plus a mebibyte of envelope (68,157,440).
   maxWorkerFrameBytes: MAX_MESSAGE_BYTES + MIB,
   workerInboundFrameCapacity: 128,
@@ -144,6 +174,7 @@ export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
   workerMainHeapMb: 0,
   cooperativeStopMs: 100,
   runtimeMemoryMb: 2_048,
+  runtimeIdleCpuPercent: 10,
   warmSessionWorkers: 2,
   stderrTailBytes: 65_536,
   shutdownGraceMs: 10_000,

@@ -99,7 +99,7 @@ export class Session {
     this.#cellTelemetry = new CellTelemetry(this.#telemetry);
     this.activeCells = new Permits(limits.maxActiveCellsPerSession);
     this.#observations = new SessionObservations(limits.maxRecentIds);
-    this.#store = new StoredValues(limits.maxStoredValueBytes);
+    this.#store = new StoredValues(limits.maxStoredValueBytes, options.budget);
     this.#lease = new LeaseQueue(limits.leaseEventQueueCapacity);
     this.#sessionDelegatePermits = new Permits(
       options.sessionDelegateCapacity ?? limits.maxPendingDelegateCallsPerSession,
@@ -228,6 +228,8 @@ export class Session {
   }
 
   #remove(): void {
+    // What the session held (unread outcomes, stored values) is the session's no more.
+    this.#options.budget?.close();
     this.#options.onRemoved(this);
     this.#removed.resolve();
     this.#options.log.debug("session closed", { session_id: this.id, session_ref: this.ref });
@@ -338,6 +340,7 @@ export class Session {
       clock: this.#options.clock,
       mode: this.outputMode === OUTPUT_SERVER ? "server" : "client",
       maxMessageBytes: this.#options.limits.maxMessageBytes,
+      budget: this.#options.budget,
       serialOutcomes: this.#options.serialOutcomes ?? false,
       queue: {
         capacity: this.#options.limits.outputEventQueueCapacity,

@@ -7,6 +7,7 @@ import { createWorkerCodec, type WorkerCodec } from "../../proto/worker_codec.ts
 import type { Clock } from "./clock.ts";
 import { HostError } from "./errors.ts";
 import type { Limits } from "./limits.ts";
+import { HostMemoryBudget } from "./memory_budget.ts";
 import type { Logger } from "../ops/log.ts";
 import { type Permit, Permits, RecentIds } from "./permits.ts";
 import type { RuntimeTransport } from "../runtime/runtime_transport.ts";
@@ -14,6 +15,7 @@ import { Session } from "./session.ts";
 import { parseUuid, validateIdentifier } from "./validate.ts";
 import { type RuntimeFactory, spawnRuntimeProcess } from "../runtime/runtime_process.ts";
 import { MemoryWatchdog } from "../runtime/memory_watchdog.ts";
+import { IdleCpuWatchdog } from "../runtime/cpu_watchdog.ts";
 import type { OsSandbox } from "../runtime/os_sandbox.ts";
 import { type AdmissionLimit, NO_TELEMETRY, type Telemetry } from "../ops/telemetry.ts";
 
@@ -72,6 +74,8 @@ export interface OpenOptions {
 /** Registry and admission. */
 export class SessionManager implements AsyncDisposable {
   readonly limits: Limits;
+  /** The host's memory budget (`hostBufferedBytes`): unread output and stored values of every session. */
+  readonly memory: HostMemoryBudget;
   readonly requests: Permits;
   readonly controls: Permits;
   readonly activeCells: Permits;
@@ -94,6 +98,8 @@ export class SessionManager implements AsyncDisposable {
   #spawned = 0;
   /** The one memory timer of this host's runtimes (`runtimeMemoryMb`), when the bound is on. */
   #memoryWatchdog: MemoryWatchdog | undefined;
+  /** The one idle CPU timer of this host's runtimes (`runtimeIdleCpuPercent`), when the bound is on. */
+  #cpuWatchdog: IdleCpuWatchdog | undefined;
 
   /** @param options see {@link SessionManagerOptions} */
   constructor(options: SessionManagerOptions) {
@@ -101,6 +107,7 @@ export class SessionManager implements AsyncDisposable {
     this.limits = options.limits;
     this.telemetry = options.telemetry ?? NO_TELEMETRY;
     this.#slots = new Permits(options.limits.maxSessions);
+    this.memory = new HostMemoryBudget(options.limits.hostBufferedBytes);
     this.#removedIds = new RecentIds(options.limits.maxRecentIds);
     this.requests = new Permits(options.limits.maxInFlightRequests);
     this.controls = new Permits(options.limits.maxInFlightControlRequests);
@@ -109,6 +116,9 @@ export class SessionManager implements AsyncDisposable {
     this.#codec = createWorkerCodec();
     if (options.limits.runtimeMemoryMb > 0) {
       this.#memoryWatchdog = new MemoryWatchdog(options.limits.runtimeMemoryMb);
+    }
+    if (options.limits.runtimeIdleCpuPercent > 0) {
+      this.#cpuWatchdog = new IdleCpuWatchdog(options.limits.runtimeIdleCpuPercent);
     }
     this.#refill();
   }
@@ -160,6 +170,7 @@ export class SessionManager implements AsyncDisposable {
       stderrTailBytes: o.limits.stderrTailBytes,
       workerKillGraceMs: o.limits.workerKillGraceMs,
       memoryWatchdog: this.#memoryWatchdog,
+      cpuWatchdog: this.#cpuWatchdog,
       sandbox: o.runtime.sandbox,
       unresponsiveMs: o.limits.runtimeUnresponsiveMs,
       log: o.log,
@@ -271,9 +282,11 @@ export class SessionManager implements AsyncDisposable {
       await runtime.stop();
       throw refusal;
     }
+    const ref = ++this.#nextRef;
+    const memory = this.memory;
     const session = new Session({
       id: options.sessionId ?? crypto.randomUUID(),
-      ref: ++this.#nextRef,
+      ref,
       outputMode: options.outputMode,
       maxYieldTimeMs: options.maxYieldTimeMs,
       cellHeapMb: options.cellHeapMb,
@@ -288,6 +301,13 @@ export class SessionManager implements AsyncDisposable {
       serialOutcomes: options.serialOutcomes,
       closureTerminatesWaits: options.closureTerminatesWaits,
       telemetry: this.telemetry,
+      budget: memory.account(() =>
+        this.#options.log.warn("host memory budget reached: a session's output or stored values refused", {
+          session_ref: ref,
+          budget_bytes: memory.total,
+          used_bytes: memory.used,
+        })
+      ),
       onRemoved: (removed) => {
         if (this.#sessions.get(removed.id) === removed) this.#sessions.delete(removed.id);
         this.#removedIds.add(removed.id);

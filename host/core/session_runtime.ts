@@ -12,6 +12,10 @@
  *   runtime takes over with the session's stored values.
  * - One replacement at a time: {@link SessionRuntime.restarting} is what `StartCell` and the
  *   session's close wait for.
+ * - A runtime that keeps burning CPU while none of the session's cells runs (a thread a completed
+ *   cell left spinning, which Deno cannot stop) is replaced the same way
+ *   ({@link SessionRuntime.replaceRuntime}, reason `idleCpu`); where there is no hard stop
+ *   (in-process isolation) such a thread is only counted and logged.
  *
  * @module
  */
@@ -41,6 +45,13 @@ function crashLabel(end: RuntimeEnd): CrashLabel {
 function messageOf(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
 }
+
+/** Why {@link SessionRuntime.replaceRuntime} replaces a session's runtime. */
+export type RuntimeReplacement =
+  /** A hard stop of a cell that did not confirm its stop (SPEC §4.5). */
+  | { kind: "stop"; cellId: string }
+  /** The runtime kept burning CPU while none of its session's cells ran, `cpuPercent` of a core. */
+  | { kind: "idleCpu"; cpuPercent: number };
 
 /** Construction options of a {@link SessionRuntime}. */
 export interface SessionRuntimeOptions {
@@ -148,6 +159,11 @@ export class SessionRuntime {
     runtime.ended.then((end) => this.#ended(runtime, end));
     // A replacement runtime may come while cells are already waiting for it.
     if (running.size > 0) runtime.setActive?.(true);
+    runtime.watchIdleCpu?.((cpuPercent) => {
+      if (runtime !== this.#current) return;
+      if (runtime.hardStop === false) return this.#leftRunning(cpuPercent);
+      if (running.size === 0) this.replaceRuntime({ kind: "idleCpu", cpuPercent });
+    });
   }
 
   /** The `Configure` frame each runtime gets as it is attached. */
@@ -243,12 +259,25 @@ export class SessionRuntime {
       if (!cell.running || !this.#options.isOpen()) return;
       if (hadDeadline || ++rounds >= UNSTARTED_STOP_ROUNDS) {
         if (this.#current.hardStop === false) return this.#abandon(cell);
-        return this.#restartFor(cell);
+        return this.replaceRuntime({ kind: "stop", cellId: cell.id });
       }
       hadDeadline = cell.began;
       clock.setTimeout(check, stopMs);
     };
     clock.setTimeout(check, stopMs);
+  }
+
+  /**
+   * A cell Worker thread of a runtime without a hard stop (in-process isolation) kept burning CPU
+   * after its cell ended: nothing can stop it but ending the host; counted and logged.
+   */
+  #leftRunning(cpuPercent: number): void {
+    this.#options.metrics.cellThreadLeftRunning();
+    this.#options.log.warn(
+      "a cell's Worker thread kept running after its cell ended; in-process isolation cannot stop it " +
+        "(it runs until the host exits)",
+      { session_ref: this.#options.ref, cpu_percent: cpuPercent },
+    );
   }
 
   /** Ends a cell that did not confirm its stop, leaving its isolate to the runtime (SPEC §9.8). */
@@ -262,18 +291,43 @@ export class SessionRuntime {
   }
 
   /**
-   * Hard stop (SPEC §4.5): kills the runtime, ends every cell that ran in it, and replaces the
-   * runtime while the session, its lease and its stored values stay.
+   * Replaces the session's runtime now, keeping the session: kills the current runtime, ends every
+   * cell still running in it, and attaches a runtime from the warm pool, which first gets the
+   * session's stored values. The session, its lease and its stored values stay (the host owns
+   * them). Counted and logged by its reason; one replacement at a time (a second call while one is
+   * under way, or once the session closes, does nothing).
+   *
+   * - `stop`: a hard stop (SPEC §4.5): the stopped cell (and any other being terminated) ends
+   *   terminated, the others with `… the session runtime was restarted to stop cell {id}`;
+   *   `code_mode_runtime_restarts_total`, one `info` line.
+   * - `idleCpu`: the runtime kept burning CPU while none of its cells ran (a thread a completed cell
+   *   left spinning; see `host/runtime/cpu_watchdog.ts`); a cell started meanwhile ends with the
+   *   crash text `exec runtime ended unexpectedly`; `code_mode_runtime_cpu_replacements_total`,
+   *   one `warn` line.
+   *
+   * @param reason why
    */
-  #restartFor(stopped: Cell): void {
-    if (this.#restarting) return;
+  replaceRuntime(reason: RuntimeReplacement): void {
+    if (this.#restarting || !this.#options.isOpen()) return;
+    const { metrics } = this.#options;
     // Never rejects; the session manager watches every runtime's end and reaps it.
     this.#current.kill();
-    this.#options.metrics.runtimeRestarted();
+    if (reason.kind === "stop") {
+      metrics.runtimeRestarted();
+      const stoppedCellId = reason.cellId;
+      return this.#replace(
+        (cell) => cell.terminating ? { kind: "default" } : { kind: "restart", stoppedCellId },
+        "session runtime restarted to stop a cell",
+        { cell_id: stoppedCellId },
+      );
+    }
+    metrics.runtimeReplacedIdleCpu();
     this.#replace(
-      (cell) => cell.terminating ? { kind: "default" } : { kind: "restart", stoppedCellId: stopped.id },
-      "session runtime restarted to stop a cell",
-      { cell_id: stopped.id },
+      () => ({ kind: "default" }),
+      "session runtime replaced: it kept burning CPU while none of its cells ran (a thread a " +
+        "completed cell left running)",
+      { cpu_percent: reason.cpuPercent },
+      "warn",
     );
   }
 
@@ -282,11 +336,16 @@ export class SessionRuntime {
    * runtime; the session, its lease and its stored values stay. {@link SessionRuntime.restarting}
    * is set until the replacement is in place; a failure is the session's crash.
    */
-  #replace(reason: (cell: Cell) => EndReason, message: string, fields: LogFields): void {
+  #replace(
+    reason: (cell: Cell) => EndReason,
+    message: string,
+    fields: LogFields,
+    level: "info" | "warn" = "info",
+  ): void {
     if (this.#restarting) return;
     const done = Promise.withResolvers<void>();
     this.#restarting = done.promise;
-    this.#replaceNow(reason, message, fields)
+    this.#replaceNow(reason, message, fields, level)
       .catch((error) =>
         this.#options.crashed(`session runtime could not be replaced: ${messageOf(error)}`, false)
       )
@@ -296,7 +355,12 @@ export class SessionRuntime {
       });
   }
 
-  async #replaceNow(reason: (cell: Cell) => EndReason, message: string, fields: LogFields): Promise<void> {
+  async #replaceNow(
+    reason: (cell: Cell) => EndReason,
+    message: string,
+    fields: LogFields,
+    level: "info" | "warn",
+  ): Promise<void> {
     for (const cell of [...this.#options.running.values()]) cell.end(reason(cell));
     const next = await this.#options.replace();
     if (!this.#options.isOpen()) {
@@ -306,7 +370,7 @@ export class SessionRuntime {
     }
     this.#current = next;
     this.#attach(next);
-    this.#options.log.info(message, { session_ref: this.#options.ref, ...fields });
+    this.#options.log[level](message, { session_ref: this.#options.ref, ...fields });
   }
 
   /** Orderly stop of the current runtime (the session's close). */

@@ -483,6 +483,43 @@ Deno.test("Session: a cell that cannot confirm a stop gets its runtime restarted
   await h.session.close();
 });
 
+Deno.test("Session: a runtime that burns CPU while no cell runs is replaced; the session and its store stay, one warning", async () => {
+  const h = setup();
+  const writer = await h.start("store");
+  h.runtime.cell(writer.id)!.store("k", 1).complete();
+  await writer.initial;
+  const live = await h.start("forever");
+  h.runtime.cell(live.id)!.started();
+  await turn();
+  h.runtime.idleCpuBusy!(90);
+  await turn();
+  assert.equal(h.runtime.endedBy, undefined, "a runtime with a live cell is never replaced for its CPU");
+  h.runtime.cell(live.id)!.complete();
+  await live.initial;
+  await turn();
+  h.runtime.idleCpuBusy!(90);
+  h.runtime.idleCpuBusy!(90);
+  assert.equal(h.runtime.endedBy, "kill");
+  await turn();
+  assert.equal(h.replacements.length, 1);
+  const next = h.replacements[0];
+  assert.equal(next.frames("configure")[0].sessionId, h.session.id);
+  assert.deepEqual(next.frames("storeUpdate"), [
+    { version: 1, reset: true, entries: [{ key: "k", valueJson: "1" }] },
+  ]);
+  assert.ok(h.session.open);
+  assert.deepEqual(h.lines.filter((l) => l.level === "warn").map((l) => [l.msg, l.cpu_percent]), [
+    [
+      "session runtime replaced: it kept burning CPU while none of its cells ran (a thread a completed cell left running)",
+      90,
+    ],
+  ]);
+  const after = await h.start();
+  assert.deepEqual(next.frames("startCell").map((s) => [s.cellId, s.storeVersion]), [[after.id, 1]]);
+  assert.ok(next.idleCpuBusy, "the replacement is watched too");
+  await h.session.close();
+});
+
 Deno.test("Session: execution and wait IDs cannot be reused; a CancelWait that comes first cancels the Wait", () => {
   const h = setup();
   h.session.reserveExecution("e");

@@ -8,6 +8,7 @@
 import type { CellOptions } from "./cell.ts";
 import type { Clock } from "./clock.ts";
 import type { Limits } from "./limits.ts";
+import type { SessionBudget } from "./memory_budget.ts";
 import type { Logger } from "../ops/log.ts";
 import type { Permit, Permits } from "./permits.ts";
 import type { RuntimeTransport } from "../runtime/runtime_transport.ts";
@@ -93,4 +94,6 @@ export interface SessionOptions {
   closureTerminatesWaits?: boolean;
   /** Metrics and tracing (default off). */
   telemetry?: Telemetry;
+  /** The session's account in the host's memory budget (default: uncounted); closed with the session. */
+  budget?: SessionBudget;
 }

@@ -4,6 +4,9 @@
  *
  * - A cell's writes are committed with its completion, all or none: a merge that would pass the cap
  *   is refused as a whole (the completion then carries the cap's text).
+ * - The values count against the host's memory budget (`hostBufferedBytes`, the session's share):
+ *   a merge that grows them past what the budget grants is refused the same way, with
+ *   {@link budgetRefusal}'s text; a value of {@link BYTES_FROM} bytes or more is held as UTF-8 bytes.
  * - Each applied commit bumps the version by one and sends the `StoreUpdate`s that bring the
  *   runtime's replica to it; a replacement runtime gets the whole map as `reset` updates. Updates
  *   are batched (`proto/store_batches.ts`), so every frame fits and none is large.
@@ -19,6 +22,23 @@
 import { utf8ByteLength } from "../../proto/bytes.ts";
 import { STORE_BATCH_UNITS } from "../../proto/store_batches.ts";
 import { TimeSlice } from "../../proto/time_slice.ts";
+import type { ByteBudget } from "../output/output_items.ts";
+
+/** Values of this many UTF-16 units or more are held as UTF-8 bytes (half the memory as two-byte strings). */
+export const BYTES_FROM = 1_024;
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+/**
+ * The refusal text of a merge the host's memory budget does not grant.
+ *
+ * @param total the budget (`hostBufferedBytes`)
+ * @returns the text
+ */
+export function budgetRefusal(total: number): string {
+  return `stored values exceed the host's memory budget: the host holds at most ${total} bytes of unread output and stored values, shared by its sessions`;
+}
 
 /** A `StoreUpdate` frame's body. */
 export interface StoreUpdate {
@@ -44,17 +64,22 @@ const STEPS_PER_LOOK = 512;
 
 /** The authoritative stored values of one session. */
 export class StoredValues {
-  #values = new Map<string, string>();
+  #values = new Map<string, string | Uint8Array>();
   #bytes = 0;
   #version = 0;
   readonly #maxBytes: number;
+  readonly #budget: ByteBudget | undefined;
   /** The last queued task's end (errors swallowed); `undefined` when idle. */
   #tail: Promise<void> | undefined;
   #queued = 0;
 
-  /** @param maxBytes `maxStoredValueBytes`: keys and values, UTF-8 */
-  constructor(maxBytes: number) {
+  /**
+   * @param maxBytes `maxStoredValueBytes`: keys and values, UTF-8
+   * @param budget the session's share of the host's memory budget; absent: not counted
+   */
+  constructor(maxBytes: number, budget?: ByteBudget) {
     this.#maxBytes = maxBytes;
+    this.#budget = budget;
   }
 
   /** The version of the last applied commit (0 before any). */
@@ -146,7 +171,7 @@ export class StoredValues {
         const [key, value] = next.value;
         const old = values.get(key);
         const keyBytes = utf8ByteLength(key);
-        if (old !== undefined) size -= keyBytes + utf8ByteLength(old);
+        if (old !== undefined) size -= keyBytes + bytesOf(old);
         size += keyBytes + utf8ByteLength(value);
       }
     };
@@ -160,20 +185,28 @@ export class StoredValues {
     send: SendUpdate,
     slice: TimeSlice | undefined,
   ): void | Promise<void> {
+    const growth = size - this.#bytes;
     const refused = size > this.#maxBytes
       ? `stored values exceed the ${this.#maxBytes}-byte session limit`
+      : this.#budget && !this.#budget.fits(growth)
+      ? budgetRefusal(this.#budget.total)
       : undefined;
     if (!decide(refused) || refused !== undefined || writes.size === 0) return;
+    if (growth > 0) this.#budget?.charge(growth);
+    else this.#budget?.release(-growth);
     this.#bytes = size;
     const version = ++this.#version;
     const values = this.#values;
-    return this.#batched(writes.entries(), (key, value) => values.set(key, value), send, { version }, slice);
+    const set = (key: string, value: string) => {
+      values.set(key, value.length >= BYTES_FROM ? encoder.encode(value) : value);
+    };
+    return this.#batched(writes.entries(), set, send, { version }, slice);
   }
 
   #sendReplica(send: SendUpdate, slice: TimeSlice | undefined): void | Promise<void> {
     if (this.#values.size === 0) return;
     return this.#batched(
-      this.#values.entries(),
+      texts(this.#values),
       () => {},
       send,
       { version: this.#version, reset: true },
@@ -186,7 +219,7 @@ export class StoredValues {
    * on the first, the version on all), calling `each` per entry; sliced when `slice` is given.
    */
   #batched(
-    entries: IterableIterator<[string, string]>,
+    entries: Iterator<[string, string]>,
     each: (key: string, value: string) => void,
     send: SendUpdate,
     head: { version: number; reset?: true },
@@ -227,4 +260,12 @@ export class StoredValues {
     };
     return step();
   }
+}
+
+function bytesOf(value: string | Uint8Array): number {
+  return typeof value === "string" ? utf8ByteLength(value) : value.byteLength;
+}
+
+function* texts(values: Map<string, string | Uint8Array>): Generator<[string, string]> {
+  for (const [key, value] of values) yield [key, typeof value === "string" ? value : decoder.decode(value)];
 }

@@ -72,6 +72,8 @@ export class PrometheusMetrics implements HostMetrics {
   readonly #latency: Histogram<"method">;
   readonly #spawns: Counter;
   readonly #restarts: Counter;
+  readonly #idleCpuReplacements: Counter;
+  readonly #threadsLeftRunning: Counter;
   readonly #crashes: Counter<"reason">;
   readonly #output: Counter<"disposition">;
   readonly #tools: Counter<"outcome">;
@@ -118,6 +120,17 @@ export class PrometheusMetrics implements HostMetrics {
     this.#restarts = new Counter({
       name: "code_mode_runtime_restarts_total",
       help: "Session runtimes restarted to stop a cell.",
+      registers,
+    });
+    this.#idleCpuReplacements = new Counter({
+      name: "code_mode_runtime_cpu_replacements_total",
+      help: "Session runtimes replaced because they burned CPU while none of their session's cells ran.",
+      registers,
+    });
+    this.#threadsLeftRunning = new Counter({
+      name: "code_mode_cell_threads_left_running_total",
+      help:
+        "Cell Worker threads that kept burning CPU after their cell ended and could not be stopped (in-process isolation).",
       registers,
     });
     this.#crashes = new Counter({
@@ -182,6 +195,12 @@ export class PrometheusMetrics implements HostMetrics {
   }
   runtimeRestarted(): void {
     this.#restarts.inc();
+  }
+  runtimeReplacedIdleCpu(): void {
+    this.#idleCpuReplacements.inc();
+  }
+  cellThreadLeftRunning(): void {
+    this.#threadsLeftRunning.inc();
   }
   runtimeCrashed(reason: CrashLabel): void {
     this.#crashes.inc({ reason });

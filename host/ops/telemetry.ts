@@ -54,6 +54,16 @@ export interface HostMetrics {
   runtimeSpawned(): void;
   /** A session runtime was restarted to stop a cell (SPEC §4.5). */
   runtimeRestarted(): void;
+  /**
+   * A session runtime was replaced because it kept burning CPU while none of its session's cells
+   * ran (`runtimeIdleCpuPercent`: a thread a completed cell left spinning).
+   */
+  runtimeReplacedIdleCpu(): void;
+  /**
+   * A cell Worker thread kept burning CPU after its cell ended, in a runtime that cannot be
+   * replaced to stop it (in-process isolation).
+   */
+  cellThreadLeftRunning(): void;
   /** A session runtime ended on its own: its session crashed (SPEC §3.5). */
   runtimeCrashed(reason: CrashLabel): void;
   /** An outcome was delivered: `delivered` content bytes sent, `dropped` output bytes left out of it. */
@@ -122,6 +132,8 @@ export const NO_METRICS: HostMetrics = Object.freeze({
   requestDone() {},
   runtimeSpawned() {},
   runtimeRestarted() {},
+  runtimeReplacedIdleCpu() {},
+  cellThreadLeftRunning() {},
   runtimeCrashed() {},
   output() {},
   toolCall() {},

@@ -5,6 +5,8 @@
  * - Items are kept exactly as pushed while the window's encoded content fits `maxMessageBytes`;
  *   past that the window retains nothing and only counts encoded bytes
  *   ({@link OutputCollector.encodedBytes}), because it cannot be delivered anyway.
+ * - A text of {@link UTF8_FROM} UTF-16 units or more is kept as its UTF-8 bytes until rendered (it is
+ *   only forwarded): V8 keeps a text with one character past Latin-1 as two bytes per unit.
  *
  * @module
  */
@@ -20,11 +22,39 @@ import {
   type RenderedEntry,
 } from "./output_items.ts";
 
+/** Texts of this many UTF-16 units or more are kept as UTF-8 bytes. */
+export const UTF8_FROM = 1_024;
+
+/** A text kept as its UTF-8 bytes. */
+interface Utf8Text {
+  type: "utf8";
+  bytes: Uint8Array;
+}
+
+type Kept = PushedItem | Utf8Text;
+
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
+
+function keep(item: PushedItem): Kept {
+  return item.type === "text" && item.text.length >= UTF8_FROM && item.text.isWellFormed()
+    ? { type: "utf8", bytes: encoder.encode(item.text) }
+    : item;
+}
+
+function pushed(item: Kept): PushedItem {
+  return item.type === "utf8" ? { type: "text", text: decoder.decode(item.bytes) } : item;
+}
+
+function* pushedAll(items: Iterable<Kept>): Iterable<PushedItem> {
+  for (const item of items) yield pushed(item);
+}
+
 /** A list of items, kept exactly as produced while they fit one message (SPEC §8.3). */
 export class ClientOutputCollector implements OutputCollector {
   readonly mode = "client";
   readonly #limit: number;
-  #items: PushedItem[] = [];
+  #items: Kept[] = [];
   #encoded = 0;
   #pushed = 0;
   /** Counted from the push that took the window over its limit (before that, the items are there). */
@@ -39,8 +69,8 @@ export class ClientOutputCollector implements OutputCollector {
   }
 
   /** Adds items to the JSON count (started with the retained items when the window outgrows its limit). */
-  #countJson(items: Iterable<PushedItem>): void {
-    this.#addJsonSize(contentJsonOf(items));
+  #countJson(items: Iterable<Kept>): void {
+    this.#addJsonSize(contentJsonOf(pushedAll(items)));
   }
 
   #addJsonSize(size: ContentJsonSize): void {
@@ -51,7 +81,7 @@ export class ClientOutputCollector implements OutputCollector {
 
   /** Adds another window's JSON count (or its retained items') to this one's. */
   #addJson(other: ClientOutputCollector): void {
-    this.#addJsonSize(other.#json ?? contentJsonOf(other.#items));
+    this.#addJsonSize(other.#json ?? contentJsonOf(pushedAll(other.#items)));
   }
 
   get isEmpty(): boolean {
@@ -70,7 +100,7 @@ export class ClientOutputCollector implements OutputCollector {
     this.#pushed++;
     this.#encoded += contentItemEncodedBytes(item);
     if (this.#encoded <= this.#limit) {
-      this.#items.push(item);
+      this.#items.push(keep(item));
       return;
     }
     if (this.#json === undefined) this.#countJson(this.#items);
@@ -82,11 +112,11 @@ export class ClientOutputCollector implements OutputCollector {
     if (this.#encoded > this.#limit) {
       throw new RangeError(`a Client window of ${this.#encoded} bytes exceeds ${this.#limit} bytes`);
     }
-    return this.#items as OutputItem[];
+    return this.#items.map(pushed) as OutputItem[];
   }
 
   render(): OutputItem[] {
-    return [...this.#retained()];
+    return this.#retained();
   }
 
   entries(): RenderedEntry[] {

@@ -7,18 +7,22 @@
  *
  * @module
  */
+import { BudgetedCollector, ITEM_OVERHEAD_BYTES } from "./budgeted_output.ts";
 import { ClientOutputCollector } from "./client_output.ts";
-import type { OutputCollector, OutputItem, OutputLimits, OutputMode } from "./output_items.ts";
-import { ServerOutputCollector } from "./server_output.ts";
+import type { ByteBudget, OutputCollector, OutputItem, OutputLimits, OutputMode } from "./output_items.ts";
+import { SERVER_IMAGE_BYTES, SERVER_MAX_ITEMS, ServerOutputCollector } from "./server_output.ts";
+import { MAX_MESSAGE_BYTES, MAX_TEXT_BYTES } from "../../proto/bytes.ts";
 
 export * from "./output_items.ts";
+export { BudgetedCollector, ITEM_OVERHEAD_BYTES } from "./budgeted_output.ts";
 export { SERVER_IMAGE_BYTES, SERVER_MAX_ITEMS } from "./server_output.ts";
 
 /**
  * Creates an empty collector for a mode.
  *
  * @param mode `"client"` (plain ordered list) or `"server"` (bounded, SPEC §8.6)
- * @param limits Server limits; ignored in Client mode
+ * @param limits Server limits; in Client mode only `maxMessageBytes`
+ * @param budget the session's share of the host's memory budget; absent: not charged
  * @returns the collector
  *
  * @example
@@ -36,8 +40,25 @@ export { SERVER_IMAGE_BYTES, SERVER_MAX_ITEMS } from "./server_output.ts";
  * ]);
  * ```
  */
-export function createOutputCollector(mode: OutputMode, limits: OutputLimits = {}): OutputCollector {
-  return mode === "server" ? new ServerOutputCollector(limits) : new ClientOutputCollector(limits);
+export function createOutputCollector(
+  mode: OutputMode,
+  limits: OutputLimits = {},
+  budget?: ByteBudget,
+): OutputCollector {
+  const inner = mode === "server" ? new ServerOutputCollector(limits) : new ClientOutputCollector(limits);
+  if (budget === undefined) return inner;
+  return mode === "server"
+    ? new BudgetedCollector(inner, { budget, cap: serverWindowCharge(limits) })
+    : new BudgetedCollector(inner, { budget, maxMessageBytes: limits.maxMessageBytes ?? MAX_MESSAGE_BYTES });
+}
+
+/**
+ * The most a Server window can hold, as charged: its retained text (as UTF-16, twice its UTF-8
+ * bound at most), images, audio, and an overhead per item.
+ */
+function serverWindowCharge(limits: OutputLimits): number {
+  return 2 * (limits.maxTextBytes ?? MAX_TEXT_BYTES) + (limits.maxImageBytes ?? SERVER_IMAGE_BYTES) +
+    (limits.maxAudioBytes ?? MAX_MESSAGE_BYTES) + (limits.maxItems ?? SERVER_MAX_ITEMS) * ITEM_OVERHEAD_BYTES;
 }
 
 /**

@@ -332,6 +332,11 @@ export interface OutputCollector {
    * @param taken a collector returned by {@link OutputCollector.take} of the same mode; it is left empty
    */
   restore(taken: OutputCollector): void;
+  /**
+   * Gives back the window's share of the host's memory budget: it was handed to an observer
+   * (only a budgeted collector holds one; `budgeted_output.ts`).
+   */
+  release?(): void;
 }
 
 /**
@@ -403,4 +408,48 @@ export function addCounts(a: NoticeCounts, b: NoticeCounts): NoticeCounts {
     images: a.images + b.images,
     audio: a.audio + b.audio,
   };
+}
+
+/**
+ * A share of the host's memory budget (`hostBufferedBytes`): what a collector, or a session's
+ * stored values, charge for the bytes they hold (the core's `SessionBudget` implements it).
+ */
+export interface ByteBudget {
+  /** The host's budget in bytes (0: off). */
+  readonly total: number;
+  /**
+   * Takes `bytes` if they fit the budget and the session's share.
+   *
+   * @returns false, taking nothing, when they do not
+   */
+  tryCharge(bytes: number): boolean;
+  /** Whether {@link ByteBudget.tryCharge} would take `bytes` now (takes nothing). */
+  fits(bytes: number): boolean;
+  /** Takes `bytes` even past the budget (bytes already held, checked with {@link ByteBudget.fits}). */
+  charge(bytes: number): void;
+  /** Gives back bytes no longer held. */
+  release(bytes: number): void;
+}
+
+/**
+ * The text that ends a window whose cell's later output the host's memory budget refused.
+ *
+ * @param items the items refused
+ * @param bytes their payload bytes
+ * @param total the budget (`hostBufferedBytes`)
+ * @returns the notice
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { budgetNoticeText } from "./output_collector.ts";
+ *
+ * assert.equal(
+ *   budgetNoticeText(2, 10, 1024),
+ *   "[Code Mode host memory budget reached: refused 2 later output items (10 bytes) of this cell; the host buffers at most 1024 bytes of unread output and stored values, shared by its sessions]",
+ * );
+ * ```
+ */
+export function budgetNoticeText(items: number, bytes: number, total: number): string {
+  return `[Code Mode host memory budget reached: refused ${items} later output items (${bytes} bytes) of this cell; the host buffers at most ${total} bytes of unread output and stored values, shared by its sessions]`;
 }

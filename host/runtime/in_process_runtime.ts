@@ -11,6 +11,10 @@
  *   abandoned ({@link RuntimeTransport.abandonCell}); its Worker may keep a core busy until the
  *   host exits, but no longer keeps the process alive;
  * - no OS process: `pid` is undefined, `kill()` abandons every cell at once;
+ * - a cell Worker whose thread outlives its `terminate()` (a cell that left a promise chain spinning
+ *   after it completed, or one abandoned) cannot be stopped: one still running
+ *   {@link LEFT_RUNNING_CHECK_MS} later that burns CPU (`runtimeIdleCpuPercent`) is reported through
+ *   `watchIdleCpu`, and the session counts and logs it; it runs until the host exits;
  * - cells run with the host's permissions: this mode is not for untrusted code.
  *
  * @module
@@ -21,6 +25,10 @@ import { encodeFrame, FrameDecoder, FrameError } from "../../proto/frame_codec.t
 import type { HostToWorker, WorkerCodec, WorkerToHost } from "../../proto/worker_codec.ts";
 import { type CellWorkerThread, Runtime, type RuntimeInput } from "../../worker/runtime.ts";
 import { refusedAfterEnd, type RuntimeEnd, type RuntimeTransport } from "./runtime_transport.ts";
+import { type IdleCpuWatch, type IdleCpuWatchdog, workerThreadTid } from "./cpu_watchdog.ts";
+
+/** How long after its `terminate()` a cell Worker's thread that still exists is watched for CPU. */
+export const LEFT_RUNNING_CHECK_MS = 1_000;
 
 /** The failure of a platform without what in-process isolation needs (SPEC §9.8). */
 export const IN_PROCESS_UNSUPPORTED = "code-mode in-process isolation needs node:worker_threads and node:vm";
@@ -62,6 +70,8 @@ export interface InProcessRuntimeOptions {
   runtimeDir: string;
   maxWorkerFrameBytes: number;
   workerKillGraceMs: number;
+  /** Watches cell Worker threads that outlive their `terminate()` (`runtimeIdleCpuPercent`); none when off. */
+  cpuWatchdog?: IdleCpuWatchdog;
 }
 
 let nextId = 0;
@@ -128,6 +138,11 @@ export class InProcessRuntime implements RuntimeTransport {
   /** Workers still loading their module (see {@link InProcessRuntime.#cellThread}). */
   readonly #loading = new Set<Promise<void>>();
   #failure: { kind: "protocol" | "fault"; detail: string } | undefined;
+  /** Where a Worker thread left running is reported ({@link InProcessRuntime.watchIdleCpu}). */
+  #onLeftRunning: ((cpuPercent: number) => void) | undefined;
+  /** Checks of terminated Workers' threads, and watches of those that outlived it. */
+  readonly #leftRunningChecks = new Set<ReturnType<typeof setTimeout>>();
+  readonly #leftRunning = new Set<IdleCpuWatch>();
 
   /** @param options see {@link InProcessRuntimeOptions} */
   constructor(options: InProcessRuntimeOptions) {
@@ -162,6 +177,10 @@ export class InProcessRuntime implements RuntimeTransport {
     } catch (error) {
       return Promise.reject(error);
     }
+  }
+
+  watchIdleCpu(onBusy: (cpuPercent: number) => void): void {
+    this.#onLeftRunning = onBusy;
   }
 
   abandonCell(cellId: string): void {
@@ -209,8 +228,32 @@ export class InProcessRuntime implements RuntimeTransport {
     });
     this.#loading.add(loaded);
     const terminate = worker.terminate.bind(worker);
-    worker.terminate = () => loaded.then(terminate);
+    worker.terminate = () => {
+      this.#checkLeftRunning(worker.threadId);
+      return loaded.then(terminate);
+    };
     return worker;
+  }
+
+  /**
+   * Deno's `terminate()` does not stop a thread that runs JavaScript: a Worker's thread that still
+   * exists {@link LEFT_RUNNING_CHECK_MS} later is watched, and reported if it burns CPU.
+   */
+  #checkLeftRunning(threadId: number): void {
+    const watchdog = this.#options.cpuWatchdog;
+    if (!watchdog || !this.#alive) return;
+    const timer = setTimeout(() => {
+      this.#leftRunningChecks.delete(timer);
+      const tid = workerThreadTid(threadId);
+      if (tid === undefined || !this.#alive) return;
+      const watch = watchdog.watchThread(tid, (cpuPercent) => {
+        this.#leftRunning.delete(watch);
+        if (this.#alive) this.#onLeftRunning?.(cpuPercent);
+      });
+      this.#leftRunning.add(watch);
+    }, LEFT_RUNNING_CHECK_MS);
+    Deno.unrefTimer(timer);
+    this.#leftRunningChecks.add(timer);
   }
 
   /** Runtime → host bytes: decoded and dispatched at once, as the subprocess's reader does. */
@@ -249,6 +292,8 @@ export class InProcessRuntime implements RuntimeTransport {
     this.#alive = false;
     this.#input.close();
     this.#runtime.dispose();
+    for (const timer of this.#leftRunningChecks) clearTimeout(timer);
+    for (const watch of this.#leftRunning) watch.stop();
     const base = { code, signal: null, stderrTail: "" };
     const end: RuntimeEnd = this.#failure
       ? { kind: this.#failure.kind, byHost: false, detail: this.#failure.detail, ...base }

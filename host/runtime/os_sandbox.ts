@@ -1,11 +1,17 @@
 /**
- * Resolves `--os-sandbox auto|bwrap|off` at start-up (issue 22): finds bubblewrap and the paths
- * the Deno binary needs, and runs one sandboxed `deno --version` to prove the sandbox works here.
- * The argv itself is built by the pure `os_sandbox_command.ts`.
+ * Resolves `--os-sandbox auto|bwrap|off` at start-up (issues 22, 27): finds bubblewrap and the
+ * files the Deno binary loads, writes the seccomp filter (`seccomp.ts`) into the runtime
+ * directory, and runs one sandboxed `deno --version` to prove the sandbox works here. The argv
+ * itself is built by the pure `os_sandbox_command.ts`.
+ *
+ * - The tightest sandbox that works is taken: with the seccomp filter and `--disable-userns`;
+ *   else (bubblewrap before 0.8) without `--disable-userns`; else (no seccomp here) without the
+ *   filter. Each step down is named in `warnings`.
  *
  * @module
  */
 import { buildSandboxArgv } from "./os_sandbox_command.ts";
+import { buildSeccompFilter } from "./seccomp.ts";
 
 /** The `--os-sandbox` modes. */
 export type OsSandboxMode = "auto" | "bwrap" | "off";
@@ -13,11 +19,18 @@ export type OsSandboxMode = "auto" | "bwrap" | "off";
 /** A working sandbox: what {@link buildSandboxArgv} needs besides the per-runtime directories. */
 export interface OsSandbox {
   bwrap: string;
-  /** The Deno binary, its library directories and `/etc/localtime`. */
+  /** The Deno binary, the shared libraries it loads and its dynamic loader (files, not folders). */
   readOnly: string[];
   /** The Deno binary, run inside the sandbox at the same path. */
   deno: string;
+  /** The seccomp filter's file (in the runtime directory), when one is applied. */
+  seccomp?: string;
+  /** Whether bubblewrap forbids nested user namespaces (`--disable-userns`). */
+  disableUserns: boolean;
 }
+
+/** The file name of the seccomp filter in the runtime directory. */
+export const SECCOMP_FILE = "seccomp.bpf";
 
 function findOnPath(name: string): string | undefined {
   for (const dir of (Deno.env.get("PATH") ?? "/usr/local/bin:/usr/bin:/bin").split(":")) {
@@ -41,22 +54,29 @@ function exists(path: string): boolean {
   }
 }
 
-/** The directories of `deno`'s shared libraries and loader, from `ldd`; a fixed list without it. */
-async function libraryDirectories(deno: string): Promise<string[]> {
+/**
+ * The shared libraries `deno` loads and its dynamic loader, at the paths the loader looks them up
+ * (`ldd`); the whole library directories when `ldd` is missing or says nothing (a static binary
+ * needs none: then the list is empty).
+ */
+async function libraryFiles(deno: string): Promise<{ paths: string[]; why?: string }> {
   const ldd = findOnPath("ldd");
-  if (ldd) {
-    try {
-      const out = await new Deno.Command(ldd, { args: [deno], stdout: "piped", stderr: "null" }).output();
-      if (out.success) {
-        const paths = [...new TextDecoder().decode(out.stdout).matchAll(/(\/\S+)/g)].map((m) => m[1]);
-        const dirs = paths.map((p) => p.slice(0, p.lastIndexOf("/")) || "/");
-        if (dirs.length > 0) return [...new Set(dirs)];
-      }
-    } catch {
-      // Fall through.
+  const whole = ["/lib", "/lib64", "/usr/lib", "/usr/lib64"].filter(exists);
+  if (!ldd) return { paths: whole, why: "ldd is missing: whole library directories are mounted" };
+  try {
+    const out = await new Deno.Command(ldd, { args: [deno], stdout: "piped", stderr: "piped" }).output();
+    const text = new TextDecoder().decode(out.stdout);
+    if (!out.success) {
+      return /not a dynamic executable/.test(new TextDecoder().decode(out.stderr))
+        ? { paths: [] }
+        : { paths: whole, why: `ldd ${deno} failed: whole library directories are mounted` };
     }
+    // `libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x…)` and `/lib64/ld-linux-x86-64.so.2 (0x…)`.
+    const paths = [...text.matchAll(/(?:^|=>)\s*(\/\S+)\s+\(0x/gm)].map((m) => m[1]).filter(exists);
+    return { paths: [...new Set(paths)] };
+  } catch (error) {
+    return { paths: whole, why: `ldd ${deno} failed (${error}): whole library directories are mounted` };
   }
-  return ["/lib", "/lib64", "/usr/lib", "/usr/lib64"].filter(exists);
 }
 
 /**
@@ -66,7 +86,7 @@ async function libraryDirectories(deno: string): Promise<string[]> {
  * @param deno the Deno binary for runtimes
  * @param runtimeDir the host's runtime directory (the probe runs in a work dir next to it)
  * @param workParent the parent of work directories
- * @returns the sandbox, or undefined (off) with the reason why
+ * @returns the sandbox, or undefined (off) with the reason why; `warnings`: what was left out
  * @throws {Error} in `bwrap` mode when bubblewrap is missing or does not work
  */
 export async function resolveOsSandbox(
@@ -74,26 +94,56 @@ export async function resolveOsSandbox(
   deno: string,
   runtimeDir: string,
   workParent: string,
-): Promise<{ sandbox?: OsSandbox; why: string }> {
-  if (mode === "off") return { why: "--os-sandbox off" };
+): Promise<{ sandbox?: OsSandbox; why: string; warnings: string[] }> {
+  if (mode === "off") return { why: "--os-sandbox off", warnings: [] };
   const refuse = (why: string) => {
     if (mode === "bwrap") throw new Error(`--os-sandbox bwrap: ${why}`);
-    return { why };
+    return { why, warnings: [] };
   };
   const bwrap = findOnPath("bwrap");
   if (!bwrap) return refuse("bubblewrap (bwrap) is not installed");
   const real = Deno.realPathSync(deno);
-  const readOnly = [
-    real,
-    ...await libraryDirectories(real),
-    ...(exists("/etc/localtime") ? ["/etc/localtime"] : []),
+  const libraries = await libraryFiles(real);
+  const warnings = libraries.why ? [libraries.why] : [];
+  const readOnly = [real, ...libraries.paths];
+  let seccomp: string | undefined;
+  try {
+    seccomp = `${runtimeDir.replace(/\/+$/, "")}/${SECCOMP_FILE}`;
+    Deno.writeFileSync(seccomp, buildSeccompFilter(), { mode: 0o600 });
+  } catch (error) {
+    seccomp = undefined;
+    warnings.push(`no seccomp filter: ${error instanceof Error ? error.message : error}`);
+  }
+  // The tightest that works here, one step down at a time.
+  const tries = [
+    { seccomp, disableUserns: true },
+    { seccomp, disableUserns: false, lost: "bubblewrap cannot --disable-userns (0.8 and later can)" },
+    ...(seccomp ? [{ disableUserns: false, lost: "bubblewrap cannot apply the seccomp filter here" }] : []),
   ];
-  const sandbox = { bwrap, readOnly, deno: real };
+  let failure = "";
+  for (const { lost, ...tighter } of tries) {
+    const sandbox: OsSandbox = { bwrap, readOnly, deno: real, ...tighter };
+    const error = await probe(sandbox, runtimeDir, workParent);
+    if (error === undefined) {
+      if (lost) warnings.push(`${lost} (${failure})`);
+      return { sandbox, why: `bubblewrap ${bwrap}`, warnings };
+    }
+    failure ||= error;
+  }
+  return { ...refuse(`bubblewrap does not work here (${failure})`), warnings };
+}
+
+/** Runs `deno --version` in the sandbox; returns why it failed, or undefined. */
+async function probe(
+  sandbox: OsSandbox,
+  runtimeDir: string,
+  workParent: string,
+): Promise<string | undefined> {
   const workDir = Deno.makeTempDirSync({ dir: workParent, prefix: `w-${Deno.pid}-probe-` });
   try {
-    const argv = buildSandboxArgv({ bwrap, readOnly, runtimeDir, workDir });
+    const argv = buildSandboxArgv({ ...sandbox, runtimeDir, workDir });
     const out = await new Deno.Command(argv[0], {
-      args: [...argv.slice(1), deno, "--version"],
+      args: [...argv.slice(1), sandbox.deno, "--version"],
       clearEnv: true,
       env: { NO_COLOR: "1", DENO_NO_UPDATE_CHECK: "1" },
       stdin: "null",
@@ -101,12 +151,10 @@ export async function resolveOsSandbox(
       stderr: "piped",
     }).output();
     const stdout = new TextDecoder().decode(out.stdout);
-    if (!out.success || !stdout.startsWith("deno ")) {
-      const stderr = new TextDecoder().decode(out.stderr).trim().split("\n")[0] ?? "";
-      return refuse(`bubblewrap does not work here (exit ${out.code}: ${stderr || "no output"})`);
-    }
+    if (out.success && stdout.startsWith("deno ")) return undefined;
+    const stderr = new TextDecoder().decode(out.stderr).trim().split("\n")[0] ?? "";
+    return `exit ${out.code}: ${stderr || "no output"}`;
   } finally {
     Deno.removeSync(workDir, { recursive: true });
   }
-  return { sandbox, why: `bubblewrap ${bwrap}` };
 }

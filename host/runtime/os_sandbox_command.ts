@@ -8,40 +8,57 @@
  * @module
  */
 
-/** Size of the sandbox's private `/tmp` (a tmpfs, held in memory): 16 MiB. */
+/** Size of each of the sandbox's writable places, `/tmp` and the work directory (tmpfs, held in memory): 16 MiB. */
 export const SANDBOX_TMP_BYTES = 16 * 1024 * 1024;
+
+/**
+ * The shell that opens the seccomp filter as file descriptor 3 for bubblewrap, then becomes it
+ * (`exec`): `Deno.Command` cannot pass a descriptor beyond stdin, stdout and stderr.
+ */
+export const SECCOMP_SHELL: readonly string[] = ["/bin/sh", "-c", 'exec "$@" 3<"$0"'];
 
 /** Inputs of {@link buildSandboxArgv}. */
 export interface SandboxArgvOptions {
   /** Absolute path of `bwrap`. */
   bwrap: string;
   /**
-   * Host paths made visible read-only at the same path: the Deno binary and the directories of
-   * its shared libraries (and nothing else of the host's filesystem).
+   * Host paths made visible read-only at the same path: the Deno binary, the shared libraries it
+   * loads and its dynamic loader (and nothing else of the host's filesystem).
    */
   readOnly: readonly string[];
   /** The runtime directory (read-only inside, SPEC §9.3). */
   runtimeDir: string;
-  /** The runtime's private working directory (writable inside; it holds `DENO_DIR`). */
+  /**
+   * The runtime's working directory: inside, a fresh tmpfs of {@link SANDBOX_TMP_BYTES} at this
+   * path (nothing of the host's directory shows through), holding `DENO_DIR` (`deno_dir`).
+   */
   workDir: string;
+  /** A file holding the seccomp filter (`seccomp.ts`); none: no filter. */
+  seccomp?: string;
+  /** `--disable-userns` (bubblewrap 0.8 and later): no nested user namespace inside. */
+  disableUserns?: boolean;
 }
 
 /**
  * The bubblewrap argv placed before `<deno> run …`.
  *
- * - New user (when allowed), network (only `lo`), PID, IPC, UTS and cgroup namespaces
- *   (`--unshare-all`); no capabilities; `--die-with-parent` (no runtime outlives the host, even
- *   on SIGKILL); `--new-session` (no terminal to inject into).
- * - Filesystem: an empty read-only root holding only `readOnly`, the runtime directory
- *   (read-only) and the work directory (writable); a private `/tmp` of
- *   {@link SANDBOX_TMP_BYTES}, a private `/proc` (only the
- *   sandbox's own processes), a minimal `/dev`. No `/home`, `/etc`, `/run` or `/var`: no host
- *   Unix sockets, and abstract sockets are per network namespace.
+ * - New user, network (only `lo`), PID, IPC, UTS and cgroup namespaces (`--unshare-all`); with
+ *   `disableUserns` no nested user namespace can be made inside; no capabilities;
+ *   `--die-with-parent` (no runtime outlives the host, even on SIGKILL); `--new-session` (no
+ *   terminal to inject into).
+ * - With `seccomp`: the argv starts with {@link SECCOMP_SHELL} and the filter's file, and bubblewrap
+ *   installs the filter (`--seccomp 3`) on the runtime just before it runs Deno.
+ * - Filesystem: an empty read-only root holding only `readOnly` and the runtime directory
+ *   (read-only); the work directory and `/tmp` are private tmpfs of {@link SANDBOX_TMP_BYTES}
+ *   each (writes past it fail with "No space left on device"; nothing reaches the host's disk);
+ *   a private `/proc` (only the sandbox's own processes), a minimal `/dev`. No `/home`, `/etc`
+ *   (so no `/etc/localtime`: runtimes run with `TZ=UTC`), `/run` or `/var`: no host Unix
+ *   sockets, and abstract sockets are per network namespace.
  * - Paths keep their host names, so `--allow-read=<runtimeDir>` and `DENO_DIR` mean the same
  *   inside. The working directory is the work directory, as without the sandbox.
  *
  * @param options see {@link SandboxArgvOptions}
- * @returns the argv, `bwrap` first, ending with `--`
+ * @returns the argv (`bwrap` first, or {@link SECCOMP_SHELL} with a filter), ending with `--`
  * @example
  * ```ts
  * import assert from "node:assert/strict";
@@ -57,8 +74,11 @@ export function buildSandboxArgv(options: SandboxArgvOptions): string[] {
   const workDir = strip(options.workDir);
   const readOnly = [...new Set(options.readOnly.map(strip))];
   return [
+    ...(options.seccomp !== undefined ? [...SECCOMP_SHELL, options.seccomp] : []),
     options.bwrap,
     "--unshare-all",
+    ...(options.disableUserns ? ["--unshare-user", "--disable-userns"] : []),
+    ...(options.seccomp !== undefined ? ["--seccomp", "3"] : []),
     "--die-with-parent",
     "--new-session",
     "--cap-drop",
@@ -78,9 +98,16 @@ export function buildSandboxArgv(options: SandboxArgvOptions): string[] {
     "--ro-bind",
     runtimeDir,
     runtimeDir,
-    "--bind",
+    "--size",
+    String(SANDBOX_TMP_BYTES),
+    "--perms",
+    "0700",
+    "--tmpfs",
     workDir,
-    workDir,
+    "--perms",
+    "0700",
+    "--dir",
+    `${workDir}/deno_dir`,
     "--chdir",
     workDir,
     "--remount-ro",

@@ -1,5 +1,5 @@
 import assert from "node:assert/strict";
-import { buildSandboxArgv, SANDBOX_TMP_BYTES, sandboxedSignal } from "./os_sandbox_command.ts";
+import { buildSandboxArgv, SANDBOX_TMP_BYTES, sandboxedSignal, SECCOMP_SHELL } from "./os_sandbox_command.ts";
 import { buildRuntimeCommand } from "./runtime_command.ts";
 
 const options = {
@@ -27,7 +27,7 @@ Deno.test("buildSandboxArgv(): new namespaces, no capabilities, dies with its pa
   assert.equal(argv.at(-1), "--");
 });
 
-Deno.test("buildSandboxArgv(): the filesystem holds only Deno, its libraries, the runtime dir (read-only) and the work dir", () => {
+Deno.test("buildSandboxArgv(): the filesystem holds only Deno, its libraries, the runtime dir (read-only) and a tmpfs work dir", () => {
   const argv = buildSandboxArgv(options);
   assert.deepEqual(binds(argv, "--ro-bind"), [
     ["/opt/deno", "/opt/deno"],
@@ -35,7 +35,19 @@ Deno.test("buildSandboxArgv(): the filesystem holds only Deno, its libraries, th
     ["/lib64", "/lib64"],
     ["/tmp/code-mode-host/r-1-a", "/tmp/code-mode-host/r-1-a"],
   ]);
-  assert.deepEqual(binds(argv, "--bind"), [[options.workDir, options.workDir]]);
+  assert.deepEqual(binds(argv, "--bind"), [], "nothing of the host is writable");
+  // The work dir: a bounded tmpfs of its own (the host's directory does not show through).
+  const work = argv.lastIndexOf("--tmpfs");
+  assert.deepEqual(argv.slice(work - 4, work + 2), [
+    "--size",
+    String(SANDBOX_TMP_BYTES),
+    "--perms",
+    "0700",
+    "--tmpfs",
+    options.workDir,
+  ]);
+  assert.ok(work > argv.lastIndexOf("--ro-bind"), "mounted after the runtime dir");
+  assert.equal(argv[argv.indexOf("--dir") + 1], `${options.workDir}/deno_dir`);
   assert.equal(argv[argv.indexOf("--chdir") + 1], options.workDir);
   // Private /tmp, /proc and /dev, mounted before the binds under /tmp; a read-only root last.
   assert.ok(argv.indexOf("--tmpfs") < argv.indexOf("--ro-bind"));
@@ -47,6 +59,22 @@ Deno.test("buildSandboxArgv(): the filesystem holds only Deno, its libraries, th
   assert.deepEqual(argv.slice(-3), ["--remount-ro", "/", "--"]);
   assert.ok(!argv.some((a) => /^\/(home|etc|run|var)(\/|$)/.test(a)), "no /home, /etc, /run or /var");
   assert.ok(!argv.includes("--dev-bind") && !argv.includes("--bind-try"));
+});
+
+Deno.test("buildSandboxArgv(): a seccomp filter goes in as fd 3 through a shell that execs bwrap; --disable-userns with --unshare-user", () => {
+  const plain = buildSandboxArgv(options);
+  assert.ok(!plain.includes("--seccomp") && !plain.includes("--disable-userns"));
+  const argv = buildSandboxArgv({ ...options, seccomp: "/rt/seccomp.bpf", disableUserns: true });
+  assert.deepEqual(argv.slice(0, 5), [...SECCOMP_SHELL, "/rt/seccomp.bpf", "/usr/bin/bwrap"]);
+  assert.equal(SECCOMP_SHELL.at(-1), 'exec "$@" 3<"$0"');
+  assert.equal(argv[argv.indexOf("--seccomp") + 1], "3");
+  assert.ok(argv.indexOf("--unshare-user") < argv.indexOf("--disable-userns"));
+  assert.deepEqual(argv.slice(5).filter((a) => !plain.includes(a)), [
+    "--unshare-user",
+    "--disable-userns",
+    "--seccomp",
+    "3",
+  ]);
 });
 
 Deno.test("buildRuntimeCommand() with a sandbox: prefix, then bwrap, then the unchanged SPEC §9.3 argv", () => {

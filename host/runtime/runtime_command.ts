@@ -40,7 +40,7 @@ export interface RuntimeCommandOptions {
    * `<deno>` (the prefix wraps the sandbox, so a prefix tool needs no access inside it, and
    * `--die-with-parent` ties the sandbox to the prefix's process, which must exec or wait).
    */
-  sandbox?: { bwrap: string; readOnly: readonly string[] };
+  sandbox?: { bwrap: string; readOnly: readonly string[]; seccomp?: string; disableUserns?: boolean };
   /**
    * The runtime's Deno permission flags (default `--allow-read=<runtimeDir>`: the runtime directory
    * is its only readable path, SPEC §9.3). The host never sets them; a runtime factory
@@ -55,8 +55,8 @@ export interface RuntimeCommand {
   command: string;
   args: string[];
   /**
-   * The six variables of SPEC §9.3 and `MALLOC_ARENA_MAX` (see {@link buildRuntimeCommand}); the
-   * spawn clears everything else.
+   * The six variables of SPEC §9.3, `MALLOC_ARENA_MAX` and `TZ` (see {@link buildRuntimeCommand});
+   * the spawn clears everything else.
    */
   env: Record<string, string>;
   cwd: string;
@@ -67,8 +67,10 @@ export interface RuntimeCommand {
  *
  * The environment is SPEC §9.3's six variables plus `MALLOC_ARENA_MAX=2`, a deliberate departure
  * from §9.3 (scenario 109 says exactly six): issue 7 requires ≤ 60 MB RSS per idle session, and
- * the arena limit is what brings it there (see the comment at the variable). It is a constant,
- * so no variable of the host's own environment reaches a runtime.
+ * the arena limit is what brings it there (see the comment at the variable). And `TZ=UTC`
+ * (issue 27): cells see UTC whatever the host's time zone (the OS sandbox mounts no
+ * `/etc/localtime`). Both are constants, so no variable of the host's own environment reaches a
+ * runtime.
  *
  * @param options see {@link RuntimeCommandOptions}
  * @returns the command; `args` excludes `command` itself
@@ -118,6 +120,8 @@ export function buildRuntimeCommand(options: RuntimeCommandOptions): RuntimeComm
       // (main, the spare's, Deno's blocking pool, V8's helpers) left ~7 MiB resident in five of
       // them. Two arenas: RSS per idle session 58.0 → 55.7 MiB, cells and floods as fast.
       MALLOC_ARENA_MAX: "2",
+      // Cells see UTC: the host's time zone (its /etc/localtime) is none of a cell's business.
+      TZ: "UTC",
     },
     cwd: options.workDir,
   };

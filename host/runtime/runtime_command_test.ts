@@ -35,7 +35,7 @@ Deno.test("buildRuntimeCommand() passes no V8 heap flag by default, so cell Work
   assert.equal(command.args.at(-2), "--allow-read=/rt");
 });
 
-Deno.test("buildRuntimeCommand() passes the six environment variables of §9.3 (DENO_DIR in the work dir) and MALLOC_ARENA_MAX", () => {
+Deno.test("buildRuntimeCommand() passes the six environment variables of §9.3 (DENO_DIR in the work dir), MALLOC_ARENA_MAX and TZ=UTC", () => {
   const { env } = buildRuntimeCommand(base);
   assert.deepEqual(env, {
     NO_COLOR: "1",
@@ -45,6 +45,7 @@ Deno.test("buildRuntimeCommand() passes the six environment variables of §9.3 (
     DENO_UNSTABLE_RELAXED_PERMISSIONS: "0",
     DENO_DIR: "/tmp/code-mode-host/w-1-1/deno_dir",
     MALLOC_ARENA_MAX: "2",
+    TZ: "UTC",
   });
 });
 

@@ -22,6 +22,7 @@ import type { Logger } from "../ops/log.ts";
 import { refusedAfterEnd, type RuntimeEnd, type RuntimeTransport } from "./runtime_transport.ts";
 import { buildRuntimeCommand } from "./runtime_command.ts";
 import { type MemoryWatchdog, processTree } from "./memory_watchdog.ts";
+import type { IdleCpuWatch, IdleCpuWatchdog } from "./cpu_watchdog.ts";
 import type { OsSandbox } from "./os_sandbox.ts";
 import { sandboxedSignal } from "./os_sandbox_command.ts";
 
@@ -41,6 +42,8 @@ export interface RuntimeProcessOptions {
   workerKillGraceMs: number;
   /** Watches the runtime's resident memory (`runtimeMemoryMb`); none when the bound is off. */
   memoryWatchdog?: MemoryWatchdog;
+  /** Judges the runtime's CPU while its session has no live cell (`runtimeIdleCpuPercent`); none when off. */
+  cpuWatchdog?: IdleCpuWatchdog;
   /** Run the runtime inside this bubblewrap sandbox (`--os-sandbox`); none runs it directly. */
   sandbox?: OsSandbox;
   /**
@@ -151,6 +154,8 @@ class RuntimeProcess implements RuntimeTransport {
     | { kind: "memory"; limitMb: number }
     | undefined;
   #unwatch: () => void = () => {};
+  /** The idle CPU watch, once a session asked for it ({@link RuntimeProcess.watchIdleCpu}). */
+  #cpuWatch: IdleCpuWatch | undefined;
   /** Cells are running (`setActive`): the liveness timer runs. */
   #active = false;
   #pingTimer: ReturnType<typeof setTimeout> | undefined;
@@ -266,7 +271,18 @@ class RuntimeProcess implements RuntimeTransport {
 
   setActive(active: boolean): void {
     this.#active = active;
+    this.#cpuWatch?.setIdle(!active);
     if (active) this.#armPing();
+  }
+
+  watchIdleCpu(onBusy: (cpuPercent: number) => void): void {
+    const watchdog = this.#options.cpuWatchdog;
+    if (!watchdog || this.#cpuWatch || !this.#alive || this.#stopping) return;
+    // The whole tree from the spawned process: bubblewrap's processes and a prefix's count too.
+    this.#cpuWatch = watchdog.watch(this.#child.pid, (cpuPercent) => {
+      if (this.#alive && !this.#stopping) onBusy(cpuPercent);
+    });
+    this.#cpuWatch.setIdle(!this.#active);
   }
 
   /** One timer per runtime, armed while cells run or a ping is unanswered. */
@@ -402,6 +418,7 @@ class RuntimeProcess implements RuntimeTransport {
     const status = await this.#child.status;
     this.#alive = false;
     this.#unwatch();
+    this.#cpuWatch?.stop();
     clearTimeout(this.#pingTimer);
     this.#pingTimer = undefined;
     if (!this.#gotReady) this.#rejectReady(new Error("session runtime exited before it was ready"));

@@ -87,6 +87,13 @@ export interface RuntimeTransport extends AsyncDisposable {
    * has, its liveness is checked (`runtimeUnresponsiveMs`); an idle runtime is not pinged.
    */
   setActive?(active: boolean): void;
+  /**
+   * Judges the runtime's CPU use while it is not active ({@link RuntimeTransport.setActive}): a
+   * runtime that keeps burning CPU then (a Worker thread its cell left spinning, which Deno cannot
+   * stop) is reported once through `onBusy`, with its mean % of a core. Absent, or a no-op, where
+   * nothing can be measured or done (in-process isolation, the bound off, no `/proc`).
+   */
+  watchIdleCpu?(onBusy: (cpuPercent: number) => void): void;
 }
 
 /**

@@ -1,0 +1,118 @@
+import assert from "node:assert/strict";
+import {
+  BUSY_SAMPLES,
+  CPU_WATCH_INTERVAL_MS,
+  IdleCpuWatchdog,
+  processesCpuMs,
+  QUIET_SAMPLES,
+  SLOW_EVERY,
+} from "./cpu_watchdog.ts";
+
+/** A watchdog over one fake process whose CPU time the test advances. */
+function fake(percent = 10) {
+  const state = { now: 0, cpuMs: 0 as number | undefined, reads: 0 };
+  const dog = new IdleCpuWatchdog(percent, {
+    readCpuMs: () => (state.reads++, state.cpuMs),
+    walk: (pid) => [pid],
+    now: () => state.now,
+  });
+  const reports: number[] = [];
+  const watch = dog.watch(1, (p) => reports.push(p));
+  /** One sample after the process used `usedPercent` of a core for an interval. */
+  const tick = (usedPercent: number) => {
+    state.now += CPU_WATCH_INTERVAL_MS;
+    if (state.cpuMs !== undefined) state.cpuMs += (usedPercent * CPU_WATCH_INTERVAL_MS) / 100;
+    dog.sample();
+  };
+  return { state, watch, reports, tick, [Symbol.dispose]: () => watch.stop() };
+}
+
+Deno.test("an idle runtime busy in every one of BUSY_SAMPLES samples is reported once, with its mean use", () => {
+  using f = fake();
+  f.watch.setIdle(true);
+  f.tick(0); // the baseline
+  for (let i = 0; i < BUSY_SAMPLES - 1; i++) f.tick(50);
+  assert.deepEqual(f.reports, []);
+  f.tick(150);
+  assert.deepEqual(f.reports, [70]);
+  for (let i = 0; i < 10; i++) f.tick(100);
+  assert.deepEqual(f.reports, [70]);
+});
+
+Deno.test("a runtime with a live cell is not judged, and each change of idleness starts a new baseline", () => {
+  using f = fake();
+  for (let i = 0; i < 10; i++) f.tick(100);
+  f.watch.setIdle(true);
+  for (let i = 0; i < BUSY_SAMPLES - 1; i++) f.tick(100);
+  f.watch.setIdle(false);
+  f.watch.setIdle(true);
+  for (let i = 0; i < BUSY_SAMPLES; i++) f.tick(100);
+  assert.deepEqual(f.reports, [], "the first sample after a change is a baseline");
+  f.tick(100);
+  assert.deepEqual(f.reports, [100]);
+});
+
+Deno.test("a burst (a new spare cell worker, a collection) is not a burn: one quiet sample resets the count", () => {
+  using f = fake();
+  f.watch.setIdle(true);
+  f.tick(0);
+  for (let round = 0; round < 5; round++) {
+    for (let i = 0; i < BUSY_SAMPLES - 1; i++) f.tick(200);
+    f.tick(9);
+  }
+  assert.deepEqual(f.reports, []);
+});
+
+Deno.test("a quiet runtime is read once a second; a burn that starts late is still reported", () => {
+  using f = fake();
+  f.watch.setIdle(true);
+  for (let i = 0; i <= QUIET_SAMPLES + SLOW_EVERY; i++) f.tick(0);
+  const reads = f.state.reads;
+  for (let i = 0; i < 4 * SLOW_EVERY; i++) f.tick(0);
+  assert.equal(f.state.reads - reads, 4, "one read every SLOW_EVERY ticks");
+  let ticks = 0;
+  while (f.reports.length === 0 && ticks < 100) f.tick(100), ticks++;
+  assert.deepEqual(f.reports, [100]);
+  assert.ok(ticks <= SLOW_EVERY + BUSY_SAMPLES - 1, `reported after ${ticks} ticks`);
+});
+
+Deno.test("a thread left running is judged on its mean (it runs in bursts), and its watch ends with it", () => {
+  const state = { now: 0, cpuMs: 0 as number | undefined };
+  const dog = new IdleCpuWatchdog(10, { readThreadCpuMs: () => state.cpuMs, now: () => state.now });
+  const reports: number[] = [];
+  const watch = dog.watchThread(42, (p) => reports.push(p));
+  const tick = (ms: number) => {
+    state.now += CPU_WATCH_INTERVAL_MS;
+    if (state.cpuMs !== undefined) state.cpuMs += ms;
+    dog.sample();
+  };
+  tick(0);
+  for (let i = 0; i < 2 * BUSY_SAMPLES; i++) tick(0);
+  assert.deepEqual(reports, [], "a thread asleep (Atomics.wait) is not burning");
+  for (const ms of [10, 0, 20, 0, 10]) tick(ms);
+  assert.deepEqual(reports, [3], "bursts of 0–20 ms, under the runtime's 10 % bound but counted");
+  watch.stop();
+  let goneReports = 0;
+  const gone = dog.watchThread(43, () => goneReports++);
+  state.cpuMs = undefined;
+  tick(0);
+  for (let i = 0; i < 2 * BUSY_SAMPLES; i++) tick(0);
+  gone.stop(); // idempotent: the watch stopped itself when the thread could not be read
+  assert.equal(goneReports, 0);
+});
+
+Deno.test("a process tree that cannot be read (gone, no /proc) is never reported", () => {
+  using f = fake();
+  f.watch.setIdle(true);
+  f.state.cpuMs = undefined;
+  for (let i = 0; i < 20; i++) f.tick(0);
+  assert.deepEqual(f.reports, []);
+});
+
+Deno.test("processesCpuMs reads this process's own CPU time, and nothing for a process that is gone", () => {
+  const start = processesCpuMs([Deno.pid])!;
+  const until = performance.now() + 60;
+  while (performance.now() < until) { /* burn */ }
+  assert.ok(processesCpuMs([Deno.pid])! >= start);
+  assert.equal(processesCpuMs([2 ** 22 + 1]), undefined);
+});
