@@ -47,6 +47,8 @@ export interface WireCellEvent {
   notify?: string;
   pending?: Record<string, never>;
   storedWrite?: { key: string; valueJson: string };
+  /** A batch of stored writes (see `worker.proto`); a cell writes these, not `storedWrite`. */
+  storedWrites?: { entries: { key: string; valueJson: string }[] };
   result?: {
     errorText?: string;
     trimmedError?: WireTrimmedText;

@@ -47,6 +47,12 @@ const TRIMMED_TEXT = message(P + "TrimmedText", [
   f(4, "jsonExtraBytes", "uint64"),
 ]);
 const STORE_ENTRY = message(P + "StoreEntry", [f(1, "key", "string"), f(2, "valueJson", "string")]);
+const STORED_WRITES = message(P + "StoredWrites", [{
+  no: 1,
+  name: "entries",
+  type: STORE_ENTRY,
+  repeated: true,
+}]);
 const CELL_TOOL = message(P + "CellTool", [f(1, "globalName", "string"), f(2, "description", "string")]);
 
 /** `HostToWorker`, with every message it contains. */
@@ -186,6 +192,7 @@ export const WORKER_TO_HOST: MessageSchema = message(P + "WorkerToHost", [
         message(P + "Exited", [f(1, "reason", "string"), f(2, "detail", "string", "_detail")]),
         "event",
       ),
+      { no: 12, name: "storedWrites", type: STORED_WRITES, oneof: "event" },
     ]),
     "message",
   ),

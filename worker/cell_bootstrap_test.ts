@@ -1285,6 +1285,20 @@ Deno.test("writes list each key once with its last JSON text, in first-write ord
   ]);
 });
 
+Deno.test("a write set of more than one batch is posted ahead of the result, one storedWrites message per batch", async () => {
+  const run = await runCell(
+    'for (let i = 0; i < 20_000; i++) store("key-" + i, "v".repeat(i % 7)); text("done")',
+  );
+  assert.equal(run.result.error, undefined);
+  assert.deepEqual(run.result.writes, []);
+  const batches = run.outputs.filter((m) => m.t === "storedWrites") as { writes: [string, string][] }[];
+  assert.ok(batches.length > 1, `${batches.length} batches`);
+  const all = batches.flatMap((b) => b.writes);
+  assert.equal(all.length, 20_000);
+  assert.deepEqual(all[19_999], ["key-19999", JSON.stringify("v".repeat(19_999 % 7))]);
+  assert.deepEqual(run.outputs.map((m) => m.t).filter((t) => t !== "storedWrites"), ["text"]);
+});
+
 Deno.test("load reads the snapshot and reports corrupt values", async () => {
   assert.deepEqual(
     await texts(

@@ -17,6 +17,7 @@ import { fieldBytes, MAX_MESSAGE_BYTES, MIB, utf8ByteLength, varintBytes } from 
 import type { WireCellEvent, WireTrimmedText } from "../proto/worker_codec.ts";
 import type { CellOutput, CellTrimmedText } from "./cell_protocol.ts";
 import { SINK_LOCK } from "./cell_protocol.ts";
+import { storeBatchEnd } from "../proto/store_batches.ts";
 
 /**
  * `WorkerToHost.line_end`: a newline byte that ends every frame a runtime writes, so that Deno's
@@ -33,8 +34,9 @@ export const LINE_END = 10;
 export const DEFAULT_MAX_FRAME_BYTES = MAX_MESSAGE_BYTES + MIB;
 
 /**
- * The `CellEvent`s of one cell output, in stream order: a `result` is its stored writes, one per
- * key, then the result itself (SPEC §9.3). `stopped` and `pong` are for the runtime only: none.
+ * The `CellEvent`s of one cell output, in stream order: a `result` is its stored writes, in
+ * `StoredWrites` batches (`proto/store_batches.ts`), then the result itself (SPEC §9.3). `stopped`
+ * and `pong` are for the runtime only: none.
  *
  * @param cellId the cell's ID
  * @param output what the cell posted
@@ -105,10 +107,13 @@ export function wireCellEvents(cellId: string, output: CellOutput): WireCellEven
     case "notify":
       return [{ cellId, notify: output.text }];
     case "result": {
-      const events: WireCellEvent[] = output.writes.map(([key, valueJson]) => ({
-        cellId,
-        storedWrite: { key, valueJson },
-      }));
+      const events: WireCellEvent[] = [];
+      const writes = output.writes;
+      for (let from = 0; from < writes.length;) {
+        const end = storeBatchEnd(writes, from);
+        events.push(storedWritesEvent(cellId, writes, from, end));
+        from = end;
+      }
       events.push({
         cellId,
         result: output.trimmedError
@@ -121,6 +126,8 @@ export function wireCellEvents(cellId: string, output: CellOutput): WireCellEven
       });
       return events;
     }
+    case "storedWrites":
+      return [storedWritesEvent(cellId, output.writes, 0, output.writes.length)];
     case "stopped":
     case "pong":
       return [];
@@ -155,6 +162,47 @@ export function encodeCellFrames(
       messages.push([[2, eventFields({ cellId, exited: { reason: "normal" } })], LINE_END_FIELD]);
     }
   }
+  return encodeMessages(messages, maxFrameBytes, scratch);
+}
+
+/**
+ * The one framed `StoredWrites` event of `writes[from … end)` (a batch, see
+ * `proto/store_batches.ts`): how a cell writes its write set ahead of its result, one batch per
+ * write, so that a million keys never become one buffer (or a million objects) in its heap.
+ *
+ * @param cellId the cell's ID
+ * @param writes the cell's write set
+ * @param from the batch's first index
+ * @param end the index after its last
+ * @param maxFrameBytes the largest frame body
+ * @param scratch a reusable buffer, as for {@link encodeCellFrames}
+ * @returns the bytes to write
+ * @throws {FrameError} a frame over `maxFrameBytes`
+ */
+export function encodeStoredWrites(
+  cellId: string,
+  writes: readonly (readonly [string, string])[],
+  from: number,
+  end: number,
+  maxFrameBytes: number,
+  scratch?: FrameScratch,
+): Uint8Array {
+  const event = storedWritesEvent(cellId, writes, from, end);
+  return encodeMessages([[[2, eventFields(event)], LINE_END_FIELD]], maxFrameBytes, scratch);
+}
+
+function storedWritesEvent(
+  cellId: string,
+  writes: readonly (readonly [string, string])[],
+  from: number,
+  end: number,
+): WireCellEvent {
+  const entries: { key: string; valueJson: string }[] = [];
+  for (let i = from; i < end; i++) entries.push({ key: writes[i][0], valueJson: writes[i][1] });
+  return { cellId, storedWrites: { entries } };
+}
+
+function encodeMessages(messages: Field[][], maxFrameBytes: number, scratch?: FrameScratch): Uint8Array {
   const plans = messages.map(plan);
   let total = 0;
   for (const { size } of plans) total += FRAME_HEADER_BYTES + size;
@@ -218,6 +266,8 @@ function eventFields(event: WireCellEvent): Field[] {
   else if (event.notify !== undefined) fields.push([7, event.notify]);
   else if (event.storedWrite) {
     fields.push([9, [[1, event.storedWrite.key], [2, event.storedWrite.valueJson]]]);
+  } else if (event.storedWrites) {
+    fields.push([12, event.storedWrites.entries.map((e): Field => [1, [[1, e.key], [2, e.valueJson]]])]);
   } else if (event.result) {
     const { errorText, trimmedError } = event.result;
     fields.push([

@@ -5,6 +5,7 @@ import { createWorkerCodec } from "../proto/worker_codec.ts";
 import {
   DEFAULT_MAX_FRAME_BYTES as MAX_FRAME_BYTES,
   encodeCellFrames,
+  encodeStoredWrites,
   FrameScratch,
   LINE_END,
   tryLock,
@@ -13,6 +14,7 @@ import {
   writeLocked,
 } from "./cell_events.ts";
 import { type CellOutput, SINK_LOCK, SINK_WORDS } from "./cell_protocol.ts";
+import { STORE_BATCH_UNITS, storeBatchEnd } from "../proto/store_batches.ts";
 
 const codec = createWorkerCodec();
 
@@ -88,8 +90,10 @@ const CASES: [CellOutput, object[]][] = [
   [
     { t: "result", writes: [["a", "1"], ["b", '{"x":[]}']] },
     [
-      { cellId: "7", storedWrite: { key: "a", valueJson: "1" } },
-      { cellId: "7", storedWrite: { key: "b", valueJson: '{"x":[]}' } },
+      {
+        cellId: "7",
+        storedWrites: { entries: [{ key: "a", valueJson: "1" }, { key: "b", valueJson: '{"x":[]}' }] },
+      },
       { cellId: "7", result: {} },
     ],
   ],
@@ -289,4 +293,39 @@ Deno.test("stream lock: a write that overflows the stack releases the lock, and 
   writeLocked(sink, 5, new Uint8Array(1), () => wrote = true);
   assert.ok(wrote);
   assert.equal(sink[SINK_LOCK], 0);
+});
+
+Deno.test("a result's writes cross in StoredWrites batches of about STORE_BATCH_UNITS code units; each batch encodes as the codec does", () => {
+  const writes: [string, string][] = Array.from(
+    { length: 30_000 },
+    (_, i) => [`key-${i}`, JSON.stringify(i)],
+  );
+  writes.push(["big", JSON.stringify("é".repeat(STORE_BATCH_UNITS * 2))], ["", "null"]);
+  const events = wireCellEvents("4", { t: "result", writes });
+  const batches = events.slice(0, -1).map((e) => e.storedWrites!.entries);
+  assert.ok(batches.length > 2, `${batches.length} batches`);
+  assert.deepEqual(events.at(-1), { cellId: "4", result: {} });
+  assert.deepEqual(batches.flat(), writes.map(([key, valueJson]) => ({ key, valueJson })));
+  for (const batch of batches) {
+    const units = batch.reduce((n, e) => n + e.key.length + e.valueJson.length, 0);
+    const last = batch.at(-1)!;
+    assert.ok(batch.length === 1 || units - last.key.length - last.valueJson.length < STORE_BATCH_UNITS);
+  }
+  // The frames a cell writes batch by batch: the runtime's own encoding of the same events.
+  let from = 0;
+  for (const batch of batches) {
+    const end = storeBatchEnd(writes, from);
+    assert.equal(end - from, batch.length);
+    const frame = encodeStoredWrites("4", writes, from, end, MAX_FRAME_BYTES);
+    const expected = encodeFrame(
+      codec.encodeWorkerToHost({
+        cellEvent: { cellId: "4", storedWrites: { entries: batch } },
+        lineEnd: LINE_END,
+      }),
+      MAX_FRAME_BYTES,
+    );
+    assert.deepEqual(frame, expected);
+    from = end;
+  }
+  assert.equal(from, writes.length);
 });

@@ -16,7 +16,13 @@
  */
 import { jsonEscapeExtraBytes, utf8ByteLength, utf8Prefix, utf8Suffix } from "../proto/bytes.ts";
 import { FrameError } from "../proto/frame_codec.ts";
-import { DEFAULT_MAX_FRAME_BYTES, encodeCellFrames, FrameScratch } from "./cell_events.ts";
+import {
+  DEFAULT_MAX_FRAME_BYTES,
+  encodeCellFrames,
+  encodeStoredWrites,
+  FrameScratch,
+} from "./cell_events.ts";
+import { storeBatchEnd } from "../proto/store_batches.ts";
 import {
   CELL_PROGRESS,
   CELL_RESULT,
@@ -88,6 +94,8 @@ export class CellOutbox {
   unsentResult: CellOutput | undefined;
   /** The result's frames are written but the runtime has not been told yet. */
   #noticeOwed = false;
+  /** How many of the result's stored writes are written already (a retried result goes on from there). */
+  #writesSent = 0;
 
   /** @param owner the cell run whose phase decides whether a credit wait goes on */
   constructor(owner: OutboxOwner) {
@@ -248,12 +256,18 @@ export class CellOutbox {
    * runtime's stream when the cell has a writer, else posted whole (`cell_protocol.ts` item 3).
    */
   post(message: CellOutput): void {
-    const outputs: CellOutput[] = this.#startedPending ? [{ t: "started" }, message] : [message];
+    let outputs: CellOutput[] = this.#startedPending ? [{ t: "started" }, message] : [message];
     // A helper call may run with almost no stack left: every step below may throw a stack
     // overflow, which reaches the helper (it throws, nothing was sent) until the frames are out;
     // `started` stays pending until then.
     try {
       if (this.#write !== undefined && message.t !== "stopped" && message.t !== "pong") {
+        if (message.t === "result" && message.writes.length > 0) {
+          this.#writeStored(message.writes);
+          // `started` went with the first batch.
+          message = { ...message, writes: [] };
+          outputs = [message];
+        }
         let frames: Uint8Array | undefined;
         try {
           frames = encodeCellFrames(this.#cellId, outputs, this.#maxFrameBytes, FRAMES);
@@ -279,11 +293,65 @@ export class CellOutbox {
           return;
         }
       }
+      // More than one batch: the batches go ahead of the result (one batch stays in it).
+      if (
+        message.t === "result" &&
+        (this.#writesSent > 0 || storeBatchEnd(message.writes, 0) < message.writes.length)
+      ) {
+        this.#postStored(message.writes);
+        message = { ...message, writes: [] };
+        outputs = [message];
+      }
       this.#output?.postMessage(outputs.length === 1 ? outputs[0] : outputs);
       this.#startedPending = false;
     } catch (e) {
       // A closed port or stream means the runtime has gone; nothing to report to.
       if (e instanceof RangeError) throw e;
+    }
+  }
+
+  /**
+   * Writes a result's stored writes ahead of it, one `StoredWrites` frame per batch
+   * (`proto/store_batches.ts`), each its own write under the stream lock: a million keys never
+   * become one buffer in the cell's heap, and other cells' frames may pass between batches (the
+   * host collects a cell's writes until its result). `started`, when still pending, leads the
+   * first batch. A write cut short by a stack overflow goes on from the batch it failed on.
+   */
+  #writeStored(writes: readonly (readonly [string, string])[]): void {
+    const words = this.#credit!.words;
+    while (this.#writesSent < writes.length) {
+      const from = this.#writesSent;
+      const end = storeBatchEnd(writes, from);
+      let frames = encodeStoredWrites(this.#cellId, writes, from, end, this.#maxFrameBytes, FRAMES);
+      if (this.#startedPending) {
+        const started = encodeCellFrames(this.#cellId, [{ t: "started" }], this.#maxFrameBytes);
+        const both = new Uint8Array(started.length + frames.length);
+        both.set(started);
+        both.set(frames, started.length);
+        frames = both;
+      }
+      Atomics.add(words, CELL_PROGRESS, 1);
+      this.#write!(frames);
+      this.#startedPending = false;
+      this.#writesSent = end;
+    }
+  }
+
+  /**
+   * Posts a result's stored writes ahead of it, one `storedWrites` message per batch, for a cell
+   * that posts its outputs whole (in-process isolation) and has more than one batch to send: the
+   * runtime's thread takes and forwards
+   * each batch on its own, never the whole set in one message. `started`, when still pending,
+   * leads the first batch; a post cut short by a stack overflow goes on from its batch.
+   */
+  #postStored(writes: [string, string][]): void {
+    while (this.#writesSent < writes.length) {
+      const from = this.#writesSent;
+      const end = storeBatchEnd(writes, from);
+      const batch: CellOutput = { t: "storedWrites", writes: writes.slice(from, end) };
+      this.#output?.postMessage(this.#startedPending ? [{ t: "started" }, batch] : batch);
+      this.#startedPending = false;
+      this.#writesSent = end;
     }
   }
 

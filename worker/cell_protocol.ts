@@ -64,8 +64,15 @@ export interface CellStart {
   source: string;
   /** Enabled tools in `enabled_tools` order; later duplicates overwrite earlier ones in `tools`. */
   tools: CellTool[];
-  /** The stored-value snapshot the cell starts from: key → JSON text. */
+  /**
+   * The stored-value snapshot the cell starts from: key → JSON text; with `storeBase`, only the
+   * entries not in the base or changed since it was built (`store_snapshot.ts`).
+   */
   store: [string, string][];
+  /** The shared base of the snapshot (`store_snapshot.ts`), if any. */
+  storeBase?: SharedArrayBuffer;
+  /** UTF-8 bytes of keys plus JSON texts of the whole snapshot; absent: counted from `store`. */
+  storeBytes?: number;
   /** Cap on the UTF-8 bytes of keys plus JSON texts of the cell's view (SPEC §6 rule 5). */
   maxStoredValueBytes: number;
   /** Cap on a notification's UTF-8 bytes and on a tool input's JSON bytes (SPEC §5.3, §7.1). */
@@ -219,6 +226,11 @@ export type CellOutput =
    * form `trimmedError`) is set when the cell failed.
    */
   | { t: "result"; writes: [string, string][]; error?: string; trimmedError?: CellTrimmedText }
+  /**
+   * A batch of the result's writes, posted ahead of it by a cell that posts its outputs whole
+   * (`proto/store_batches.ts`): each crosses and is forwarded on its own.
+   */
+  | { t: "storedWrites"; writes: [string, string][] }
   /** Answer to `stop` (liveness handshake). */
   | { t: "stopped" }
   /** Answer to `ping`; never forwarded to the host. */

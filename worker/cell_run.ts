@@ -42,6 +42,7 @@ import {
   CREDIT_STOP,
 } from "./cell_protocol.ts";
 import { createCellRealm, DRAIN_CONTEXT } from "./cell_realm.ts";
+import { SnapshotReader } from "./store_snapshot.ts";
 import {
   type CellBridges,
   type CellController,
@@ -82,7 +83,10 @@ export class CellRun {
   #phase = PHASE_RUNNING;
   #hostTimers = new Map<number, ReturnType<typeof setHostTimer>>();
   #nextToolId = 0;
+  /** The cell's view of the stored values: its snapshot's overlay and its own writes, over `#base`. */
   #view = new Map<string, string>();
+  /** The snapshot's shared base, if any (`store_snapshot.ts`). */
+  #base: SnapshotReader | undefined;
   /** UTF-8 bytes of the view; computed on the first `store` (`-1` until then). */
   #viewBytes = -1;
   #writes = new Map<string, string>();
@@ -178,6 +182,8 @@ export class CellRun {
       credit,
     });
     this.#view = new Map(start.store);
+    this.#base = start.storeBase === undefined ? undefined : new SnapshotReader(start.storeBase);
+    if (start.storeBytes !== undefined) this.#viewBytes = start.storeBytes;
     const tools = start.tools.map((tool: CellTool) => ({
       name: String(tool.name),
       description: String(tool.description),
@@ -272,7 +278,7 @@ export class CellRun {
       emit: this.#emitBridge,
       callTool: this.#callToolBridge,
       byteLength: (text) => typeof text === "string" ? utf8ByteLength(text) : 0,
-      load: (key) => typeof key === "string" ? this.#view.get(key) : undefined,
+      load: (key) => typeof key === "string" ? this.#view.get(key) ?? this.#base?.get(key) : undefined,
       store: this.#storeBridge,
       timer: this.#timerBridge,
       finish: this.#finishBridge,
@@ -353,7 +359,7 @@ export class CellRun {
       this.#viewBytes = total;
     }
     const keyBytes = utf8ByteLength(key);
-    const previous = this.#view.get(key);
+    const previous = this.#view.get(key) ?? this.#base?.get(key);
     const next = this.#viewBytes + keyBytes + utf8ByteLength(json) -
       (previous === undefined ? 0 : keyBytes + utf8ByteLength(previous));
     if (next > this.#start.maxStoredValueBytes) return STORE_OVER_LIMIT;

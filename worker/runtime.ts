@@ -37,6 +37,7 @@ import { FrameDecoder } from "../proto/frame_codec.ts";
 import { createWorkerCodec, type HostToWorker } from "../proto/worker_codec.ts";
 import type { CellControl } from "./cell_protocol.ts";
 import { FrameOutput, RETRY_MS } from "./runtime_output.ts";
+import { StoreReplica } from "./store_snapshot.ts";
 import { CellWorkerPool, RETIRE_AFTER_CELLS } from "./runtime_pool.ts";
 import { type CellWorkerThread, DEFAULT_RUNTIME_CONFIG, type RuntimeConfig } from "./runtime_records.ts";
 import { type Clock, realClock } from "../proto/clock.ts";
@@ -112,7 +113,7 @@ export class Runtime {
 
   #config: RuntimeConfig = { ...DEFAULT_RUNTIME_CONFIG };
   /** The session's stored values (key → JSON text), as the host's store updates leave them. */
-  readonly #store = new Map<string, string>();
+  readonly #store = new StoreReplica();
   #decoder: FrameDecoder | undefined;
   #exiting = false;
 
@@ -149,7 +150,7 @@ export class Runtime {
       pool,
       output,
       config,
-      store: () => [...this.#store],
+      store: () => this.#store.start(),
       onStarted: () => this.#watchdog.arm(),
       background: (task, what) => this.#background(task, what),
     });
@@ -312,8 +313,7 @@ export class Runtime {
 
   /** A host `StoreUpdate`: the stored values the next cell runs start from. */
   #updateStore(update: NonNullable<HostToWorker["storeUpdate"]>): void {
-    if (update.reset) this.#store.clear();
-    for (const entry of update.entries ?? []) this.#store.set(entry.key, entry.valueJson ?? "null");
+    this.#store.update(update.reset === true, update.entries ?? []);
   }
 
   async #exitAfterFlush(code: number): Promise<void> {

@@ -12,6 +12,7 @@
  *
  * @module
  */
+import type { StoreStart } from "./store_snapshot.ts";
 import { setImmediate } from "node:timers";
 import { receiveMessageOnPort } from "node:worker_threads";
 import { MAX_MEDIA_BYTES, MAX_TEXT_BYTES } from "../proto/bytes.ts";
@@ -47,8 +48,8 @@ export interface CellRunsOptions {
   output: FrameOutput;
   /** The settings in force. */
   config: () => Readonly<RuntimeConfig>;
-  /** The stored values a cell run starts from: key → JSON text. */
-  store: () => [string, string][];
+  /** The stored values a cell run starts from (`store_snapshot.ts`). */
+  store: () => StoreStart;
   /** A cell run has started: the watchdog looks at the running ones from now on. */
   onStarted: () => void;
   /** Owns a task nobody waits for: its failure is a runtime fault. */
@@ -182,7 +183,7 @@ export class CellRuns {
       cellId: start.cellId,
       source: start.source ?? "",
       tools: (start.tools ?? []).map((t) => ({ name: t.globalName, description: t.description ?? "" })),
-      store: this.#options.store(),
+      ...this.#options.store(),
       maxStoredValueBytes: config.maxStoredValueBytes,
       maxMessageBytes: config.maxMessageBytes,
       maxFrameBytes: config.maxFrameBytes,

@@ -267,7 +267,7 @@ Deno.test("Outputs posted by a cell become its events; its result ends it with a
     STARTED, // the runtime's, as it hands the cell to its Worker
     { event: "started", started: {} }, // the cell's own, with its first output
     { event: "contentItem", contentItem: { item: "text", text: "hi" } },
-    { event: "storedWrite", storedWrite: { key: "k", valueJson: "1" } },
+    { event: "storedWrites", storedWrites: { entries: [{ key: "k", valueJson: "1" }] } },
     { event: "result", result: {} },
     { event: "exited", exited: { reason: "normal" } },
   ]);

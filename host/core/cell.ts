@@ -332,6 +332,11 @@ export class Cell {
       case "storedWrite":
         this.#writes.set(event.storedWrite!.key, event.storedWrite!.valueJson ?? "null");
         return;
+      case "storedWrites":
+        for (const { key, valueJson } of event.storedWrites!.entries ?? []) {
+          this.#writes.set(key ?? "", valueJson ?? "null");
+        }
+        return;
       case "result": {
         this.#resulted = true;
         const r = event.result!;

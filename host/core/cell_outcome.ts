@@ -208,7 +208,7 @@ export function itemBytes(items: readonly ContentItem[]): number {
 
 /**
  * The runtime event of a frame that carries no state of the cell's own (every kind but
- * `storedWrite`, `result` and `exited`, which the cell handles itself).
+ * `storedWrite`, `storedWrites`, `result` and `exited`, which the cell handles itself).
  *
  * @param event the decoded `CellEvent` frame
  * @param callId the Execute's tool call ID (a notification's `callId`)

@@ -1,6 +1,6 @@
 import assert from "node:assert/strict";
 import { budgetFloor, HostMemoryBudget } from "./memory_budget.ts";
-import { StoredValues } from "./stored_values.ts";
+import { StoredValues, type StoreUpdate } from "./stored_values.ts";
 import { BudgetedCollector, createOutputCollector, ITEM_OVERHEAD_BYTES } from "../output/output_collector.ts";
 
 const MIB = 1_048_576;
@@ -59,28 +59,34 @@ Deno.test("StoredValues: a commit past the session's share of the host budget is
   const budget = new HostMemoryBudget(8 * MIB);
   const account = budget.account();
   const store = new StoredValues(64 * MIB, account);
-  const big = JSON.stringify("€".repeat(3 * MIB));
-  const refused = store.check(new Map([["k", big]]));
+  const sent: StoreUpdate[] = [];
+  const commit = (key: string, value: string) => {
+    let refusal: string | undefined;
+    store.commit(new Map([[key, value]]), (refused) => (refusal = refused, true), (u) => sent.push(u));
+    return refusal;
+  };
   assert.match(
-    refused.refused!,
+    commit("k", JSON.stringify("€".repeat(3 * MIB)))!,
     /^stored values exceed the host's memory budget: the host holds at most 8388608 bytes/,
   );
-  assert.equal(refused.apply(), undefined);
+  assert.deepEqual(sent, []);
   assert.equal(account.held, 0);
-  const ok = store.check(new Map([["k", JSON.stringify("x".repeat(MIB))]]));
-  assert.equal(ok.refused, undefined);
-  ok.apply();
+  assert.equal(commit("k", JSON.stringify("x".repeat(MIB))), undefined);
   assert.equal(account.held, 1 + MIB + 2);
-  store.check(new Map([["k", "1"]])).apply();
+  commit("k", "1");
   assert.equal(account.held, 2);
-  assert.deepEqual(store.replica(), { version: 2, reset: true, entries: [{ key: "k", valueJson: "1" }] });
+  const replica: StoreUpdate[] = [];
+  store.sendReplica((u) => replica.push(u));
+  assert.deepEqual(replica, [{ version: 2, reset: true, entries: [{ key: "k", valueJson: "1" }] }]);
 });
 
 Deno.test("StoredValues: a long value held as UTF-8 bytes comes back unchanged in the replica", () => {
   const store = new StoredValues(64 * MIB);
   const value = JSON.stringify("中€x".repeat(2_000));
-  store.check(new Map([["k", value]])).apply();
-  assert.equal(store.replica()!.entries[0].valueJson, value);
+  store.commit(new Map([["k", value]]), () => true, () => {});
+  const replica: StoreUpdate[] = [];
+  store.sendReplica((u) => replica.push(u));
+  assert.equal(replica[0].entries[0].valueJson, value);
 });
 
 Deno.test("BudgetedCollector: each item is charged its payload and overhead; release gives the window's charge back", () => {

@@ -140,7 +140,7 @@ export class Session {
       outputMode: this.outputMode,
       jsonOutcomeSizes: options.jsonOutcomeSizes ?? false,
       running: this.#running,
-      replica: () => this.#store.replica(),
+      replica: (send) => this.#store.sendReplica(send),
       isOpen: () => this.#state === "open",
       replace: options.replaceRuntime,
       crashed: (reason, panicked, fields) => this.#fail(reason, panicked, fields),
@@ -262,8 +262,12 @@ export class Session {
     try {
       this.ensureOpen();
       check = await checkCellSource(request.source);
-      const restarting = this.#runtime.restarting;
-      if (restarting) await restarting;
+      // A replacement in progress, and the stored values a commit or a replica is still
+      // sending: the cell starts from the map as it is once they are done (SPEC §6).
+      for (let wait = this.#runtime.restarting ?? this.#store.settling; wait;) {
+        await wait;
+        wait = this.#runtime.restarting ?? this.#store.settling;
+      }
       this.ensureOpen();
     } catch (error) {
       // The cell never started: it consumes no ID, and its permits go back (SPEC §4.8).
@@ -346,22 +350,29 @@ export class Session {
       commit: (writes, buildEvent, state) => {
         // Committed atomically with the completion (SPEC §4.7, §6): a merge over
         // `maxStoredValueBytes` is not applied, and the completion then carries the cap message
-        // unless the cell had already failed.
-        const checked = this.#store.check(writes);
-        return Promise.resolve(state.commitCompletion(
-          () => {
-            const event = buildEvent();
-            if (checked.refused !== undefined && event.errorText === undefined) {
-              event.errorText = checked.refused;
-            }
-            this.#cellTelemetry.committed(cell, event.errorText !== undefined);
-            return event;
+        // unless the cell had already failed. A large write set is checked and applied in time
+        // slices, after the commits before it (`stored_values.ts`).
+        let committed!: ReturnType<typeof state.commitCompletion>;
+        const done = this.#store.commit(
+          writes,
+          (refused) => {
+            let apply = false;
+            committed = state.commitCompletion(
+              () => {
+                const event = buildEvent();
+                if (refused !== undefined && event.errorText === undefined) event.errorText = refused;
+                this.#cellTelemetry.committed(cell, event.errorText !== undefined);
+                return event;
+              },
+              () => {
+                apply = true;
+              },
+            );
+            return apply;
           },
-          () => {
-            const update = checked.apply();
-            if (update) this.#runtime.post({ storeUpdate: update });
-          },
-        ));
+          (update) => this.#runtime.post({ storeUpdate: update }),
+        );
+        return done === undefined ? Promise.resolve(committed) : done.then(() => committed);
       },
       stop: () => this.#runtime.stopCell(cell),
       failed: (reason, detail) => this.#runtime.cellFailed(cell, runtime, reason, detail),

@@ -73,8 +73,11 @@ export interface SessionRuntimeOptions {
   jsonOutcomeSizes: boolean;
   /** The session's cells whose isolate has not stopped, by cell ID (shared, read only here). */
   running: ReadonlyMap<string, Cell>;
-  /** The session's stored values as one `reset` update (none when empty). */
-  replica(): StoreUpdate | undefined;
+  /**
+   * Sends the session's stored values as `reset` updates (none when empty), in order, maybe over
+   * several turns (`StartCell` waits for them: `stored_values.ts`).
+   */
+  replica(send: (update: StoreUpdate) => void): void;
   /** Whether the session is open (a runtime's end while closing is no crash). */
   isOpen(): boolean;
   /** Obtains a replacement runtime (SPEC §4.5). */
@@ -151,8 +154,7 @@ export class SessionRuntime {
       if (event) running.get(event.cellId)?.onEvent(event);
     };
     this.post({ configure: this.#configure() });
-    const replica = this.#options.replica();
-    if (replica) this.post({ storeUpdate: replica });
+    this.#options.replica((update) => this.send({ storeUpdate: update }, runtime));
     // `ended` never rejects.
     runtime.ended.then((end) => this.#ended(runtime, end));
     // A replacement runtime may come while cells are already waiting for it.

@@ -10,6 +10,7 @@
  *
  * @module
  */
+import { TimeSlice } from "../../proto/time_slice.ts";
 import { encodeFrame, FrameError, readFrames } from "../../proto/frame_codec.ts";
 import {
   type HostToWorker,
@@ -159,6 +160,8 @@ class RuntimeProcess implements RuntimeTransport {
   #active = false;
   #pingTimer: ReturnType<typeof setTimeout> | undefined;
   #pingSeq = 0;
+  /** When the reader last took a frame from this runtime (its pipe is being drained while recent). */
+  #lastFrameAt = 0;
   /** The unanswered ping: its seq and when it was sent. */
   #pingOut: { seq: number; at: number; overdue?: boolean } | undefined;
   #resolveReady!: () => void;
@@ -299,10 +302,14 @@ class RuntimeProcess implements RuntimeTransport {
     const now = performance.now();
     const out = this.#pingOut;
     if (out !== undefined) {
-      if (now - out.at >= this.#options.unresponsiveMs!) {
+      const limit = this.#options.unresponsiveMs!;
+      if (now - out.at >= limit) {
         // Overdue twice: once, and again a tick later, after this process has read its pipes
-        // (a host that stalled past the limit has a Pong waiting unread, and is not misled).
-        if (out.overdue) {
+        // (a host that stalled past the limit has a Pong waiting unread, and is not misled). A
+        // reader still taking frames from this runtime, in time slices, may have the Pong behind
+        // them (a flood of cell output): judged once it has caught up.
+        const draining = now - this.#lastFrameAt < Math.max(1, Math.floor(limit / PINGS_PER_LIMIT));
+        if (out.overdue && !draining) {
           this.#failure ??= {
             kind: "unresponsive",
             detail: `no answer to a liveness ping in ${Math.round(now - out.at)} ms`,
@@ -385,6 +392,9 @@ class RuntimeProcess implements RuntimeTransport {
 
   async #readFrames(): Promise<void> {
     try {
+      // A burst of frames (a cell's stored writes, say) is read as fast as the pipe gives it, and
+      // its reads may settle without a turn of the event loop: yield one every slice.
+      const slice = new TimeSlice();
       for await (const frame of readFrames(this.#child.stdout, this.#options.maxWorkerFrameBytes)) {
         let message: WorkerToHost;
         try {
@@ -393,6 +403,10 @@ class RuntimeProcess implements RuntimeTransport {
           throw new FrameError(`undecodable frame: ${(error as Error).message}`);
         }
         this.#accept(message);
+        if (slice.over) {
+          this.#lastFrameAt = performance.now();
+          await slice.next();
+        }
       }
       // Orderly EOF. If the host did not ask for it, wait briefly for the status.
       if (!this.#stopping && !this.#failure && !(await this.#exitsWithin(500))) {

@@ -164,6 +164,18 @@ var RETIRE_HEAP_SHARE = 0.5;
 var RETIRE_HEAP_BYTES = 64 * 1024 * 1024;
 var PARK_MS = 1e3;
 
+// proto/store_batches.ts
+var STORE_BATCH_UNITS = 65536;
+function storeBatchEnd(entries, from, maxUnits = STORE_BATCH_UNITS) {
+  let units = 0;
+  let end = from;
+  while (end < entries.length && (end === from || units < maxUnits)) {
+    const [key, value] = entries[end++];
+    units += key.length + value.length;
+  }
+  return end;
+}
+
 // worker/cell_events.ts
 var LINE_END = 10;
 var DEFAULT_MAX_FRAME_BYTES = MAX_MESSAGE_BYTES + MIB;
@@ -282,13 +294,13 @@ function wireCellEvents(cellId, output) {
         }
       ];
     case "result": {
-      const events = output.writes.map(([key, valueJson]) => ({
-        cellId,
-        storedWrite: {
-          key,
-          valueJson
-        }
-      }));
+      const events = [];
+      const writes = output.writes;
+      for (let from = 0; from < writes.length; ) {
+        const end = storeBatchEnd(writes, from);
+        events.push(storedWritesEvent(cellId, writes, from, end));
+        from = end;
+      }
       events.push({
         cellId,
         result: output.trimmedError ? {
@@ -299,6 +311,10 @@ function wireCellEvents(cellId, output) {
       });
       return events;
     }
+    case "storedWrites":
+      return [
+        storedWritesEvent(cellId, output.writes, 0, output.writes.length)
+      ];
     case "stopped":
     case "pong":
       return [];
@@ -331,6 +347,34 @@ function encodeCellFrames(cellId, outputs, maxFrameBytes, scratch) {
       ]);
     }
   }
+  return encodeMessages(messages, maxFrameBytes, scratch);
+}
+function encodeStoredWrites(cellId, writes, from, end, maxFrameBytes, scratch) {
+  const event = storedWritesEvent(cellId, writes, from, end);
+  return encodeMessages([
+    [
+      [
+        2,
+        eventFields(event)
+      ],
+      LINE_END_FIELD
+    ]
+  ], maxFrameBytes, scratch);
+}
+function storedWritesEvent(cellId, writes, from, end) {
+  const entries = [];
+  for (let i = from; i < end; i++) entries.push({
+    key: writes[i][0],
+    valueJson: writes[i][1]
+  });
+  return {
+    cellId,
+    storedWrites: {
+      entries
+    }
+  };
+}
+function encodeMessages(messages, maxFrameBytes, scratch) {
   const plans = messages.map(plan);
   let total = 0;
   for (const { size } of plans) total += FRAME_HEADER_BYTES + size;
@@ -427,6 +471,23 @@ function eventFields(event) {
           event.storedWrite.valueJson
         ]
       ]
+    ]);
+  } else if (event.storedWrites) {
+    fields.push([
+      12,
+      event.storedWrites.entries.map((e) => [
+        1,
+        [
+          [
+            1,
+            e.key
+          ],
+          [
+            2,
+            e.valueJson
+          ]
+        ]
+      ])
     ]);
   } else if (event.result) {
     const { errorText, trimmedError } = event.result;
@@ -736,6 +797,8 @@ var CellOutbox = class {
   unsentResult;
   /** The result's frames are written but the runtime has not been told yet. */
   #noticeOwed = false;
+  /** How many of the result's stored writes are written already (a retried result goes on from there). */
+  #writesSent = 0;
   /** @param owner the cell run whose phase decides whether a credit wait goes on */
   constructor(owner) {
     this.#owner = owner;
@@ -886,7 +949,7 @@ var CellOutbox = class {
    * runtime's stream when the cell has a writer, else posted whole (`cell_protocol.ts` item 3).
    */
   post(message) {
-    const outputs = this.#startedPending ? [
+    let outputs = this.#startedPending ? [
       {
         t: "started"
       },
@@ -896,6 +959,16 @@ var CellOutbox = class {
     ];
     try {
       if (this.#write !== void 0 && message.t !== "stopped" && message.t !== "pong") {
+        if (message.t === "result" && message.writes.length > 0) {
+          this.#writeStored(message.writes);
+          message = {
+            ...message,
+            writes: []
+          };
+          outputs = [
+            message
+          ];
+        }
         let frames;
         try {
           frames = encodeCellFrames(this.#cellId, outputs, this.#maxFrameBytes, FRAMES);
@@ -916,10 +989,75 @@ var CellOutbox = class {
           return;
         }
       }
+      if (message.t === "result" && (this.#writesSent > 0 || storeBatchEnd(message.writes, 0) < message.writes.length)) {
+        this.#postStored(message.writes);
+        message = {
+          ...message,
+          writes: []
+        };
+        outputs = [
+          message
+        ];
+      }
       this.#output?.postMessage(outputs.length === 1 ? outputs[0] : outputs);
       this.#startedPending = false;
     } catch (e) {
       if (e instanceof RangeError) throw e;
+    }
+  }
+  /**
+   * Writes a result's stored writes ahead of it, one `StoredWrites` frame per batch
+   * (`proto/store_batches.ts`), each its own write under the stream lock: a million keys never
+   * become one buffer in the cell's heap, and other cells' frames may pass between batches (the
+   * host collects a cell's writes until its result). `started`, when still pending, leads the
+   * first batch. A write cut short by a stack overflow goes on from the batch it failed on.
+   */
+  #writeStored(writes) {
+    const words = this.#credit.words;
+    while (this.#writesSent < writes.length) {
+      const from = this.#writesSent;
+      const end = storeBatchEnd(writes, from);
+      let frames = encodeStoredWrites(this.#cellId, writes, from, end, this.#maxFrameBytes, FRAMES);
+      if (this.#startedPending) {
+        const started = encodeCellFrames(this.#cellId, [
+          {
+            t: "started"
+          }
+        ], this.#maxFrameBytes);
+        const both = new Uint8Array(started.length + frames.length);
+        both.set(started);
+        both.set(frames, started.length);
+        frames = both;
+      }
+      Atomics.add(words, CELL_PROGRESS, 1);
+      this.#write(frames);
+      this.#startedPending = false;
+      this.#writesSent = end;
+    }
+  }
+  /**
+   * Posts a result's stored writes ahead of it, one `storedWrites` message per batch, for a cell
+   * that posts its outputs whole (in-process isolation) and has more than one batch to send: the
+   * runtime's thread takes and forwards
+   * each batch on its own, never the whole set in one message. `started`, when still pending,
+   * leads the first batch; a post cut short by a stack overflow goes on from its batch.
+   */
+  #postStored(writes) {
+    while (this.#writesSent < writes.length) {
+      const from = this.#writesSent;
+      const end = storeBatchEnd(writes, from);
+      const batch = {
+        t: "storedWrites",
+        writes: writes.slice(from, end)
+      };
+      this.#output?.postMessage(this.#startedPending ? [
+        {
+          t: "started"
+        },
+        batch
+      ] : batch);
+      this.#startedPending = false;
+      this.#writesSent = end;
     }
   }
   /** Tells the runtime the result is written (retried by the cell run if this ran out of stack). */
@@ -2257,6 +2395,73 @@ function createCellRealm(bridges) {
   };
 }
 
+// worker/store_snapshot.ts
+var HEADER_WORDS = 2;
+function hash(key) {
+  let h = 2166136261;
+  for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 16777619);
+  return h >>> 0;
+}
+var SnapshotReader = class {
+  #words;
+  #chars;
+  #mask;
+  #index;
+  /**
+   * @param buffer a base built by {@link buildSnapshot}
+   * @example
+   * ```ts
+   * import assert from "node:assert/strict";
+   * import { buildSnapshot, SnapshotReader } from "./store_snapshot.ts";
+   * const reader = new SnapshotReader(buildSnapshot(new Map([["a", "1"], ["é", '"x"']])));
+   * assert.deepEqual([reader.get("a"), reader.get("é"), reader.get("b")], ["1", '"x"', undefined]);
+   * ```
+   */
+  constructor(buffer) {
+    const head = new Int32Array(buffer, 0, HEADER_WORDS);
+    const count = head[0];
+    const tableSize = head[1];
+    const wordsLength = HEADER_WORDS + tableSize + 3 * count;
+    this.#words = new Int32Array(buffer, 0, wordsLength);
+    this.#chars = new Uint16Array(buffer, 4 * wordsLength);
+    this.#mask = tableSize - 1;
+    this.#index = HEADER_WORDS + tableSize;
+  }
+  /** The JSON text stored under `key`, or `undefined`. */
+  get(key) {
+    const words = this.#words;
+    const chars = this.#chars;
+    const length = key.length;
+    for (let slot = hash(key) & this.#mask; ; slot = slot + 1 & this.#mask) {
+      const entry = words[HEADER_WORDS + slot];
+      if (entry === 0) return void 0;
+      const at = this.#index + 3 * (entry - 1);
+      if (words[at + 1] !== length) continue;
+      const start = words[at];
+      let same = true;
+      for (let j = 0; j < length; j++) {
+        if (chars[start + j] !== key.charCodeAt(j)) {
+          same = false;
+          break;
+        }
+      }
+      if (same) return decode(chars, start + length, words[at + 2]);
+    }
+  }
+};
+var DECODE_CHUNK = 8192;
+function decode(chars, start, length) {
+  if (length <= DECODE_CHUNK) {
+    return String.fromCharCode.apply(null, chars.subarray(start, start + length));
+  }
+  const parts = [];
+  for (let at = start; at < start + length; at += DECODE_CHUNK) {
+    const end = Math.min(at + DECODE_CHUNK, start + length);
+    parts.push(String.fromCharCode.apply(null, chars.subarray(at, end)));
+  }
+  return parts.join("");
+}
+
 // worker/cell_run.ts
 var MAX_HOST_TIMER_MS = MAX_INT32;
 var CellRun = class {
@@ -2266,7 +2471,10 @@ var CellRun = class {
   #phase = PHASE_RUNNING;
   #hostTimers = /* @__PURE__ */ new Map();
   #nextToolId = 0;
+  /** The cell's view of the stored values: its snapshot's overlay and its own writes, over `#base`. */
   #view = /* @__PURE__ */ new Map();
+  /** The snapshot's shared base, if any (`store_snapshot.ts`). */
+  #base;
   /** UTF-8 bytes of the view; computed on the first `store` (`-1` until then). */
   #viewBytes = -1;
   #writes = /* @__PURE__ */ new Map();
@@ -2352,6 +2560,8 @@ var CellRun = class {
       credit
     });
     this.#view = new Map(start.store);
+    this.#base = start.storeBase === void 0 ? void 0 : new SnapshotReader(start.storeBase);
+    if (start.storeBytes !== void 0) this.#viewBytes = start.storeBytes;
     const tools = start.tools.map((tool) => ({
       name: String(tool.name),
       description: String(tool.description)
@@ -2435,7 +2645,7 @@ var CellRun = class {
       emit: this.#emitBridge,
       callTool: this.#callToolBridge,
       byteLength: (text) => typeof text === "string" ? utf8ByteLength(text) : 0,
-      load: (key) => typeof key === "string" ? this.#view.get(key) : void 0,
+      load: (key) => typeof key === "string" ? this.#view.get(key) ?? this.#base?.get(key) : void 0,
       store: this.#storeBridge,
       timer: this.#timerBridge,
       finish: this.#finishBridge
@@ -2541,7 +2751,7 @@ var CellRun = class {
       this.#viewBytes = total;
     }
     const keyBytes = utf8ByteLength(key);
-    const previous = this.#view.get(key);
+    const previous = this.#view.get(key) ?? this.#base?.get(key);
     const next = this.#viewBytes + keyBytes + utf8ByteLength(json) - (previous === void 0 ? 0 : keyBytes + utf8ByteLength(previous));
     if (next > this.#start.maxStoredValueBytes) return STORE_OVER_LIMIT;
     this.#viewBytes = next;

@@ -197,6 +197,9 @@ function varintBytes(n) {
   }
   return bytes;
 }
+function utf8ByteLength(s) {
+  return Buffer.byteLength(s, "utf8");
+}
 
 // worker/cell_protocol.ts
 var CREDIT_EVENTS = 0;
@@ -212,6 +215,18 @@ var SINK_LOCK = 0;
 var SINK_WORDS = 2;
 var RETIRE_HEAP_SHARE = 0.5;
 var RETIRE_HEAP_BYTES = 64 * 1024 * 1024;
+
+// proto/store_batches.ts
+var STORE_BATCH_UNITS = 65536;
+function storeBatchEnd(entries, from, maxUnits = STORE_BATCH_UNITS) {
+  let units = 0;
+  let end = from;
+  while (end < entries.length && (end === from || units < maxUnits)) {
+    const [key, value] = entries[end++];
+    units += key.length + value.length;
+  }
+  return end;
+}
 
 // worker/cell_events.ts
 var LINE_END = 10;
@@ -331,13 +346,13 @@ function wireCellEvents(cellId, output) {
         }
       ];
     case "result": {
-      const events = output.writes.map(([key, valueJson]) => ({
-        cellId,
-        storedWrite: {
-          key,
-          valueJson
-        }
-      }));
+      const events = [];
+      const writes = output.writes;
+      for (let from = 0; from < writes.length; ) {
+        const end = storeBatchEnd(writes, from);
+        events.push(storedWritesEvent(cellId, writes, from, end));
+        from = end;
+      }
       events.push({
         cellId,
         result: output.trimmedError ? {
@@ -348,10 +363,27 @@ function wireCellEvents(cellId, output) {
       });
       return events;
     }
+    case "storedWrites":
+      return [
+        storedWritesEvent(cellId, output.writes, 0, output.writes.length)
+      ];
     case "stopped":
     case "pong":
       return [];
   }
+}
+function storedWritesEvent(cellId, writes, from, end) {
+  const entries = [];
+  for (let i = from; i < end; i++) entries.push({
+    key: writes[i][0],
+    valueJson: writes[i][1]
+  });
+  return {
+    cellId,
+    storedWrites: {
+      entries
+    }
+  };
 }
 var utf8 = new TextEncoder();
 function wireTrimmed(text) {
@@ -735,6 +767,14 @@ var STORE_ENTRY = message(P + "StoreEntry", [
   f(1, "key", "string"),
   f(2, "valueJson", "string")
 ]);
+var STORED_WRITES = message(P + "StoredWrites", [
+  {
+    no: 1,
+    name: "entries",
+    type: STORE_ENTRY,
+    repeated: true
+  }
+]);
 var CELL_TOOL = message(P + "CellTool", [
   f(1, "globalName", "string"),
   f(2, "description", "string")
@@ -834,7 +874,13 @@ var WORKER_TO_HOST = message(P + "WorkerToHost", [
     f(11, "exited", message(P + "Exited", [
       f(1, "reason", "string"),
       f(2, "detail", "string", "_detail")
-    ]), "event")
+    ]), "event"),
+    {
+      no: 12,
+      name: "storedWrites",
+      type: STORED_WRITES,
+      oneof: "event"
+    }
   ]), "message"),
   f(3, "runtimeFault", message(P + "RuntimeFault", [
     f(1, "detail", "string")
@@ -966,6 +1012,89 @@ var FrameOutput = class {
       groupBytes += frame.length;
     }
     emit();
+  }
+};
+
+// worker/store_snapshot.ts
+var SMALL_OVERLAY = 4096;
+var HEADER_WORDS = 2;
+function hash(key) {
+  let h = 2166136261;
+  for (let i = 0; i < key.length; i++) h = Math.imul(h ^ key.charCodeAt(i), 16777619);
+  return h >>> 0;
+}
+function buildSnapshot(entries) {
+  const count = entries.size;
+  let units = 0;
+  for (const [key, value] of entries) units += key.length + value.length;
+  let tableSize = 2;
+  while (tableSize < count * 2) tableSize *= 2;
+  const wordsBytes = 4 * (HEADER_WORDS + tableSize + 3 * count);
+  const buffer = new SharedArrayBuffer(wordsBytes + 2 * units);
+  const words = new Int32Array(buffer, 0, HEADER_WORDS + tableSize + 3 * count);
+  const chars = new Uint16Array(buffer, wordsBytes, units);
+  words[0] = count;
+  words[1] = tableSize;
+  const mask = tableSize - 1;
+  const table = HEADER_WORDS;
+  const index = HEADER_WORDS + tableSize;
+  let at = 0;
+  let i = 0;
+  for (const [key, value] of entries) {
+    words[index + 3 * i] = at;
+    words[index + 3 * i + 1] = key.length;
+    words[index + 3 * i + 2] = value.length;
+    for (let j = 0; j < key.length; j++) chars[at++] = key.charCodeAt(j);
+    for (let j = 0; j < value.length; j++) chars[at++] = value.charCodeAt(j);
+    let slot = hash(key) & mask;
+    while (words[table + slot] !== 0) slot = slot + 1 & mask;
+    words[table + slot] = ++i;
+  }
+  return buffer;
+}
+var StoreReplica = class {
+  #values = /* @__PURE__ */ new Map();
+  #bytes = 0;
+  #base;
+  /** Entries set since the base was built (all of them while there is none). */
+  #overlay = /* @__PURE__ */ new Map();
+  /** Applies one `StoreUpdate` frame (a `reset` one empties the replica first). */
+  update(reset, entries) {
+    if (reset) {
+      this.#values.clear();
+      this.#overlay.clear();
+      this.#base = void 0;
+      this.#bytes = 0;
+    }
+    const values = this.#values;
+    for (const { key, valueJson } of entries) {
+      const value = valueJson ?? "null";
+      const old = values.get(key);
+      const keyBytes = utf8ByteLength(key);
+      if (old !== void 0) this.#bytes -= keyBytes + utf8ByteLength(old);
+      this.#bytes += keyBytes + utf8ByteLength(value);
+      values.set(key, value);
+      this.#overlay.set(key, value);
+    }
+  }
+  /**
+   * What the next cell start carries: the base, rebuilt first when the overlay has grown past
+   * its bound, the overlay and the size.
+   */
+  start() {
+    const overlay = this.#overlay;
+    if (overlay.size > SMALL_OVERLAY && overlay.size * 8 > this.#values.size) {
+      this.#base = buildSnapshot(this.#values);
+      overlay.clear();
+    }
+    const start = {
+      store: [
+        ...overlay
+      ],
+      storeBytes: this.#bytes
+    };
+    if (this.#base !== void 0) start.storeBase = this.#base;
+    return start;
   }
 };
 
@@ -1400,7 +1529,7 @@ var CellRuns = class {
         name: t.globalName,
         description: t.description ?? ""
       })),
-      store: this.#options.store(),
+      ...this.#options.store(),
       maxStoredValueBytes: config.maxStoredValueBytes,
       maxMessageBytes: config.maxMessageBytes,
       maxFrameBytes: config.maxFrameBytes,
@@ -1660,7 +1789,7 @@ var Runtime = class {
     ...DEFAULT_RUNTIME_CONFIG
   };
   /** The session's stored values (key → JSON text), as the host's store updates leave them. */
-  #store = /* @__PURE__ */ new Map();
+  #store = new StoreReplica();
   #decoder;
   #exiting = false;
   /** @param options see {@link RuntimeOptions} */
@@ -1696,9 +1825,7 @@ var Runtime = class {
       pool,
       output,
       config,
-      store: () => [
-        ...this.#store
-      ],
+      store: () => this.#store.start(),
       onStarted: () => this.#watchdog.arm(),
       background: (task, what) => this.#background(task, what)
     });
@@ -1864,8 +1991,7 @@ var Runtime = class {
   }
   /** A host `StoreUpdate`: the stored values the next cell runs start from. */
   #updateStore(update) {
-    if (update.reset) this.#store.clear();
-    for (const entry of update.entries ?? []) this.#store.set(entry.key, entry.valueJson ?? "null");
+    this.#store.update(update.reset === true, update.entries ?? []);
   }
   async #exitAfterFlush(code) {
     if (this.#exiting) return;
