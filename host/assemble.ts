@@ -13,10 +13,10 @@
  *
  * @module
  */
-import { CodeModeCore } from "./core/code_mode_core.ts";
+import type { CodeModeCore } from "./core/code_mode_core.ts";
 import { type Clock, realClock } from "./core/clock.ts";
 import { type Limits, resolveLimits } from "./core/limits.ts";
-import { SessionManager } from "./core/session_manager.ts";
+import type { SessionManager } from "./core/session_manager.ts";
 import { Logger, type LogLevel } from "./ops/log.ts";
 import { memoryBoundMechanism } from "./runtime/memory_watchdog.ts";
 import { type OsSandbox, resolveOsSandbox } from "./runtime/os_sandbox.ts";
@@ -52,7 +52,10 @@ export interface EngineOptions {
   runtimeCommand?: string[];
   /** Argv placed before `<deno>` for every runtime (default none). */
   workerPrefix?: string[];
-  /** Pre-spawned idle runtimes (default `limits.warmSessionWorkers`, 2). */
+  /**
+   * Pre-spawned idle runtimes (default `limits.warmSessionWorkers`, 2). The first starts at once,
+   * the others once it is ready.
+   */
   warmSessions?: number;
   /** Log threshold (default `info`) or a logger. */
   log?: LogLevel | Logger;
@@ -95,6 +98,23 @@ export interface EngineOptions {
    * with these options (default none: no spans are made).
    */
   otelTraceExporter?: string | TraceExportOptions;
+}
+
+/**
+ * The modules of metrics and tracing, loaded only when asked for, by computed specifiers: Deno loads
+ * the module graph of a string literal's `import()` with its importer's, so literal ones made every
+ * host read prom-client's and OpenTelemetry's graphs at start. `deno task compile` embeds each with
+ * `--include` (`tests/standalone_test.ts` checks the list).
+ */
+export const OPS_MODULES = {
+  prometheus: "host/ops/prometheus.ts",
+  opsServer: "host/ops/ops_server.ts",
+  otel: "host/ops/otel.ts",
+} as const;
+
+/** Loads one of {@link OPS_MODULES} (a path from the repository's root). */
+function load<T>(path: string): Promise<T> {
+  return import(new URL(`../${path}`, import.meta.url).href);
 }
 
 /** How long a graceful end waits for the last trace export. */
@@ -204,25 +224,33 @@ export async function assembleHost(
   const runtimeDir = prepareRuntimeDirectory(tempParent, options.runtimeFiles);
   log.info(memoryBoundMechanism(limits.runtimeMemoryMb));
   const deno = options.deno ?? Deno.execPath();
+  // The sandbox's probe (a process) runs while the session core loads (~25 ms of this thread).
+  const choosing = chooseSandbox(options.osSandbox ?? "auto", inProcess, {
+    deno,
+    runtimeDir,
+    tempParent,
+    log,
+  });
+  choosing.catch(() => {}); // awaited below
+  const [{ SessionManager }, { CodeModeCore }] = await Promise.all([
+    import("./core/session_manager.ts"),
+    import("./core/code_mode_core.ts"),
+  ]);
   let sandbox: OsSandbox | undefined;
   try {
-    sandbox = await chooseSandbox(options.osSandbox ?? "auto", inProcess, {
-      deno,
-      runtimeDir,
-      tempParent,
-      log,
-    });
+    sandbox = await choosing;
   } catch (error) {
     Deno.removeSync(runtimeDir, { recursive: true });
     await ops.stop();
     throw error;
   }
+  const warmSessions = options.warmSessions ?? limits.warmSessionWorkers;
   const manager = live.manager = new SessionManager({
     limits,
     log,
     telemetry: ops.telemetry,
     clock: options.clock ?? realClock,
-    warmSessions: options.warmSessions ?? limits.warmSessionWorkers,
+    warmSessions: Math.min(warmSessions, 1),
     runtime: {
       deno,
       prefix: options.workerPrefix,
@@ -237,6 +265,13 @@ export async function assembleHost(
     },
     spawn: extensions.runtimeFactory ?? (inProcess ? inProcessFactory : undefined),
   });
+  if (warmSessions > 1) {
+    // The rest of the pool starts once the first warm runtime is ready (or has failed): runtimes
+    // started together share the cores with this host's own start-up, and the one the first session
+    // takes would be ready later (a cold start's first cell: ~60 ms of CPU per runtime).
+    const grow = () => void (manager.warmSessions = warmSessions);
+    [...manager.runtimes][0].ready.then(grow, grow);
+  }
   const core = new CodeModeCore({
     manager,
     clientSessionIds: options.clientSessionIds,
@@ -289,8 +324,8 @@ async function startOps(options: EngineOptions, log: Logger, probes: OpsProbes):
   let prometheus: PrometheusMetrics | undefined;
   let server: OpsServer | undefined;
   if (address) {
-    const { PrometheusMetrics } = await import("./ops/prometheus.ts");
-    const { startOpsServer } = await import("./ops/ops_server.ts");
+    const { PrometheusMetrics } = await load<typeof import("./ops/prometheus.ts")>(OPS_MODULES.prometheus);
+    const { startOpsServer } = await load<typeof import("./ops/ops_server.ts")>(OPS_MODULES.opsServer);
     prometheus = new PrometheusMetrics({
       sessionsOpen: probes.sessionsOpen,
       warmRuntimes: probes.warmRuntimes,
@@ -300,7 +335,7 @@ async function startOps(options: EngineOptions, log: Logger, probes: OpsProbes):
   }
   let tracer: OtelTracer | undefined;
   if (options.otelTraceExporter !== undefined) {
-    const { OtelTracer } = await import("./ops/otel.ts");
+    const { OtelTracer } = await load<typeof import("./ops/otel.ts")>(OPS_MODULES.otel);
     const exporter = options.otelTraceExporter;
     try {
       tracer = new OtelTracer({

@@ -133,6 +133,15 @@ export class SessionManager implements AsyncDisposable {
     return this.#allRuntimes;
   }
 
+  /**
+   * Resizes the warm pool and fills it to the new size (a host starts with one warm runtime and
+   * sets its full size once that one is ready: `assembleHost`).
+   */
+  set warmSessions(count: number) {
+    this.#options = { ...this.#options, warmSessions: count };
+    this.#refill();
+  }
+
   /** Runtimes spawned so far (`HostState`). */
   get spawnCount(): number {
     return this.#spawned;

@@ -41,12 +41,16 @@ function exists(path: string): boolean {
   }
 }
 
-/** The directories of `deno`'s shared libraries and loader, from `ldd`; a fixed list without it. */
-async function libraryDirectories(deno: string): Promise<string[]> {
+/**
+ * The directories of `deno`'s shared libraries and loader, from `ldd`; a fixed list without it.
+ * Synchronous (a few milliseconds): the probe then starts at once, before the host's thread goes on
+ * to load the session core.
+ */
+function libraryDirectories(deno: string): string[] {
   const ldd = findOnPath("ldd");
   if (ldd) {
     try {
-      const out = await new Deno.Command(ldd, { args: [deno], stdout: "piped", stderr: "null" }).output();
+      const out = new Deno.Command(ldd, { args: [deno], stdout: "piped", stderr: "null" }).outputSync();
       if (out.success) {
         const paths = [...new TextDecoder().decode(out.stdout).matchAll(/(\/\S+)/g)].map((m) => m[1]);
         const dirs = paths.map((p) => p.slice(0, p.lastIndexOf("/")) || "/");
@@ -85,7 +89,7 @@ export async function resolveOsSandbox(
   const real = Deno.realPathSync(deno);
   const readOnly = [
     real,
-    ...await libraryDirectories(real),
+    ...libraryDirectories(real),
     ...(exists("/etc/localtime") ? ["/etc/localtime"] : []),
   ];
   const sandbox = { bwrap, readOnly, deno: real };
