@@ -16,7 +16,7 @@
 import type { CodeModeCore } from "./core/code_mode_core.ts";
 import { type Clock, realClock } from "./core/clock.ts";
 import { type Limits, resolveLimits } from "./core/limits.ts";
-import type { SessionManager } from "./core/session_manager.ts";
+import { SessionManager } from "./core/session_manager.ts";
 import { Logger, type LogLevel } from "./ops/log.ts";
 import { memoryBoundMechanism } from "./runtime/memory_watchdog.ts";
 import { type OsSandbox, resolveOsSandbox } from "./runtime/os_sandbox.ts";
@@ -54,7 +54,7 @@ export interface EngineOptions {
   workerPrefix?: string[];
   /**
    * Pre-spawned idle runtimes (default `limits.warmSessionWorkers`, 2). The first starts at once,
-   * the others once it is ready.
+   * the others 500 ms after it is ready.
    */
   warmSessions?: number;
   /** Log threshold (default `info`) or a logger. */
@@ -116,6 +116,9 @@ export const OPS_MODULES = {
 function load<T>(path: string): Promise<T> {
   return import(new URL(`../${path}`, import.meta.url).href);
 }
+
+/** How long after the first warm runtime is ready the others start (`warmSessions` above 1). */
+const WARM_POOL_GROWTH_DELAY_MS = 500;
 
 /** How long a graceful end waits for the last trace export. */
 const TRACE_FLUSH_ON_EXIT_MS = 1_000;
@@ -224,21 +227,14 @@ export async function assembleHost(
   const runtimeDir = prepareRuntimeDirectory(tempParent, options.runtimeFiles);
   log.info(memoryBoundMechanism(limits.runtimeMemoryMb));
   const deno = options.deno ?? Deno.execPath();
-  // The sandbox's probe (a process) runs while the session core loads (~25 ms of this thread).
-  const choosing = chooseSandbox(options.osSandbox ?? "auto", inProcess, {
-    deno,
-    runtimeDir,
-    tempParent,
-    log,
-  });
-  choosing.catch(() => {}); // awaited below
-  const [{ SessionManager }, { CodeModeCore }] = await Promise.all([
-    import("./core/session_manager.ts"),
-    import("./core/code_mode_core.ts"),
-  ]);
   let sandbox: OsSandbox | undefined;
   try {
-    sandbox = await choosing;
+    sandbox = await chooseSandbox(options.osSandbox ?? "auto", inProcess, {
+      deno,
+      runtimeDir,
+      tempParent,
+      log,
+    });
   } catch (error) {
     Deno.removeSync(runtimeDir, { recursive: true });
     await ops.stop();
@@ -266,12 +262,14 @@ export async function assembleHost(
     spawn: extensions.runtimeFactory ?? (inProcess ? inProcessFactory : undefined),
   });
   if (warmSessions > 1) {
-    // The rest of the pool starts once the first warm runtime is ready (or has failed): runtimes
-    // started together share the cores with this host's own start-up, and the one the first session
-    // takes would be ready later (a cold start's first cell: ~60 ms of CPU per runtime).
-    const grow = () => void (manager.warmSessions = warmSessions);
+    // The rest of the pool starts a while after the first warm runtime is ready (or has failed):
+    // runtimes that start together share the cores with this host's own start-up and with the first
+    // session's first cells (a cold start's first cell: ~60 ms of CPU per runtime).
+    const grow = () => manager.resizeWarmPool(warmSessions, WARM_POOL_GROWTH_DELAY_MS);
     [...manager.runtimes][0].ready.then(grow, grow);
   }
+  // The session core loads once the first runtime has been spawned (~40 ms of this thread).
+  const { CodeModeCore } = await import("./core/code_mode_core.ts");
   const core = new CodeModeCore({
     manager,
     clientSessionIds: options.clientSessionIds,
