@@ -20,13 +20,8 @@ import { SessionManager } from "./core/session_manager.ts";
 import { Logger, type LogLevel } from "./ops/log.ts";
 import { memoryBoundMechanism } from "./runtime/memory_watchdog.ts";
 import { type OsSandbox, resolveOsSandbox } from "./runtime/os_sandbox.ts";
-import {
-  IN_PROCESS_UNSUPPORTED,
-  IN_PROCESS_WARNING,
-  InProcessRuntime,
-  inProcessSupported,
-} from "./runtime/in_process_runtime.ts";
 import type { RuntimeFactory } from "./runtime/runtime_process.ts";
+import type { InProcessRuntime } from "./runtime/in_process_runtime.ts";
 import { SELF_RUNTIME_ARG } from "./runtime/self_runtime.ts";
 import { hostTempParent, prepareRuntimeDirectory, removeStaleDirectories } from "./runtime/runtime_files.ts";
 import { NO_METRICS, NO_TRACER, type Telemetry, type TraceExportOptions } from "./ops/telemetry.ts";
@@ -212,7 +207,11 @@ export async function assembleHost(
   if (options.isolation !== undefined && options.isolation !== "subprocess" && !inProcess) {
     throw new RangeError(`unknown code-mode isolation \`${options.isolation}\``);
   }
-  if (inProcess && !inProcessSupported()) throw new Error(IN_PROCESS_UNSUPPORTED);
+  // In-process runtimes run the runtime's own code in this process: loaded only for them (~10 ms).
+  const inProcessRuntimes = inProcess ? await import("./runtime/in_process_runtime.ts") : undefined;
+  if (inProcessRuntimes && !inProcessRuntimes.inProcessSupported()) {
+    throw new Error(inProcessRuntimes.IN_PROCESS_UNSUPPORTED);
+  }
   // Filled in below; the gauges and readiness read it at scrape time.
   const live: { manager?: SessionManager; serving: boolean } = { serving: false };
   const ops = await startOps(options, log, {
@@ -220,7 +219,7 @@ export async function assembleHost(
     warmRuntimes: () => live.manager?.warmCount ?? 0,
     readiness: () => live.manager?.draining ? "draining" : live.serving ? "ready" : "starting",
   });
-  if (inProcess) log.warn(IN_PROCESS_WARNING);
+  if (inProcessRuntimes) log.warn(inProcessRuntimes.IN_PROCESS_WARNING);
   const tempParent = hostTempParent();
   Deno.mkdirSync(tempParent, { recursive: true, mode: 0o700 });
   removeStaleDirectories(tempParent);
@@ -259,7 +258,8 @@ export async function assembleHost(
       workParent: tempParent,
       protocolVersion: options.protocolVersion,
     },
-    spawn: extensions.runtimeFactory ?? (inProcess ? inProcessFactory : undefined),
+    spawn: extensions.runtimeFactory ??
+      (inProcessRuntimes && inProcessFactory(inProcessRuntimes.InProcessRuntime)),
   });
   if (warmSessions > 1) {
     // The rest of the pool starts a while after the first warm runtime is ready (or has failed):
@@ -458,8 +458,8 @@ function hostState(manager: SessionManager, metricsUrl: string | undefined): Hos
 }
 
 /** Runtimes inside this process, cells in its Workers (in-process isolation, SPEC §9.8). */
-const inProcessFactory: RuntimeFactory = (options) =>
-  new InProcessRuntime({
+const inProcessFactory = (Runtime: typeof InProcessRuntime): RuntimeFactory => (options) =>
+  new Runtime({
     codec: options.codec,
     runtimeDir: options.runtimeDir,
     maxWorkerFrameBytes: options.maxWorkerFrameBytes,
