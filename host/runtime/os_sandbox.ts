@@ -42,22 +42,65 @@ function exists(path: string): boolean {
 }
 
 /**
- * The directories of `deno`'s shared libraries and loader, from `ldd`; a fixed list without it.
- * Synchronous (a few milliseconds): the probe then starts at once, before the host's thread goes on
- * to load the session core.
+ * The ELF interpreter (`PT_INTERP`) of a 64-bit little-endian executable when it is glibc's dynamic
+ * loader (`ld-linux*.so.N`), else undefined.
  */
-function libraryDirectories(deno: string): string[] {
-  const ldd = findOnPath("ldd");
-  if (ldd) {
+export function glibcLoader(path: string): string | undefined {
+  try {
+    const file = Deno.openSync(path);
     try {
-      const out = new Deno.Command(ldd, { args: [deno], stdout: "piped", stderr: "null" }).outputSync();
+      const header = new Uint8Array(64);
+      if (file.readSync(header) !== 64) return undefined;
+      const h = new DataView(header.buffer);
+      // "\x7fELF", 64-bit, little-endian.
+      if (h.getUint32(0) !== 0x7f454c46 || header[4] !== 2 || header[5] !== 1) return undefined;
+      const phoff = Number(h.getBigUint64(32, true));
+      const phentsize = h.getUint16(54, true);
+      const phnum = h.getUint16(56, true);
+      if (phentsize < 56 || phnum > 64) return undefined;
+      const table = new Uint8Array(phentsize * phnum);
+      file.seekSync(phoff, Deno.SeekMode.Start);
+      if (file.readSync(table) !== table.length) return undefined;
+      const t = new DataView(table.buffer);
+      for (let i = 0; i < phnum; i++) {
+        const at = i * phentsize;
+        if (t.getUint32(at, true) !== 3) continue; // PT_INTERP
+        const bytes = new Uint8Array(Number(t.getBigUint64(at + 32, true)));
+        if (bytes.length > 4096) return undefined;
+        file.seekSync(Number(t.getBigUint64(at + 8, true)), Deno.SeekMode.Start);
+        if (file.readSync(bytes) !== bytes.length) return undefined;
+        const loader = new TextDecoder().decode(bytes).replace(/\0+$/, "");
+        return /^\/[^\0]*\/ld-linux[\w.-]*\.so\.\d+$/.test(loader) ? loader : undefined;
+      }
+      return undefined;
+    } finally {
+      file.close();
+    }
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * The directories of `deno`'s shared libraries and loader, as `ldd` lists them: from glibc's
+ * loader itself (`ld-linux… --list`, what `ldd` runs, <1 ms) when `deno` names it, else from `ldd`
+ * (a shell script: ~10 ms, more under load); a fixed list without either. Synchronous: the probe,
+ * and then the host's first runtime, wait for it.
+ */
+export function libraryDirectories(deno: string): string[] {
+  const loader = glibcLoader(deno);
+  for (const [command, args] of [[loader, ["--list", deno]], [findOnPath("ldd"), [deno]]] as const) {
+    if (command === undefined) continue;
+    try {
+      const out = new Deno.Command(command, { args: [...args], stdout: "piped", stderr: "null" })
+        .outputSync();
       if (out.success) {
         const paths = [...new TextDecoder().decode(out.stdout).matchAll(/(\/\S+)/g)].map((m) => m[1]);
         const dirs = paths.map((p) => p.slice(0, p.lastIndexOf("/")) || "/");
         if (dirs.length > 0) return [...new Set(dirs)];
       }
     } catch {
-      // Fall through.
+      // The next way.
     }
   }
   return ["/lib", "/lib64", "/usr/lib", "/usr/lib64"].filter(exists);
