@@ -1,8 +1,8 @@
 /**
  * The doors the command line can open, one start function per `--listen` form ({@link DOORS}), as
  * the reference host's `transport.rs` has one per transport. Each loads what only it needs when it
- * starts (`await import`): `--version`, `--help` and a usage error load no door, and the gRPC and
- * JSON V1 doors never load the MCP SDK.
+ * starts ({@link DOOR_MODULES}): `--version`, `--help` and a usage error load no door, and the gRPC
+ * and JSON V1 doors never load the MCP SDK.
  *
  * | `--listen`           | door              | endpoint                                    | stop (`drain.ts`) |
  * | -------------------- | ----------------- | ------------------------------------------- | ----------------- |
@@ -23,6 +23,24 @@ import type { Logger } from "../host/ops/log.ts";
 import type { ListenTarget } from "../host/listen_url.ts";
 import type { HostConfig, HostEngineFlags } from "./flags.ts";
 import type { Drainable } from "./drain.ts";
+
+/**
+ * The modules the doors load when they start, by computed specifiers: Deno loads the module graph of
+ * a string literal's `import()` together with its importer's, before `main` runs, so literal ones
+ * made every start read every door's graph (MCP SDK and zod included; ~15 ms of the main thread).
+ * `deno task compile` embeds each with `--include` (`tests/standalone_test.ts` checks the list).
+ */
+export const DOOR_MODULES = {
+  assemble: "host/assemble.ts",
+  grpc: "host/doors/grpc/server.ts",
+  v1: "host/doors/v1/mod.ts",
+  mcp: "mcp/mod.ts",
+} as const;
+
+/** Loads one of {@link DOOR_MODULES} (a path from the repository's root). */
+function load<T>(path: string): Promise<T> {
+  return import(new URL(`../${path}`, import.meta.url).href);
+}
 
 /** A door that refused to start or failed: `message` is logged as an `error` line, then the process exits. */
 export class StartFailure extends Error {
@@ -59,13 +77,34 @@ function messageOf(error: unknown): string {
   return (error as Error).message;
 }
 
+/**
+ * The door's host, assembled before the door's own modules load: its warm runtimes start (a
+ * process each, ~100 ms until its first cell worker has booted) while the gRPC or JSON V1 stack
+ * loads and evaluates (~150 ms of this process's thread), so that the first cell of a cold start
+ * finds its runtime ready. Awaited before the door's import: an import's evaluation holds the
+ * thread, and the runtimes' spawn waits for the OS sandbox's probe.
+ */
+async function assembleFirst(config: HostConfig, log: Logger, clientSessionIds: boolean) {
+  const { assembleHost } = await load<typeof import("../host/assemble.ts")>(DOOR_MODULES.assemble);
+  return await assembleHost({ ...engineOptions(config, log), clientSessionIds });
+}
+
 async function startGrpc(config: HostConfig, log: Logger): Promise<Door> {
-  const { createHost } = await import("../host/doors/grpc/server.ts");
   const { listen } = config;
   const stdio = listen.kind === "grpc-stdio";
+  // With TLS the door checks the certificate before anything starts.
+  let assembled;
+  try {
+    assembled = config.tls === undefined ? await assembleFirst(config, log, false) : undefined;
+  } catch (error) {
+    throw new StartFailure(messageOf(error), error instanceof RangeError ? 2 : 1);
+  }
+  const { startGrpcHost } = await load<typeof import("../host/doors/grpc/server.ts")>(
+    DOOR_MODULES.grpc,
+  );
   let host;
   try {
-    host = await createHost({
+    host = await startGrpcHost({
       listen: listen.kind === "grpc"
         ? listen.bind
         : listen.kind === "unix"
@@ -76,7 +115,7 @@ async function startGrpc(config: HostConfig, log: Logger): Promise<Door> {
       routeToken: config.routeToken,
       authToken: config.authToken,
       tls: config.tls,
-    });
+    }, { assembled });
   } catch (error) {
     throw new StartFailure(messageOf(error), error instanceof RangeError ? 2 : 1);
   }
@@ -99,21 +138,30 @@ function stdioDoor(ended: Promise<number>): Door {
 }
 
 async function startV1(config: HostConfig, log: Logger): Promise<Door> {
-  const { serveV1Stdio } = await import("../host/doors/v1/mod.ts");
+  // An unknown --limit is the user's to change; an address that cannot be bound (the metrics
+  // listener) is a failure.
+  const failure = (error: unknown) => {
+    const message = messageOf(error);
+    return new StartFailure(message, message.startsWith("failed to bind") ? 1 : 2);
+  };
+  let assembled;
+  try {
+    assembled = await assembleFirst(config, log, true);
+  } catch (error) {
+    throw failure(error);
+  }
+  const { serveV1Stdio } = await load<typeof import("../host/doors/v1/mod.ts")>(DOOR_MODULES.v1);
   // JSON host V1 on stdin/stdout (SPEC §9.10): stdout carries only frames.
   return stdioDoor(
-    serveV1Stdio(engineOptions(config, log)).catch((error) => {
-      // An address that cannot be bound (the metrics listener) is a failure; the rest, e.g. an
-      // unknown --limit, is the user's to change.
-      const message = messageOf(error);
-      throw new StartFailure(message, message.startsWith("failed to bind") ? 1 : 2);
+    serveV1Stdio(engineOptions(config, log), undefined, assembled).catch((error) => {
+      throw failure(error);
     }),
   );
 }
 
 /** The MCP door's module and the upstream servers of `--mcp-config`. */
 async function startMcpStack(config: HostConfig) {
-  const mcp = await import("../mcp/mod.ts");
+  const mcp = await load<typeof import("../mcp/mod.ts")>(DOOR_MODULES.mcp);
   try {
     return {
       mcp,

@@ -59,3 +59,46 @@ Deno.test("A door that cannot bind fails with exit 1 (V1: the metrics listener)"
     1,
   ]);
 });
+
+/** The modules Deno loads with `entry` before it runs: its graph, followed along code (not type) imports. */
+function startupGraph(entry: string): string[] {
+  const out = new Deno.Command(Deno.execPath(), {
+    args: ["info", "--json", new URL(entry, import.meta.url).pathname],
+    stdout: "piped",
+    stderr: "null",
+  }).outputSync();
+  const info = JSON.parse(new TextDecoder().decode(out.stdout));
+  const modules = new Map<string, { dependencies?: { code?: { specifier: string } }[] }>(
+    info.modules.map((module: { specifier: string }) => [module.specifier, module]),
+  );
+  const resolve = (specifier: string) => info.redirects[specifier] ?? specifier;
+  const reached = new Set<string>();
+  const visit = (specifier: string) => {
+    specifier = resolve(specifier);
+    if (reached.has(specifier)) return;
+    reached.add(specifier);
+    for (const dependency of modules.get(specifier)?.dependencies ?? []) {
+      if (dependency.code) visit(dependency.code.specifier);
+    }
+  };
+  for (const root of info.roots) visit(root);
+  return [...reached];
+}
+
+Deno.test("the command line's start loads no door: every door, metrics and tracing load when asked for", () => {
+  const graph = startupGraph("./main.ts");
+  assert.deepEqual(graph.filter((s) => s.startsWith("npm:")), [], "no npm package");
+  const doors =
+    /\/(host\/doors|host\/core|mcp)\/|\/host\/ops\/(prometheus|otel|ops_server)\.ts|\/host\/assemble\.ts/;
+  // The TLS check of --tls-cert (flags.ts): one file, evaluated only with that flag.
+  const tls = /\/host\/doors\/grpc\/tls_terminator\.ts$/;
+  assert.deepEqual(graph.filter((s) => doors.test(s) && !tls.test(s)), []);
+});
+
+Deno.test("the gRPC door's graph holds neither metrics, tracing nor MCP", () => {
+  const graph = startupGraph("../host/doors/grpc/server.ts");
+  assert.ok(graph.some((s) => s.includes("grpc-js")), "the gRPC stack itself");
+  const unused =
+    /prom-client|opentelemetry|modelcontextprotocol|\/host\/ops\/(prometheus|otel|ops_server)\.ts/;
+  assert.deepEqual(graph.filter((s) => unused.test(s)), []);
+});

@@ -13,20 +13,15 @@
  *
  * @module
  */
-import { CodeModeCore } from "./core/code_mode_core.ts";
+import type { CodeModeCore } from "./core/code_mode_core.ts";
 import { type Clock, realClock } from "./core/clock.ts";
 import { type Limits, resolveLimits } from "./core/limits.ts";
 import { SessionManager } from "./core/session_manager.ts";
 import { Logger, type LogLevel } from "./ops/log.ts";
 import { memoryBoundMechanism } from "./runtime/memory_watchdog.ts";
 import { type OsSandbox, resolveOsSandbox } from "./runtime/os_sandbox.ts";
-import {
-  IN_PROCESS_UNSUPPORTED,
-  IN_PROCESS_WARNING,
-  InProcessRuntime,
-  inProcessSupported,
-} from "./runtime/in_process_runtime.ts";
 import type { RuntimeFactory } from "./runtime/runtime_process.ts";
+import type { InProcessRuntime } from "./runtime/in_process_runtime.ts";
 import { SELF_RUNTIME_ARG } from "./runtime/self_runtime.ts";
 import { hostTempParent, prepareRuntimeDirectory, removeStaleDirectories } from "./runtime/runtime_files.ts";
 import { NO_METRICS, NO_TRACER, type Telemetry, type TraceExportOptions } from "./ops/telemetry.ts";
@@ -52,7 +47,10 @@ export interface EngineOptions {
   runtimeCommand?: string[];
   /** Argv placed before `<deno>` for every runtime (default none). */
   workerPrefix?: string[];
-  /** Pre-spawned idle runtimes (default `limits.warmSessionWorkers`, 2). */
+  /**
+   * Pre-spawned idle runtimes (default `limits.warmSessionWorkers`, 2). The first starts at once,
+   * the others 500 ms after it is ready.
+   */
   warmSessions?: number;
   /** Log threshold (default `info`) or a logger. */
   log?: LogLevel | Logger;
@@ -96,6 +94,26 @@ export interface EngineOptions {
    */
   otelTraceExporter?: string | TraceExportOptions;
 }
+
+/**
+ * The modules of metrics and tracing, loaded only when asked for, by computed specifiers: Deno loads
+ * the module graph of a string literal's `import()` with its importer's, so literal ones made every
+ * host read prom-client's and OpenTelemetry's graphs at start. `deno task compile` embeds each with
+ * `--include` (`tests/standalone_test.ts` checks the list).
+ */
+export const OPS_MODULES = {
+  prometheus: "host/ops/prometheus.ts",
+  opsServer: "host/ops/ops_server.ts",
+  otel: "host/ops/otel.ts",
+} as const;
+
+/** Loads one of {@link OPS_MODULES} (a path from the repository's root). */
+function load<T>(path: string): Promise<T> {
+  return import(new URL(`../${path}`, import.meta.url).href);
+}
+
+/** How long after the first warm runtime is ready the others start (`warmSessions` above 1). */
+const WARM_POOL_GROWTH_DELAY_MS = 500;
 
 /** How long a graceful end waits for the last trace export. */
 const TRACE_FLUSH_ON_EXIT_MS = 1_000;
@@ -189,7 +207,11 @@ export async function assembleHost(
   if (options.isolation !== undefined && options.isolation !== "subprocess" && !inProcess) {
     throw new RangeError(`unknown code-mode isolation \`${options.isolation}\``);
   }
-  if (inProcess && !inProcessSupported()) throw new Error(IN_PROCESS_UNSUPPORTED);
+  // In-process runtimes run the runtime's own code in this process: loaded only for them (~10 ms).
+  const inProcessRuntimes = inProcess ? await import("./runtime/in_process_runtime.ts") : undefined;
+  if (inProcessRuntimes && !inProcessRuntimes.inProcessSupported()) {
+    throw new Error(inProcessRuntimes.IN_PROCESS_UNSUPPORTED);
+  }
   // Filled in below; the gauges and readiness read it at scrape time.
   const live: { manager?: SessionManager; serving: boolean } = { serving: false };
   const ops = await startOps(options, log, {
@@ -197,7 +219,7 @@ export async function assembleHost(
     warmRuntimes: () => live.manager?.warmCount ?? 0,
     readiness: () => live.manager?.draining ? "draining" : live.serving ? "ready" : "starting",
   });
-  if (inProcess) log.warn(IN_PROCESS_WARNING);
+  if (inProcessRuntimes) log.warn(inProcessRuntimes.IN_PROCESS_WARNING);
   const tempParent = hostTempParent();
   Deno.mkdirSync(tempParent, { recursive: true, mode: 0o700 });
   removeStaleDirectories(tempParent);
@@ -217,12 +239,13 @@ export async function assembleHost(
     await ops.stop();
     throw error;
   }
+  const warmSessions = options.warmSessions ?? limits.warmSessionWorkers;
   const manager = live.manager = new SessionManager({
     limits,
     log,
     telemetry: ops.telemetry,
     clock: options.clock ?? realClock,
-    warmSessions: options.warmSessions ?? limits.warmSessionWorkers,
+    warmSessions: Math.min(warmSessions, 1),
     runtime: {
       deno,
       prefix: options.workerPrefix,
@@ -235,8 +258,18 @@ export async function assembleHost(
       workParent: tempParent,
       protocolVersion: options.protocolVersion,
     },
-    spawn: extensions.runtimeFactory ?? (inProcess ? inProcessFactory : undefined),
+    spawn: extensions.runtimeFactory ??
+      (inProcessRuntimes && inProcessFactory(inProcessRuntimes.InProcessRuntime)),
   });
+  if (warmSessions > 1) {
+    // The rest of the pool starts a while after the first warm runtime is ready (or has failed):
+    // runtimes that start together share the cores with this host's own start-up and with the first
+    // session's first cells (a cold start's first cell: ~60 ms of CPU per runtime).
+    const grow = () => manager.resizeWarmPool(warmSessions, WARM_POOL_GROWTH_DELAY_MS);
+    [...manager.runtimes][0].ready.then(grow, grow);
+  }
+  // The session core loads once the first runtime has been spawned (~40 ms of this thread).
+  const { CodeModeCore } = await import("./core/code_mode_core.ts");
   const core = new CodeModeCore({
     manager,
     clientSessionIds: options.clientSessionIds,
@@ -289,8 +322,8 @@ async function startOps(options: EngineOptions, log: Logger, probes: OpsProbes):
   let prometheus: PrometheusMetrics | undefined;
   let server: OpsServer | undefined;
   if (address) {
-    const { PrometheusMetrics } = await import("./ops/prometheus.ts");
-    const { startOpsServer } = await import("./ops/ops_server.ts");
+    const { PrometheusMetrics } = await load<typeof import("./ops/prometheus.ts")>(OPS_MODULES.prometheus);
+    const { startOpsServer } = await load<typeof import("./ops/ops_server.ts")>(OPS_MODULES.opsServer);
     prometheus = new PrometheusMetrics({
       sessionsOpen: probes.sessionsOpen,
       warmRuntimes: probes.warmRuntimes,
@@ -300,7 +333,7 @@ async function startOps(options: EngineOptions, log: Logger, probes: OpsProbes):
   }
   let tracer: OtelTracer | undefined;
   if (options.otelTraceExporter !== undefined) {
-    const { OtelTracer } = await import("./ops/otel.ts");
+    const { OtelTracer } = await load<typeof import("./ops/otel.ts")>(OPS_MODULES.otel);
     const exporter = options.otelTraceExporter;
     try {
       tracer = new OtelTracer({
@@ -432,8 +465,8 @@ function hostState(manager: SessionManager, metricsUrl: string | undefined): Hos
 }
 
 /** Runtimes inside this process, cells in its Workers (in-process isolation, SPEC §9.8). */
-const inProcessFactory: RuntimeFactory = (options) =>
-  new InProcessRuntime({
+const inProcessFactory = (Runtime: typeof InProcessRuntime): RuntimeFactory => (options) =>
+  new Runtime({
     codec: options.codec,
     runtimeDir: options.runtimeDir,
     maxWorkerFrameBytes: options.maxWorkerFrameBytes,

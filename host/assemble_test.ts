@@ -139,6 +139,24 @@ Deno.test("start-up removes the directories of hosts that are gone and keeps tho
   }
 });
 
+Deno.test("a pool of two warm runtimes starts with one; the other follows once it is ready, not together with it", async () => {
+  // Runtimes that start together share the cores with the host's own start-up and its first cells.
+  const e = await engine({ warmSessions: 2 });
+  try {
+    assert.equal(e.state.spawnCount, 1);
+    const [first] = e.manager.runtimes;
+    await first.ready;
+    assert.equal(e.state.spawnCount, 1, "not yet at its Ready");
+    const deadline = Date.now() + 20_000;
+    while (e.state.warmCount < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    assert.equal(e.state.warmCount, 2);
+    assert.equal(e.state.spawnCount, 2);
+    assert.equal(e.state.requestPathSpawnCount, 0);
+  } finally {
+    await e.shutdown();
+  }
+});
+
 Deno.test("the warm pool fills to warmSessions at start; shutdown stops and reaps every runtime", async () => {
   // One, not the default two: the option decides.
   const e = await engine({ warmSessions: 1 });

@@ -1,5 +1,7 @@
 import assert from "node:assert/strict";
-import { ListenError, parseListenUrl, parseMetricsListen } from "./listen_url.ts";
+import { isIP as nodeIsIP } from "node:net";
+import fc from "fast-check";
+import { isIP, ListenError, parseListenUrl, parseMetricsListen } from "./listen_url.ts";
 
 Deno.test("parseListenUrl() accepts IP literals with any port, IPv6 in brackets", () => {
   assert.deepEqual(parseListenUrl("grpc://127.0.0.1:0", false), {
@@ -122,5 +124,46 @@ Deno.test("parseMetricsListen() reads IP:PORT as --listen does, with its own ref
     (e) =>
       e instanceof ListenError &&
       e.message === "refusing to listen on non-loopback address `[::]:0` without --allow-non-loopback",
+  );
+});
+
+Deno.test("isIP gives the family node:net's isIP gives, for listed and random texts", () => {
+  for (
+    const text of [
+      "127.0.0.1",
+      "0.0.0.0",
+      "255.255.255.255",
+      "256.0.0.1",
+      "01.2.3.4",
+      "1.2.3",
+      "127.1",
+      "::",
+      "::1",
+      "0:0:0:0:0:0:0:1",
+      "fe80::1%eth0",
+      "::ffff:127.0.0.1",
+      "1:2:3:4:5:6:7:8",
+      "1:2:3:4:5:6:7:8:9",
+      "1::2::3",
+      "[::1]",
+      "localhost",
+      "",
+      " 127.0.0.1",
+      "2001:db8::ff00:42:8329",
+      "::ffff:1.2.3.256",
+    ]
+  ) assert.equal(isIP(text), nodeIsIP(text), text);
+  const chars = fc.constantFrom(..."0123456789abcdefABCDEF:.%[]x -".split(""));
+  fc.assert(
+    fc.property(fc.array(chars, { maxLength: 40 }).map((c: string[]) => c.join("")), (text: string) => {
+      assert.equal(isIP(text), nodeIsIP(text), text);
+    }),
+    { numRuns: 20_000 },
+  );
+  fc.assert(
+    fc.property(fc.ipV4(), fc.ipV6(), (v4: string, v6: string) => {
+      assert.equal(isIP(v4), 4, v4);
+      assert.equal(isIP(v6), 6, v6);
+    }),
   );
 });

@@ -13,7 +13,6 @@
  */
 import { readFileSync } from "node:fs";
 import protobuf, { asBuffer } from "./protobuf_runtime.ts";
-import descriptor from "protobufjs/ext/descriptor/index.js";
 import { DECODE_ERROR_PREFIX, prostDecodeError } from "./prost_check.ts";
 import type { CodeModeHostClient } from "./code_mode_types.ts";
 
@@ -273,20 +272,6 @@ export function serviceDefinition(root: protobuf.Root, fullName: string): Servic
     };
   }
   return definition;
-}
-
-/**
- * Encodes a `FileDescriptorSet` of the given root for gRPC server reflection.
- *
- * @param root the parsed protos
- * @returns the serialized descriptor set
- */
-export function fileDescriptorSet(root: protobuf.Root): Uint8Array {
-  // protobufjs/ext/descriptor adds `toDescriptor` to `Root` at run time; its typings do not say so.
-  const set = (root as protobuf.Root & { toDescriptor(syntax: string): protobuf.Message }).toDescriptor(
-    "proto3",
-  );
-  return descriptor.FileDescriptorSet.encode(set).finish();
 }
 
 let publicRoot: protobuf.Root | undefined;

@@ -8,6 +8,8 @@ import assert from "node:assert/strict";
 import { RUNTIME_FILES } from "../host/runtime/runtime_files.ts";
 import { buildRuntimeCommand } from "../host/runtime/runtime_command.ts";
 import { compileCommand, compileIncludes, compilePermissionFlags, selfSpawnOptions } from "./_self_spawn.ts";
+import { DOOR_MODULES } from "../cli/doors.ts";
+import { OPS_MODULES } from "../host/assemble.ts";
 
 const ROOT = new URL("..", import.meta.url).pathname;
 
@@ -33,6 +35,20 @@ Deno.test("deno task compile embeds every file the runtime and the host load at 
     const path = `proto/${proto}`;
     Deno.statSync(`${ROOT}${path}`);
     assert.ok(covered(path), `${path} is not embedded`);
+  }
+  // The modules the host imports by computed specifiers (the doors, metrics, tracing); the files that
+  // import them have no literal import() left (its graph would load with theirs).
+  for (const path of [...Object.values(DOOR_MODULES), ...Object.values(OPS_MODULES)]) {
+    Deno.statSync(`${ROOT}${path}`);
+    assert.ok(covered(path), `${path} is imported by a computed specifier and is not embedded`);
+  }
+  const lazy = new Set([...Object.values(DOOR_MODULES), ...Object.values(OPS_MODULES)]);
+  for (const file of ["cli/doors.ts", "host/assemble.ts"]) {
+    const code = Deno.readTextFileSync(`${ROOT}${file}`);
+    for (const [, target] of code.matchAll(/(?<!typeof )import\(\s*"([^"]+)"/g)) {
+      const path = new URL(target, `file:///${file}`).pathname.slice(1);
+      assert.ok(!lazy.has(path as never), `${file} imports ${path} by a literal specifier`);
+    }
   }
 });
 

@@ -13,11 +13,9 @@
 import { createServer, type Server, type ServerMiddleware, Status } from "nice-grpc";
 import { ServerInterceptingCall, type ServerInterceptor } from "@grpc/grpc-js";
 import { HealthDefinition, HealthServiceImpl, HealthState } from "nice-grpc-server-health";
-import { ServerReflection, ServerReflectionService } from "nice-grpc-server-reflection";
 import {
   CODE_MODE_SERVICE,
   codeModeHostDefinition,
-  fileDescriptorSet,
   publicProtoRoot,
   type ServiceDefinition,
 } from "../../../proto/loader.ts";
@@ -35,6 +33,7 @@ import { checkTlsPem, startTlsTerminator, type TlsTerminator } from "./tls_termi
 import { routeGrpcLog, rpcLogMiddleware } from "./rpc_log.ts";
 import { type SessionGuardOptions, withGoawayGuard } from "./http2_guard.ts";
 import { prepareUnixSocket, relayConnection, restrictUnixSocket } from "./local_transports.ts";
+import { lazyServerReflection, REFLECTION_SERVICE } from "./reflection.ts";
 
 /** Options of {@link createHost}; every field has a default (the engine's are in {@link EngineOptions}). */
 export interface HostOptions extends Omit<EngineOptions, "clientSessionIds"> {
@@ -68,6 +67,12 @@ export interface GrpcHostExtensions extends HostExtensions {
    * token check (default none): tests inject statuses and delays with it.
    */
   middleware?: ServerMiddleware;
+  /**
+   * A host already assembled from these options (the command line assembles it before this door's
+   * modules load, so that its runtimes start meanwhile); default: assembled here. The door owns it
+   * from then on: it is killed when the door fails to start.
+   */
+  assembled?: AssembledHost;
 }
 
 /** A running host (the public handle). */
@@ -127,10 +132,12 @@ export async function startGrpcHost(
     try {
       checkTlsPem(options.tls.cert, options.tls.key);
     } catch (error) {
+      await extensions.assembled?.kill();
       throw new RangeError((error as Error).message, { cause: error });
     }
   }
-  const assembled = await assembleHost(options, { runtimeFactory: extensions.runtimeFactory });
+  const assembled = extensions.assembled ??
+    await assembleHost(options, { runtimeFactory: extensions.runtimeFactory });
   routeGrpcLog(assembled.log);
   const { server, health } = grpcServer(assembled, options, extensions.middleware);
   const listening = await listen(server, assembled, options);
@@ -210,8 +217,11 @@ function grpcServer(
   const health = HealthState();
   server.add(HealthDefinition, HealthServiceImpl(health));
   server.add(
-    ServerReflectionService,
-    ServerReflection(fileDescriptorSet(publicProtoRoot()), [CODE_MODE_SERVICE, "grpc.health.v1.Health"]),
+    REFLECTION_SERVICE as unknown as AnyDefinition,
+    lazyServerReflection(
+      async () => (await import("../../../proto/descriptor_set.ts")).fileDescriptorSet(publicProtoRoot()),
+      [CODE_MODE_SERVICE, "grpc.health.v1.Health"],
+    ) as unknown as AnyImplementation,
   );
   return { server, health };
 }

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { assembleHost, type EngineOptions } from "../../assemble.ts";
+import { type AssembledHost, assembleHost, type EngineOptions } from "../../assemble.ts";
 import { V1Connection } from "./connection.ts";
 
 /** The byte streams of the connection (default the process's stdin and stdout). */
@@ -20,11 +20,17 @@ export interface V1Io {
  *
  * @param options the host's options (`clientSessionIds` is forced on)
  * @param io the streams (default `Deno.stdin.readable` and `Deno.stdout.writable`)
+ * @param assembled a host already assembled from `options` with `clientSessionIds` (the command
+ *   line assembles it before this door's modules load); default: assembled here
  * @returns the exit code, as Codex's own host exits: 0 after EOF or a rejected hello, 1 after a
  *   fatal error or a shutdown that timed out
  */
-export async function serveV1Stdio(options: EngineOptions, io?: V1Io): Promise<number> {
-  const host = await assembleHost({ ...options, clientSessionIds: true });
+export async function serveV1Stdio(
+  options: EngineOptions,
+  io?: V1Io,
+  assembled?: AssembledHost,
+): Promise<number> {
+  const host = assembled ?? await assembleHost({ ...options, clientSessionIds: true });
   const connection = new V1Connection({
     core: host.core,
     log: host.log,
