@@ -12,8 +12,9 @@
  * - Only idle runtimes are judged: a runtime with a live cell (running, yielded, awaiting a tool) may
  *   use what CPU it likes. Each change of idleness starts a new baseline.
  * - Busy means at least `percent` % of one core in each of {@link BUSY_SAMPLES} samples in a row
- *   ({@link CPU_WATCH_INTERVAL_MS} apart, ~0.8 s): a sustained burn, not the burst of a new spare
- *   cell worker (~30–100 ms of CPU) or a collection after a cell.
+ *   ({@link CPU_WATCH_INTERVAL_MS} apart, ~0.8 s) and at least {@link BUSY_MIN_CPU_MS} of CPU over
+ *   them: a sustained burn, not the runtime's own start or the burst of a new spare cell worker and
+ *   a collection after a cell, which a loaded machine stretches over several samples.
  * - A runtime is reported once (`onBusy`), with its mean use over the busy samples.
  * - A runtime quiet for {@link QUIET_SAMPLES} samples (~4 s) is sampled every ~1 s only; a busy sample
  *   puts it back on every tick, so a burn that starts late is reported ~1 s later than an early one.
@@ -37,6 +38,13 @@ import { processTree } from "./memory_watchdog.ts";
 export const CPU_WATCH_INTERVAL_MS = 200;
 /** Busy samples in a row that make a runtime busy (with the interval: ~0.8 s). */
 export const BUSY_SAMPLES = 4;
+/**
+ * CPU time a busy run must also reach, ms: more than a runtime's own bursts while idle (its start,
+ * ~170–190 ms of CPU to a booted spare; a retired cell's collection and the next spare, ~100 ms),
+ * which a loaded machine can spread over several samples at ≥ 10 % each. A spinning thread reaches
+ * it in the 4 samples on an idle machine, in more where it gets less of a core.
+ */
+export const BUSY_MIN_CPU_MS = 300;
 /** Linux's `USER_HZ`: the unit of `utime` and `stime` in `/proc/<pid>/stat` (100 on every arch Deno runs on). */
 const TICKS_PER_SECOND = 100;
 /** The bound of a thread that outlived its `terminate()` ({@link IdleCpuWatchdog.watchThread}), % of a core. */
@@ -283,7 +291,7 @@ export class IdleCpuWatchdog {
       entry.streak++;
       entry.busyCpuMs += used;
       entry.busyMs += at - last.at;
-      if (entry.streak >= BUSY_SAMPLES) {
+      if (entry.streak >= BUSY_SAMPLES && entry.busyCpuMs >= BUSY_MIN_CPU_MS) {
         entry.fired = true;
         entry.onBusy(Math.round((entry.busyCpuMs * 100) / entry.busyMs));
       }

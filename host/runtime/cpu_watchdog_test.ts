@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import {
+  BUSY_MIN_CPU_MS,
   BUSY_SAMPLES,
   CPU_WATCH_INTERVAL_MS,
   IdleCpuWatchdog,
@@ -118,4 +119,22 @@ Deno.test("processesCpuMs reads this process's own CPU time, and nothing for a p
   while (performance.now() < until) { /* burn */ }
   assert.ok(processesCpuMs([Deno.pid])! >= start);
   assert.equal(processesCpuMs([2 ** 22 + 1]), undefined);
+});
+
+Deno.test("a runtime's own start stretched over the samples by a loaded machine is no burn: a busy run needs BUSY_MIN_CPU_MS", () => {
+  using f = fake();
+  f.watch.setIdle(true);
+  f.tick(0);
+  // ~190 ms of CPU (a runtime's start to its booted spare) at 15 % of a core: each sample busy.
+  const perSample = (15 * CPU_WATCH_INTERVAL_MS) / 100;
+  const samples = Math.floor(190 / perSample);
+  assert.ok(samples >= BUSY_SAMPLES);
+  for (let i = 0; i < samples; i++) f.tick(15);
+  assert.deepEqual(f.reports, []);
+  f.tick(0);
+  // A thread that keeps spinning at 15 % is reported once it has used BUSY_MIN_CPU_MS.
+  let ticks = 0;
+  while (f.reports.length === 0 && ticks < 50) f.tick(15), ticks++;
+  assert.equal(ticks, Math.ceil(BUSY_MIN_CPU_MS / perSample));
+  assert.deepEqual(f.reports, [15]);
 });
