@@ -184,6 +184,11 @@ export class Session {
     return this.#runtime.current;
   }
 
+  /** Whether the session has given its runtime back while idle (`idleRuntimeReleaseMs`). */
+  get runtimeReleased(): boolean {
+    return this.#runtime.released;
+  }
+
   /** The lease stream: `opened` first, then session events, until the session ends. */
   lease(signal?: AbortSignal): AsyncGenerator<SessionEvent> {
     return this.#lease.drain(signal);
@@ -262,8 +267,8 @@ export class Session {
     try {
       this.ensureOpen();
       check = await checkCellSource(request.source);
-      const restarting = this.#runtime.restarting;
-      if (restarting) await restarting;
+      const runtime = this.#runtime.acquire();
+      if (runtime) await runtime;
       this.ensureOpen();
     } catch (error) {
       // The cell never started: it consumes no ID, and its permits go back (SPEC §4.8).
