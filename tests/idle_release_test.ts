@@ -64,13 +64,15 @@ Deno.test("No runtime process remains for idle released sessions; each serves it
 
 Deno.test("Terminate of the session's only cell spinning in while (true) {} answers at once, with its output; the next cell works", async () => {
   // A long cooperative deadline: before this design the spinning cell waited it out whole.
-  await using h = await startHost({ warmSessions: 2, limits: { cooperativeStopMs: 2_000 } });
+  await using h = await startHost({ warmSessions: 2, limits: { cooperativeStopMs: 1_000 } });
   await using s = await openSession(h.client);
   s.pump();
   await run(h.client, s.id, 'store("k", "kept")');
   const spawned = h.host.state.spawnCount;
   const first = await execute(h.client, s.id, `text("before"); ${SPIN}`, { yieldTimeMs: 60_000 });
   assert.ok(first.outcome.yielded);
+  // A cell stopped at once has spun a fifth of `cooperativeStopMs` at least (200 ms here).
+  await new Promise((resolve) => setTimeout(resolve, 300));
   const started = performance.now();
   const terminated = await h.client.terminate({ sessionId: s.id, cellId: first.started.cellId });
   const took = performance.now() - started;
@@ -79,4 +81,19 @@ Deno.test("Terminate of the session's only cell spinning in while (true) {} answ
   assert.deepEqual(texts(terminated.liveCell), ["before"].slice(texts(first.outcome).length));
   assert.ok(await eventually(() => h.host.state.spawnCount > spawned), "a runtime restart stopped it");
   assert.deepEqual((await run(h.client, s.id, 'text(load("k"))')).texts, ["kept"]);
+});
+
+Deno.test("In-process isolation: an idle session gives its Worker runtime back and its next cell takes a new one", async () => {
+  await using h = await startHost({
+    isolation: "in-process",
+    warmSessions: 1,
+    limits: { idleRuntimeReleaseMs: 200 },
+  });
+  await using s = await openSession(h.client);
+  await run(h.client, s.id, 'store("k", "in-process")');
+  const spawned = h.host.state.spawnCount;
+  // The session's runtime is gone: only the warm one is left.
+  assert.ok(await eventually(() => h.host.state.runtimeCount === 1, 10_000), "released");
+  assert.deepEqual((await run(h.client, s.id, 'text(load("k"))')).texts, ["in-process"]);
+  assert.ok(await eventually(() => h.host.state.spawnCount > spawned), "the warm pool was refilled");
 });

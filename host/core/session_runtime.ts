@@ -43,6 +43,12 @@ const UNSTARTED_STOP_ROUNDS = 5;
  */
 const STOP_CONFIRM_SHARE = 50;
 
+/**
+ * A cell is stopped at once only once it began `cooperativeStopMs` / this (20 ms by default) before
+ * the stop (see {@link SessionRuntime.stopCell}).
+ */
+const SETTLED_SHARE = 5;
+
 /** The crash label of a runtime's end (`code_mode_runtime_crashes_total{reason}`). */
 function crashLabel(end: RuntimeEnd): CrashLabel {
   if (end.kind !== "exit") return end.kind;
@@ -307,7 +313,8 @@ export class SessionRuntime {
    * runtime is restarted (SPEC §4.5), or, without a hard stop (in-process isolation, SPEC §9.8),
    * the cell is abandoned.
    *
-   * - The session's only running cell (see {@link SessionRuntime.#stopAlone}): the runtime's
+   * - The session's only running cell, begun `cooperativeStopMs` / {@link SETTLED_SHARE} ago or
+   *   more (see {@link SessionRuntime.#stopAlone}): the runtime's
    *   answer to a ping sent right after the StopCell says that every output of the cell is in; a
    *   cell that has not confirmed `cooperativeStopMs` / {@link STOP_CONFIRM_SHARE} later is
    *   spinning, and its runtime is restarted at once (no other cell of the session ends by it).
@@ -322,7 +329,12 @@ export class SessionRuntime {
     if (!cell.running || !this.#options.isOpen()) return;
     this.post({ stopCell: { cellId: cell.id } });
     const runtime = this.#current;
-    if (runtime.flush && runtime.hardStop !== false && this.#options.running.size === 1) {
+    const { clock, limits } = this.#options;
+    // A cell that began only just may still be evaluating its first statements (on a loaded
+    // machine its thread waits for a core): it is not judged spinning from a short silence.
+    const settled = cell.beganAt !== undefined &&
+      clock.now() - cell.beganAt >= limits.cooperativeStopMs / SETTLED_SHARE;
+    if (runtime.flush && runtime.hardStop !== false && this.#options.running.size === 1 && settled) {
       this.#stopAlone(cell, runtime, runtime.flush());
     }
     this.#stopInRounds(cell, cell.began);
