@@ -446,7 +446,11 @@ function hostState(manager: SessionManager, metricsUrl: string | undefined): Hos
     session(id) {
       const session = manager.sessions.get(id);
       return session &&
-        { runtimePid: session.runtime.pid, runningCells: session.runningCells, inFlight: session.inFlight };
+        {
+          runtimePid: session.runtimeReleased ? undefined : session.runtime.pid,
+          runningCells: session.runningCells,
+          inFlight: session.inFlight,
+        };
     },
     get runtimeCount() {
       return manager.runtimes.size;

@@ -22,6 +22,8 @@ const MARKER = /^\/\*fault (\{.*?\})\*\//;
 
 class FaultRuntime extends Runtime {
   #delayStopMs = 0;
+  /** Frames read while a delayed StopCell waits (see {@link FaultRuntime.receive}). */
+  #held: HostToWorker[] | undefined;
   #onSignal: (() => void) | undefined;
   /** The signal came before the cell that arms its fault (the host counts a cell as running first). */
   #signalled = false;
@@ -38,8 +40,19 @@ class FaultRuntime extends Runtime {
     const start = message.startCell;
     const marker = start && MARKER.exec(start.source ?? "");
     if (start && marker) this.#arm(start.cellId, JSON.parse(marker[1]) as Faults);
+    // A runtime busy for `delayStopMs` as a StopCell comes: it reads the frames after it (a ping)
+    // only once it has handled the stop, in order.
+    if (this.#held) {
+      this.#held.push(message);
+      return;
+    }
     if (message.stopCell && this.#delayStopMs > 0) {
-      setTimeout(() => super.receive(message), this.#delayStopMs);
+      const held: HostToWorker[] = this.#held = [];
+      setTimeout(() => {
+        this.#held = undefined;
+        super.receive(message);
+        for (const later of held) this.receive(later);
+      }, this.#delayStopMs);
       return;
     }
     super.receive(message);

@@ -41,8 +41,9 @@
  *    stop word. Oversized items are posted in their reduced forms.
  * 5. The runtime posts {@link CellControl} messages on the cell worker's thread (`postMessage`).
  *    `stop` is answered with `{t: "stopped"}` on the output port as soon as the bootstrap is not
- *    running user code (the liveness handshake); after that it dispatches nothing more into the
- *    context (no timers, no tool results) and every helper call throws.
+ *    running user code (the liveness handshake), then `CELL_STOPPED` is set; after that it
+ *    dispatches nothing more into the context (no timers, no tool results) and every helper call
+ *    throws.
  *
  * @module
  */
@@ -117,8 +118,13 @@ export const CELL_PROGRESS = 6;
  * new cell worker). Reset by the runtime when it hands the cell worker its next cell.
  */
 export const CELL_RESULT = 7;
+/**
+ * Set to 1 (and notified) by the cell once it has posted `stopped`: the runtime, which waits on it
+ * briefly after a `stop`, drains that answer before it answers the host's next frame.
+ */
+export const CELL_STOPPED = 8;
 /** Int32 words of the shared buffer of a cell (the indices above). */
-export const CELL_WORDS = 8;
+export const CELL_WORDS = 9;
 /** The stream lock in the runtime's shared stream words: 0, or the lock ID of the thread writing. */
 export const SINK_LOCK = 0;
 /** Int32 words of the runtime's shared stream buffer. */

@@ -33,6 +33,7 @@ import {
 } from "./cell_module.ts";
 import { CellOutbox, type FrameWriter } from "./cell_outbox.ts";
 import {
+  CELL_STOPPED,
   CELL_WORDS,
   type CellControl,
   type CellCredit,
@@ -260,6 +261,11 @@ export class CellRun {
       if (this.#phase === PHASE_RUNNING) this.#phase = PHASE_STOPPED;
       this.#clearHostTimers();
       this.#outbox.post({ t: "stopped" });
+      const words = this.#credit?.words;
+      if (words) {
+        Atomics.store(words, CELL_STOPPED, 1);
+        Atomics.notify(words, CELL_STOPPED);
+      }
     } else if (message.t === "toolResult") {
       if (this.#phase !== PHASE_RUNNING) return;
       const isError = "error" in message && typeof message.error === "string";

@@ -22,6 +22,7 @@ import {
   CELL_DOORBELL,
   CELL_PROGRESS,
   CELL_RESULT,
+  CELL_STOPPED,
   type CellControl,
   type CellStart,
   CREDIT_ACKED,
@@ -37,6 +38,11 @@ import type { Clock } from "../proto/clock.ts";
 
 /** How long a start waits for the note of a result already written (see {@link CellRuns.start}). */
 const NOTE_WAIT_MS = 50;
+/**
+ * How long a StopCell waits for the cell's `stopped` (see {@link CellRuns.stop}): an idle or
+ * awaiting cell answers within one thread hop; a cell running code does not.
+ */
+const STOP_WAIT_MS = 1;
 
 /** A host `StartCell`. */
 type StartCell = NonNullable<HostToWorker["startCell"]>;
@@ -203,7 +209,9 @@ export class CellRuns {
   #post(worker: CellWorker, message: CellStart): void {
     if (worker.served > 1) {
       // A reused worker: the last cell's account (a Credit for it is ignored from now on).
-      for (const word of [CREDIT_EVENTS, CREDIT_BYTES, CREDIT_ACKED, CELL_PROGRESS, CELL_RESULT]) {
+      for (
+        const word of [CREDIT_EVENTS, CREDIT_BYTES, CREDIT_ACKED, CELL_PROGRESS, CELL_RESULT, CELL_STOPPED]
+      ) {
         Atomics.store(worker.words, word, 0);
       }
     }
@@ -219,7 +227,12 @@ export class CellRuns {
     run.worker.thread.postMessage(message);
   }
 
-  /** A host `StopCell`. */
+  /**
+   * A host `StopCell`. A started cell is asked to stop, and this thread waits up to
+   * {@link STOP_WAIT_MS} for its answer, so that a cell that stops cooperatively has reported its
+   * exit before the host's next frame is answered (the host's ping after a StopCell: a cell not
+   * ended by then is running code, and the host may restart the runtime at once).
+   */
   stop(cellId: string): void {
     const run = this.#runs.get(cellId);
     if (!run && this.#startsWaiting.has(cellId)) this.#stopsWhileWaiting.add(cellId);
@@ -238,6 +251,14 @@ export class CellRuns {
     this.#wake(run);
     this.#drain(run);
     run.worker.thread.postMessage({ t: "stop", cell: run.id } satisfies CellControl);
+    // Polled, not `Atomics.wait`: a thread that sleeps on a loaded machine waits for a core again
+    // as it wakes (3–50 ms measured), and the host waits for this thread's answer. The bound is a
+    // busy wait's, on the CPU's time (`performance`), not a rule of the injected clock.
+    const until = performance.now() + STOP_WAIT_MS;
+    while (Atomics.load(run.worker.words, CELL_STOPPED) === 0 && performance.now() < until) {
+      // polling
+    }
+    this.#drain(run);
   }
 
   /** A host `Credit`: the cell's next `events` counted outputs are acknowledged (it settles them). */

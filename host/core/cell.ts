@@ -136,6 +136,8 @@ export class Cell {
   #endDetail: string | undefined;
   /** The runtime reported that the cell's isolate began evaluating it. */
   #began = false;
+  /** When the runtime reported that (the port's clock). */
+  #beganAt: number | undefined;
   #actorDone = false;
   #closed = false;
   #writes = new Map<string, string>();
@@ -253,6 +255,11 @@ export class Cell {
     return this.#began;
   }
 
+  /** When the cell's isolate began (the port's clock), once it has. */
+  get beganAt(): number | undefined {
+    return this.#beganAt;
+  }
+
   /** Whether a termination has been claimed. */
   get terminating(): boolean {
     return this.#actor.state.terminationClaimed;
@@ -350,7 +357,10 @@ export class Cell {
       case "exited":
         return this.#exited(event.exited!);
       default:
-        if (event.event === "started") this.#began = true;
+        if (event.event === "started" && !this.#began) {
+          this.#began = true;
+          this.#beganAt = this.#port.clock.now();
+        }
         runtimeEvent = runtimeEventOf(event, this.toolCallId);
     }
     if (this.#port.mode === "client" || !runtimeEvent) {

@@ -111,6 +111,13 @@ export interface Limits {
    * pool; the session and its stored values stay. 0 turns it off (10).
    */
   runtimeIdleCpuPercent: number;
+  /**
+   * A session with no live cell this long gives its runtime back (stopped; the host keeps its
+   * stored values, cells and lease), and its next cell takes a ready runtime from the warm pool,
+   * with the session's settings and stored values replayed. 0 keeps every session's runtime for
+   * its whole life (10,000).
+   */
+  idleRuntimeReleaseMs: number;
   /** Pre-spawned idle session runtimes (2). */
   warmSessionWorkers: number;
   /** Runtime stderr kept for diagnostics (65,536). */
@@ -175,6 +182,7 @@ export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
   cooperativeStopMs: 100,
   runtimeMemoryMb: 2_048,
   runtimeIdleCpuPercent: 10,
+  idleRuntimeReleaseMs: 10_000,
   warmSessionWorkers: 2,
   stderrTailBytes: 65_536,
   shutdownGraceMs: 10_000,

@@ -184,6 +184,11 @@ export class Session {
     return this.#runtime.current;
   }
 
+  /** Whether the session has given its runtime back while idle (`idleRuntimeReleaseMs`). */
+  get runtimeReleased(): boolean {
+    return this.#runtime.released;
+  }
+
   /** The lease stream: `opened` first, then session events, until the session ends. */
   lease(signal?: AbortSignal): AsyncGenerator<SessionEvent> {
     return this.#lease.drain(signal);
@@ -262,11 +267,12 @@ export class Session {
     try {
       this.ensureOpen();
       check = await checkCellSource(request.source);
-      // A replacement in progress, and the stored values a commit or a replica is still
-      // sending: the cell starts from the map as it is once they are done (SPEC §6).
-      for (let wait = this.#runtime.restarting ?? this.#store.settling; wait;) {
+      // A runtime taken again after an idle release, a replacement in progress, and the stored
+      // values a commit or a replica is still sending: the cell starts from the map as it is once
+      // they are done (SPEC §6).
+      for (let wait = this.#runtime.acquire() ?? this.#store.settling; wait;) {
         await wait;
-        wait = this.#runtime.restarting ?? this.#store.settling;
+        wait = this.#runtime.acquire() ?? this.#store.settling;
       }
       this.ensureOpen();
     } catch (error) {

@@ -19,6 +19,7 @@
  *
  * @module
  */
+import { setImmediate } from "node:timers";
 import type { HostToWorker } from "../../proto/worker_codec.ts";
 import type { Cell } from "./cell.ts";
 import type { EndReason } from "./cell_channel.ts";
@@ -34,6 +35,19 @@ import type { StoreUpdate } from "./stored_values.ts";
  * restarted: 5 × `cooperativeStopMs` (500 ms), inside Terminate's 1 s bound (SPEC §4.5).
  */
 const UNSTARTED_STOP_ROUNDS = 5;
+
+/**
+ * The session's only running cell has `cooperativeStopMs` / this (2 ms by default) from the StopCell,
+ * and at least until its runtime has answered the ping that followed it, to confirm its stop (see
+ * {@link SessionRuntime.stopCell}): an idle or awaiting cell's answer takes one thread hop.
+ */
+const STOP_CONFIRM_SHARE = 50;
+
+/**
+ * A cell is stopped at once only once it began `cooperativeStopMs` / this (20 ms by default) before
+ * the stop (see {@link SessionRuntime.stopCell}).
+ */
+const SETTLED_SHARE = 5;
 
 /** The crash label of a runtime's end (`code_mode_runtime_crashes_total{reason}`). */
 function crashLabel(end: RuntimeEnd): CrashLabel {
@@ -98,6 +112,10 @@ export class SessionRuntime {
   #current: RuntimeTransport;
   /** Set while a replacement is obtained; StartCell and the session's close wait for it. */
   #restarting: Promise<void> | undefined;
+  /** The session gave its runtime back (idle); its next cell takes one ({@link SessionRuntime.acquire}). */
+  #released = false;
+  /** The timer of an idle session's release (`idleRuntimeReleaseMs`). */
+  #releaseTimer: unknown;
 
   /** @param options see {@link SessionRuntimeOptions} */
   constructor(options: SessionRuntimeOptions) {
@@ -113,6 +131,30 @@ export class SessionRuntime {
 
   /** Resolves once a replacement in progress is in place (or given up); `undefined` when none is. */
   get restarting(): Promise<void> | undefined {
+    return this.#restarting;
+  }
+
+  /** Whether the session has given its runtime back (idle; see {@link SessionRuntime.acquire}). */
+  get released(): boolean {
+    return this.#released;
+  }
+
+  /**
+   * What a `StartCell` waits for: a replacement in progress, or, when the session gave its runtime
+   * back, a ready runtime taken now from the warm pool, configured for the session and sent its
+   * stored values (as after a restart; a failure is the session's crash).
+   *
+   * @returns a promise to await first, or `undefined` when the current runtime takes the cell
+   */
+  acquire(): Promise<void> | undefined {
+    if (this.#released && !this.#restarting && this.#options.isOpen()) {
+      this.#replace(
+        () => ({ kind: "default" }),
+        "session runtime taken again after an idle release",
+        {},
+        "debug",
+      );
+    }
     return this.#restarting;
   }
 
@@ -142,10 +184,39 @@ export class SessionRuntime {
     });
   };
 
-  /** Whether cells run (the runtime's liveness is checked while they do). */
+  /**
+   * Whether cells run (the runtime's liveness is checked while they do). A session that has no
+   * running cell for `idleRuntimeReleaseMs` gives its runtime back.
+   */
   setActive(active: boolean): void {
     this.#current.setActive?.(active);
+    const { clock, limits } = this.#options;
+    this.#cancelRelease();
+    if (!active && limits.idleRuntimeReleaseMs > 0 && this.#options.isOpen()) {
+      this.#releaseTimer = clock.setTimeout(this.#release, limits.idleRuntimeReleaseMs);
+    }
   }
+
+  /**
+   * Gives an idle session's runtime back: stops it (orderly; its end is no crash). The session's
+   * stored values, cells and lease are the host's, and its next cell takes a ready runtime.
+   */
+  #cancelRelease(): void {
+    this.#options.clock.clearTimeout(this.#releaseTimer);
+    this.#releaseTimer = undefined;
+  }
+
+  readonly #release = (): void => {
+    this.#releaseTimer = undefined;
+    if (this.#released || this.#restarting || this.#options.running.size > 0 || !this.#options.isOpen()) {
+      return;
+    }
+    this.#released = true;
+    this.#options.metrics.runtimeReleased();
+    this.#options.log.debug("idle session runtime released", { session_ref: this.#options.ref });
+    // Never rejects; the session manager watches every runtime's end and reaps it.
+    this.#current.stop();
+  };
 
   #attach(runtime: RuntimeTransport): void {
     const running = this.#options.running;
@@ -205,6 +276,7 @@ export class SessionRuntime {
 
   #ended(runtime: RuntimeTransport, end: RuntimeEnd): void {
     if (runtime !== this.#current) return;
+    this.#cancelRelease();
     const running = this.#options.running;
     if (this.#options.isOpen() && !end.byHost) {
       // One allocation far over a cell's heap limit (`new Array(1e7).fill(1.5)` under 16 MiB) is
@@ -241,19 +313,66 @@ export class SessionRuntime {
   /**
    * Asks the runtime to stop a cell (StopCell). A cell running synchronous code cannot confirm: its
    * runtime is restarted (SPEC §4.5), or, without a hard stop (in-process isolation, SPEC §9.8),
-   * the cell is abandoned. A cell whose isolate has not begun cannot be running code: its runtime
-   * is busy (creating a Worker blocks it ~30 ms, more on a loaded machine), and a restart would end
-   * the session's other cells, so it gets up to {@link UNSTARTED_STOP_ROUNDS} deadlines.
+   * the cell is abandoned.
+   *
+   * - The session's only running cell, begun `cooperativeStopMs` / {@link SETTLED_SHARE} ago or
+   *   more (see {@link SessionRuntime.#stopAlone}): the runtime's
+   *   answer to a ping sent right after the StopCell says that every output of the cell is in; a
+   *   cell that has not confirmed `cooperativeStopMs` / {@link STOP_CONFIRM_SHARE} later is
+   *   spinning, and its runtime is restarted at once (no other cell of the session ends by it).
+   * - Else, and as the backstop of a runtime that does not answer, the cell gets
+   *   `cooperativeStopMs`; a cell whose isolate has not begun cannot be running code (its runtime
+   *   is busy: creating a Worker blocks it ~30 ms, more on a loaded machine), and a restart would
+   *   end the session's other cells, so it gets up to {@link UNSTARTED_STOP_ROUNDS} deadlines.
    *
    * @param cell the cell to stop
    */
   stopCell(cell: Cell): void {
     if (!cell.running || !this.#options.isOpen()) return;
     this.post({ stopCell: { cellId: cell.id } });
+    const runtime = this.#current;
+    const { clock, limits } = this.#options;
+    // A cell that began only just may still be evaluating its first statements (on a loaded
+    // machine its thread waits for a core): it is not judged spinning from a short silence.
+    const settled = cell.beganAt !== undefined &&
+      clock.now() - cell.beganAt >= limits.cooperativeStopMs / SETTLED_SHARE;
+    if (runtime.flush && runtime.hardStop !== false && this.#options.running.size === 1 && settled) {
+      this.#stopAlone(cell, runtime, runtime.flush());
+    }
+    this.#stopInRounds(cell, cell.began);
+  }
+
+  /**
+   * Stops the session's only running cell: a cell that has not confirmed (an idle or awaiting cell
+   * answers at once; the runtime waits a moment for that answer before it answers the ping) by the
+   * runtime's answer (`flushed`), and `cooperativeStopMs` / {@link STOP_CONFIRM_SHARE} after the
+   * StopCell, is running code: the runtime is restarted. The cell's output that the runtime
+   * had when it read the StopCell came before its answer, so the cell ends terminated with all of
+   * it. A cell that another one joined meanwhile is left to the rounds.
+   */
+  #stopAlone(cell: Cell, runtime: RuntimeTransport, flushed: Promise<boolean>): void {
+    const { clock, limits } = this.#options;
+    const deadline = clock.now() + limits.cooperativeStopMs / STOP_CONFIRM_SHARE;
+    const stillStopping = () =>
+      cell.running && this.#options.isOpen() && runtime === this.#current && this.#options.running.size === 1;
+    const hardStop = () => {
+      if (stillStopping()) this.replaceRuntime({ kind: "stop", cellId: cell.id });
+    };
+    flushed.then((answered) => {
+      // Not answered: the runtime ended, and its end ends the cell.
+      if (!answered || !stillStopping()) return;
+      const left = deadline - clock.now();
+      if (left <= 0) return hardStop();
+      clock.setTimeout(hardStop, left);
+    });
+  }
+
+  /** Stops a cell in `cooperativeStopMs` deadlines (see {@link SessionRuntime.stopCell}). */
+  #stopInRounds(cell: Cell, began: boolean): void {
     const { clock, limits } = this.#options;
     const stopMs = limits.cooperativeStopMs;
     // Began before the stop, or seen begun one deadline ago: it had its full deadline.
-    let hadDeadline = cell.began;
+    let hadDeadline = began;
     let rounds = 0;
     const check = () => {
       if (!cell.running || !this.#options.isOpen()) return;
@@ -340,15 +459,16 @@ export class SessionRuntime {
     reason: (cell: Cell) => EndReason,
     message: string,
     fields: LogFields,
-    level: "info" | "warn" = "info",
+    level: "debug" | "info" | "warn" = "info",
   ): void {
     if (this.#restarting) return;
     const done = Promise.withResolvers<void>();
     this.#restarting = done.promise;
     this.#replaceNow(reason, message, fields, level)
-      .catch((error) =>
-        this.#options.crashed(`session runtime could not be replaced: ${messageOf(error)}`, false)
-      )
+      .catch((error) => {
+        this.#cancelRelease();
+        this.#options.crashed(`session runtime could not be replaced: ${messageOf(error)}`, false);
+      })
       .finally(() => {
         this.#restarting = undefined;
         done.resolve();
@@ -359,9 +479,12 @@ export class SessionRuntime {
     reason: (cell: Cell) => EndReason,
     message: string,
     fields: LogFields,
-    level: "info" | "warn",
+    level: "debug" | "info" | "warn",
   ): Promise<void> {
     for (const cell of [...this.#options.running.values()]) cell.end(reason(cell));
+    // The ended cells' observations are answered first (a Terminate waits for nothing more); the
+    // replacement is taken in the next turn of the event loop (no time passes: not the clock's).
+    await new Promise((resolve) => setImmediate(resolve));
     const next = await this.#options.replace();
     if (!this.#options.isOpen()) {
       // The session began closing meanwhile. Never rejects; the session manager reaps the spare.
@@ -369,12 +492,14 @@ export class SessionRuntime {
       return;
     }
     this.#current = next;
+    this.#released = false;
     this.#attach(next);
     this.#options.log[level](message, { session_ref: this.#options.ref, ...fields });
   }
 
   /** Orderly stop of the current runtime (the session's close). */
   async stop(): Promise<void> {
+    this.#cancelRelease();
     await this.#current.stop();
   }
 }

@@ -73,6 +73,7 @@ export class PrometheusMetrics implements HostMetrics {
   readonly #spawns: Counter;
   readonly #restarts: Counter;
   readonly #idleCpuReplacements: Counter;
+  readonly #releases: Counter;
   readonly #threadsLeftRunning: Counter;
   readonly #crashes: Counter<"reason">;
   readonly #output: Counter<"disposition">;
@@ -125,6 +126,11 @@ export class PrometheusMetrics implements HostMetrics {
     this.#idleCpuReplacements = new Counter({
       name: "code_mode_runtime_cpu_replacements_total",
       help: "Session runtimes replaced because they burned CPU while none of their session's cells ran.",
+      registers,
+    });
+    this.#releases = new Counter({
+      name: "code_mode_runtime_releases_total",
+      help: "Session runtimes given back by idle sessions (idleRuntimeReleaseMs).",
       registers,
     });
     this.#threadsLeftRunning = new Counter({
@@ -198,6 +204,9 @@ export class PrometheusMetrics implements HostMetrics {
   }
   runtimeReplacedIdleCpu(): void {
     this.#idleCpuReplacements.inc();
+  }
+  runtimeReleased(): void {
+    this.#releases.inc();
   }
   cellThreadLeftRunning(): void {
     this.#threadsLeftRunning.inc();

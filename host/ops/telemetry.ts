@@ -59,6 +59,8 @@ export interface HostMetrics {
    * ran (`runtimeIdleCpuPercent`: a thread a completed cell left spinning).
    */
   runtimeReplacedIdleCpu(): void;
+  /** An idle session gave its runtime back (`idleRuntimeReleaseMs`). */
+  runtimeReleased(): void;
   /**
    * A cell Worker thread kept burning CPU after its cell ended, in a runtime that cannot be
    * replaced to stop it (in-process isolation).
@@ -133,6 +135,7 @@ export const NO_METRICS: HostMetrics = Object.freeze({
   runtimeSpawned() {},
   runtimeRestarted() {},
   runtimeReplacedIdleCpu() {},
+  runtimeReleased() {},
   cellThreadLeftRunning() {},
   runtimeCrashed() {},
   output() {},

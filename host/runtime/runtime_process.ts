@@ -164,6 +164,8 @@ class RuntimeProcess implements RuntimeTransport {
   #lastFrameAt = 0;
   /** The unanswered ping: its seq and when it was sent. */
   #pingOut: { seq: number; at: number; overdue?: boolean } | undefined;
+  /** Unanswered {@link RuntimeProcess.flush} pings, by seq (the liveness pings' counter). */
+  #flushes = new Map<number, (answered: boolean) => void>();
   #resolveReady!: () => void;
   #rejectReady!: (error: Error) => void;
   #gotReady = false;
@@ -329,6 +331,21 @@ class RuntimeProcess implements RuntimeTransport {
 
   #onPong(seq: number): void {
     if (this.#pingOut?.seq === seq) this.#pingOut = undefined;
+    const flushed = this.#flushes.get(seq);
+    if (flushed) {
+      this.#flushes.delete(seq);
+      flushed(true);
+    }
+  }
+
+  flush(): Promise<boolean> {
+    if (!this.#alive || this.#stopping) return Promise.resolve(false);
+    const seq = this.#pingSeq = (this.#pingSeq + 1) >>> 0;
+    const answer = Promise.withResolvers<boolean>();
+    this.#flushes.set(seq, answer.resolve);
+    // A refusal means the runtime has ended: its end answers `false` below.
+    this.send({ ping: { seq } }).catch(refusedAfterEnd);
+    return answer.promise;
   }
 
   #signal(signal: Deno.Signal): void {
@@ -430,6 +447,8 @@ class RuntimeProcess implements RuntimeTransport {
     this.#cpuWatch?.stop();
     clearTimeout(this.#pingTimer);
     this.#pingTimer = undefined;
+    for (const flushed of this.#flushes.values()) flushed(false);
+    this.#flushes.clear();
     if (!this.#gotReady) this.#rejectReady(new Error("session runtime exited before it was ready"));
     // Give the readers a moment to take what is already in the pipes (a RuntimeFault, say).
     let timer: ReturnType<typeof setTimeout> | undefined;

@@ -80,6 +80,13 @@ export interface RuntimeTransport extends AsyncDisposable {
    * true). In-process isolation has no hard stop (SPEC §9.8): such a cell is abandoned instead.
    */
   readonly hardStop?: boolean;
+  /**
+   * Resolves `true` once the runtime has answered a ping sent now: every frame it wrote before it
+   * read this one (the cell events of the frames sent before it, such as a `StopCell`'s drained
+   * output) has been handed to {@link RuntimeTransport.onMessage}; `false` when it ended first.
+   * Absent where frames are not carried by a pipe (in-process isolation).
+   */
+  flush?(): Promise<boolean>;
   /** Gives up on a cell that did not confirm its stop (runtimes without a hard stop). */
   abandonCell?(cellId: string): void;
   /**

@@ -158,7 +158,8 @@ var CELL_DOORBELL = 4;
 var CREDIT_ACKED = 5;
 var CELL_PROGRESS = 6;
 var CELL_RESULT = 7;
-var CELL_WORDS = 8;
+var CELL_STOPPED = 8;
+var CELL_WORDS = 9;
 var SINK_LOCK = 0;
 var RETIRE_HEAP_SHARE = 0.5;
 var RETIRE_HEAP_BYTES = 64 * 1024 * 1024;
@@ -2631,6 +2632,11 @@ var CellRun = class {
       this.#outbox.post({
         t: "stopped"
       });
+      const words = this.#credit?.words;
+      if (words) {
+        Atomics.store(words, CELL_STOPPED, 1);
+        Atomics.notify(words, CELL_STOPPED);
+      }
     } else if (message.t === "toolResult") {
       if (this.#phase !== PHASE_RUNNING) return;
       const isError = "error" in message && typeof message.error === "string";

@@ -210,7 +210,8 @@ var CELL_DOORBELL = 4;
 var CREDIT_ACKED = 5;
 var CELL_PROGRESS = 6;
 var CELL_RESULT = 7;
-var CELL_WORDS = 8;
+var CELL_STOPPED = 8;
+var CELL_WORDS = 9;
 var SINK_LOCK = 0;
 var SINK_WORDS = 2;
 var RETIRE_HEAP_SHARE = 0.5;
@@ -1409,6 +1410,7 @@ var TIMED_OUT = Symbol("timed out");
 import { setImmediate } from "node:timers";
 import { receiveMessageOnPort } from "node:worker_threads";
 var NOTE_WAIT_MS = 50;
+var STOP_WAIT_MS = 1;
 var CellRuns = class {
   #clock;
   #pool;
@@ -1552,7 +1554,8 @@ var CellRuns = class {
         CREDIT_BYTES,
         CREDIT_ACKED,
         CELL_PROGRESS,
-        CELL_RESULT
+        CELL_RESULT,
+        CELL_STOPPED
       ]) {
         Atomics.store(worker.words, word, 0);
       }
@@ -1567,7 +1570,12 @@ var CellRuns = class {
     if (!run || run.finished) return;
     run.worker.thread.postMessage(message2);
   }
-  /** A host `StopCell`. */
+  /**
+   * A host `StopCell`. A started cell is asked to stop, and this thread waits up to
+   * {@link STOP_WAIT_MS} for its answer, so that a cell that stops cooperatively has reported its
+   * exit before the host's next frame is answered (the host's ping after a StopCell: a cell not
+   * ended by then is running code, and the host may restart the runtime at once).
+   */
   stop(cellId) {
     const run = this.#runs.get(cellId);
     if (!run && this.#startsWaiting.has(cellId)) this.#stopsWhileWaiting.add(cellId);
@@ -1587,6 +1595,10 @@ var CellRuns = class {
       t: "stop",
       cell: run.id
     });
+    const until = performance.now() + STOP_WAIT_MS;
+    while (Atomics.load(run.worker.words, CELL_STOPPED) === 0 && performance.now() < until) {
+    }
+    this.#drain(run);
   }
   /** A host `Credit`: the cell's next `events` counted outputs are acknowledged (it settles them). */
   credit(cellId, events) {
