@@ -33,6 +33,7 @@
  */
 import http2 from "node:http2";
 import { Buffer } from "node:buffer";
+import process from "node:process";
 
 const PREFACE_BYTES = 24; // "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 const HEADER_BYTES = 9;
@@ -281,9 +282,45 @@ export function guardSession(session: http2.Http2Session, options: SessionGuardO
   });
   socket.off("data", listener);
   socket.on("data", filtered);
+  coalesceWrites(record[socketKey] as CorkableSocket);
   // Deno removes the listener it knows of when the session ends: let that be the filter.
   record[listenerKey] = filtered;
   return true;
+}
+
+/** Writes from this size on (a full 16 KiB DATA frame and its header) start a coalesced turn. */
+const COALESCE_FROM = 16_384;
+
+/** The part of a `node:net` socket that {@link coalesceWrites} uses. */
+interface CorkableSocket {
+  write(...args: unknown[]): boolean;
+  cork(): void;
+  uncork(): void;
+}
+
+/**
+ * Gathers the frames that Deno's `node:http2` writes to a session's socket in one turn into one
+ * `writev`: it writes each frame on its own (a 16 MiB message is 1,024 DATA frames of 16 KiB, one
+ * `sendto` and one trip through the stream machinery each). The first full DATA frame of a turn
+ * corks the socket and the turn's end uncorks it; small messages are written as before.
+ */
+function coalesceWrites(socket: CorkableSocket): void {
+  if (typeof socket?.cork !== "function" || typeof socket.uncork !== "function") return;
+  const write = socket.write;
+  let corked = false;
+  const uncork = () => {
+    corked = false;
+    socket.uncork();
+  };
+  socket.write = function (this: CorkableSocket, ...args: unknown[]) {
+    const chunk = args[0] as { length?: number } | undefined;
+    if (!corked && (chunk?.length ?? 0) >= COALESCE_FROM) {
+      corked = true;
+      this.cork();
+      process.nextTick(uncork);
+    }
+    return write.apply(this, args);
+  };
 }
 
 /** The options of every {@link withGoawayGuard} in progress (hosts may listen concurrently). */
