@@ -292,7 +292,7 @@ export function guardSession(session: http2.Http2Session, options: SessionGuardO
 const COALESCE_FROM = 16_384;
 
 /** The part of a `node:net` socket that {@link coalesceWrites} uses. */
-interface CorkableSocket {
+export interface CorkableSocket {
   write(...args: unknown[]): boolean;
   cork(): void;
   uncork(): void;
@@ -303,8 +303,10 @@ interface CorkableSocket {
  * `writev`: it writes each frame on its own (a 16 MiB message is 1,024 DATA frames of 16 KiB, one
  * `sendto` and one trip through the stream machinery each). The first full DATA frame of a turn
  * corks the socket and the turn's end uncorks it; small messages are written as before.
+ *
+ * @param socket a server session's socket (left as it is when it cannot cork)
  */
-function coalesceWrites(socket: CorkableSocket): void {
+export function coalesceWrites(socket: CorkableSocket): void {
   if (typeof socket?.cork !== "function" || typeof socket.uncork !== "function") return;
   const write = socket.write;
   let corked = false;
