@@ -288,9 +288,6 @@ export function guardSession(session: http2.Http2Session, options: SessionGuardO
   return true;
 }
 
-/** Writes from this size on (a full 16 KiB DATA frame and its header) start a coalesced turn. */
-const COALESCE_FROM = 16_384;
-
 /** The part of a `node:net` socket that {@link coalesceWrites} uses. */
 export interface CorkableSocket {
   write(...args: unknown[]): boolean;
@@ -301,8 +298,9 @@ export interface CorkableSocket {
 /**
  * Gathers the frames that Deno's `node:http2` writes to a session's socket in one turn into one
  * `writev`: it writes each frame on its own (a 16 MiB message is 1,024 DATA frames of 16 KiB, one
- * `sendto` and one trip through the stream machinery each). The first full DATA frame of a turn
- * corks the socket and the turn's end uncorks it; small messages are written as before.
+ * `sendto` and one trip through the stream machinery each; a small unary response is three: its
+ * headers, its message and its trailers). The first write of a turn corks the socket and the end
+ * of the turn (`process.nextTick`) uncorks it: one `writev` of everything written meanwhile.
  *
  * @param socket a server session's socket (left as it is when it cannot cork)
  */
@@ -315,8 +313,7 @@ export function coalesceWrites(socket: CorkableSocket): void {
     socket.uncork();
   };
   socket.write = function (this: CorkableSocket, ...args: unknown[]) {
-    const chunk = args[0] as { length?: number } | undefined;
-    if (!corked && (chunk?.length ?? 0) >= COALESCE_FROM) {
+    if (!corked) {
       corked = true;
       this.cork();
       process.nextTick(uncork);
