@@ -62,9 +62,56 @@ export function fieldBytes(n: number): number {
  * ```
  */
 export function utf8ByteLength(s: string): number {
+  if (s.length < REMEMBER_FROM) return Buffer.byteLength(s, "utf8");
+  if (s === remembered.text) return remembered.bytes;
   // Node's UTF-8 length also counts a lone surrogate as its 3-byte replacement, and it is ~80×
-  // faster than a loop in JavaScript (this runs for every byte of output, twice).
-  return Buffer.byteLength(s, "utf8");
+  // faster than a loop in JavaScript.
+  const bytes = Buffer.byteLength(s, "utf8");
+  remembered = { text: s, bytes };
+  return bytes;
+}
+
+/**
+ * Texts of this many UTF-16 units or more have their UTF-8 length remembered (the last one only):
+ * a cell's long text is measured by its channel, its window and the budget in turn (a 16 MiB text:
+ * ~2–5 ms each), and the frame decoder knows it already ({@link rememberUtf8}).
+ */
+const REMEMBER_FROM = 4_096;
+let remembered: { text: string; bytes: number; utf8?: Uint8Array } = { text: "", bytes: 0 };
+
+/**
+ * Records a long text decoded from exactly these well-formed UTF-8 bytes, so that
+ * {@link utf8ByteLength} of it costs nothing and an encoder can copy the bytes instead of encoding
+ * the text again ({@link rememberedUtf8}). Only the last such text is kept (with its bytes: one
+ * frame's text at most stays referenced after its outcome went out).
+ *
+ * @param text the decoded text
+ * @param utf8 the well-formed UTF-8 it was decoded from
+ */
+export function rememberUtf8(text: string, utf8: Uint8Array): void {
+  if (text.length >= REMEMBER_FROM) remembered = { text, bytes: utf8.length, utf8 };
+}
+
+/**
+ * The UTF-8 bytes of a text that {@link rememberUtf8} recorded last, if it is that text.
+ *
+ * @param text a text about to be encoded
+ * @returns its UTF-8 bytes, or `undefined`
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { rememberedUtf8, rememberUtf8 } from "./bytes.ts";
+ *
+ * const text = "x".repeat(5_000);
+ * const utf8 = new TextEncoder().encode(text);
+ * rememberUtf8(text, utf8);
+ * assert.equal(rememberedUtf8(text), utf8);
+ * assert.equal(rememberedUtf8("y".repeat(5_000)), undefined);
+ * ```
+ */
+export function rememberedUtf8(text: string): Uint8Array | undefined {
+  return text.length >= REMEMBER_FROM && text === remembered.text ? remembered.utf8 : undefined;
 }
 
 function isLow(c: number): boolean {

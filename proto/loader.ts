@@ -14,6 +14,7 @@
 import { readFileSync } from "node:fs";
 import protobuf, { asBuffer } from "./protobuf_runtime.ts";
 import { DECODE_ERROR_PREFIX, prostDecodeError } from "./prost_check.ts";
+import { rememberedUtf8 } from "./bytes.ts";
 import type { CodeModeHostClient } from "./code_mode_types.ts";
 
 /** Conversion options for every decoded message (see the module doc). */
@@ -282,11 +283,31 @@ let publicRoot: protobuf.Root | undefined;
  * @returns the shared root
  */
 export function publicProtoRoot(): protobuf.Root {
-  publicRoot ??= parseProtos([
-    readProtoText(PROTO_FILES.codeModeHost),
-    readProtoText(PROTO_FILES.health),
-  ]);
+  if (publicRoot === undefined) {
+    publicRoot = parseProtos([
+      readProtoText(PROTO_FILES.codeModeHost),
+      readProtoText(PROTO_FILES.health),
+    ]);
+    copyRememberedTexts(publicRoot.lookupType("codex.code_mode.v1.TextContent"));
+  }
   return publicRoot;
+}
+
+/**
+ * `TextContent`'s encoder writes a long text that the worker frame decoder (or an output window)
+ * just decoded as the UTF-8 bytes it came from (`rememberedUtf8`), a copy instead of a second
+ * encoding: a 16 MiB outcome's text is then encoded once, in the cell. Same bytes on the wire (a
+ * string and a bytes field are both length-delimited).
+ */
+function copyRememberedTexts(type: protobuf.Type): void {
+  type.setup(); // generates `encode`, replaced below (protobufjs calls it through the type)
+  const generated = type.encode.bind(type);
+  type.encode = (message: protobuf.Message | Record<string, unknown>, writer?: protobuf.Writer) => {
+    const text = (message as { text?: unknown }).text;
+    const utf8 = typeof text === "string" ? rememberedUtf8(text) : undefined;
+    if (utf8 === undefined) return generated(message, writer);
+    return (writer ?? protobuf.Writer.create()).uint32(10).bytes(utf8);
+  };
 }
 
 /** Full name of the public service. */

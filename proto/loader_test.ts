@@ -1,5 +1,8 @@
 import assert from "node:assert/strict";
-import { parseProtos, plainEncoder, PROTO_FILES, readProtoText } from "./loader.ts";
+import { parseProtos, plainEncoder, PROTO_FILES, publicProtoRoot, readProtoText } from "./loader.ts";
+import { rememberedUtf8 } from "./bytes.ts";
+import { decodeMessage, encodeMessage } from "./schema_codec.ts";
+import { HOST_TO_WORKER } from "./worker_schema.ts";
 
 const root = parseProtos([readProtoText(PROTO_FILES.codeModeHost)]);
 const encoder = (name: string) => plainEncoder(root.lookupType(`codex.code_mode.v1.${name}`));
@@ -41,4 +44,36 @@ Deno.test("plainEncoder does not change the object it encodes", () => {
   const copy = structuredClone(value);
   encoder("ExecutionOutcome")(value);
   assert.deepEqual(value, copy);
+});
+
+Deno.test("the public root encodes a long text the worker frame decoder just decoded as the bytes it came from; same bytes as encoding it", () => {
+  const root = publicProtoRoot();
+  const event = root.lookupType("codex.code_mode.v1.ExecuteEvent");
+  const encode = plainEncoder(event);
+  const outcome = (text: string) => ({
+    outcome: { completed: {}, contentItems: [{ text: { text: "short" } }, { text: { text } }] },
+  });
+  const text = "é🦀x".repeat(3_000);
+  const plain = encode(outcome(text));
+  // A frame whose StartCell source is the text: decoding it remembers the text with its bytes.
+  const schema = HOST_TO_WORKER;
+  const frame = encodeMessage(
+    { startCell: { cellId: "c", source: text, tools: [], storeVersion: 0 } },
+    schema,
+  );
+  const decoded = (decodeMessage(frame, schema) as { startCell: { source: string } }).startCell.source;
+  assert.equal(decoded, text);
+  const utf8 = rememberedUtf8(decoded);
+  assert.ok(utf8 !== undefined, "remembered");
+  assert.deepEqual(encode(outcome(decoded)), plain);
+  // The copy is what is written: the remembered bytes, not a second encoding.
+  utf8.fill(0x61);
+  assert.equal(new TextDecoder().decode(encode(outcome(decoded))).includes("a".repeat(utf8.length)), true);
+  // Malformed bytes are not remembered (they decode with replacement characters).
+  const bad = encodeMessage({
+    startCell: { cellId: "c", source: "x".repeat(5_000), tools: [], storeVersion: 0 },
+  }, schema);
+  bad[Math.floor(bad.length / 2)] = 0xff; // inside the text
+  const replaced = (decodeMessage(bad, schema) as { startCell: { source: string } }).startCell.source;
+  assert.equal(rememberedUtf8(replaced), undefined);
 });

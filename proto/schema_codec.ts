@@ -10,7 +10,7 @@
  *
  * @module
  */
-import { varintBytes } from "./bytes.ts";
+import { rememberUtf8, varintBytes } from "./bytes.ts";
 import type { FieldSchema, MessageSchema, ScalarType } from "./worker_schema.ts";
 
 // ---- encoding ---------------------------------------------------------------------------------
@@ -298,6 +298,17 @@ class Reader {
   }
 }
 
+/**
+ * Decodes a long UTF-8 string and remembers it with its bytes (`rememberUtf8`: the host measures a
+ * long output text several times, and its gRPC encoder copies the bytes instead of encoding it) when the bytes were surely well-formed: no replacement
+ * character came out (a malformed sequence gives one) and no byte-order mark was dropped.
+ */
+function longString(bytes: Uint8Array): string {
+  const text = utf8Decoder.decode(bytes);
+  if (bytes[0] !== 0xef && !text.includes("\ufffd")) rememberUtf8(text, bytes);
+  return text;
+}
+
 /** Decodes a short UTF-8 string: ASCII in JavaScript, anything else by `TextDecoder`. */
 function shortString(bytes: Uint8Array, start: number, length: number): string {
   let text = "";
@@ -336,7 +347,7 @@ function decodeInto(reader: Reader, schema: MessageSchema): Record<string, unkno
       const length = reader.length();
       value = length <= SHORT_STRING
         ? shortString(reader.bytes, reader.pos, length)
-        : utf8Decoder.decode(reader.bytes.subarray(reader.pos, reader.pos + length));
+        : longString(reader.bytes.subarray(reader.pos, reader.pos + length));
       reader.pos += length;
     } else if (type === "bool") {
       value = reader.varint() !== 0;

@@ -151,6 +151,7 @@ export class Session {
       isOpen: () => this.#state === "open",
       hasRunningCells: () => this.#running.size > 0,
       onIdle: () => this.closeInBackground("idle"),
+      onObserved: options.onObserved,
     });
   }
 

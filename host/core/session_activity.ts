@@ -21,6 +21,8 @@ export interface SessionActivityOptions {
   hasRunningCells(): boolean;
   /** The session has been idle for `idleMs`: close it. */
   onIdle(): void;
+  /** An observation ended (its outcome is about to be sent). */
+  onObserved?(): void;
 }
 
 /** The activity of one session and its idle timer. */
@@ -61,6 +63,7 @@ export class SessionActivity {
     } finally {
       this.#inFlight--;
       this.touch();
+      this.#options.onObserved?.();
     }
   }
 

@@ -34,8 +34,15 @@ function loadSession(): Promise<typeof import("./session.ts")> {
   });
 }
 
-/** How long a taken warm runtime's replacement waits while the pool still holds others. */
+/**
+ * How long a taken warm runtime's replacement waits at most while the pool still holds others. It
+ * starts sooner, {@link PULLED_REFILL_DELAY_MS} after the taking session's first outcome is ready or
+ * its closure, whichever comes first (`bench:reference`'s open and open + first cell rows: a
+ * replacement started at a fixed 250 ms booted during the next session's open and first cell).
+ */
 const REFILL_DELAY_MS = 250;
+/** A deferred refill's delay once pulled forward: after the outcome's reply has been written. */
+const PULLED_REFILL_DELAY_MS = 5;
 
 /** How session runtimes are made. */
 export interface RuntimeFactoryOptions {
@@ -231,6 +238,22 @@ export class SessionManager implements AsyncDisposable {
 
   /** A refill deferred by {@link takeRuntime}; cleared when the host drains. */
   #refillTimer: ReturnType<typeof setTimeout> | undefined;
+  /** Whether the deferred refill was already pulled forward (by a first outcome or a closure). */
+  #refillPulled = false;
+
+  /**
+   * Starts a deferred refill soon: the session whose open deferred it (`timer`) has its first
+   * outcome ready or is closed, so the host is quiet for a moment.
+   */
+  #pullRefill(timer: ReturnType<typeof setTimeout> | undefined): void {
+    if (timer === undefined || this.#refillTimer !== timer || this.#refillPulled || this.#draining) return;
+    this.#refillPulled = true;
+    clearTimeout(this.#refillTimer);
+    this.#refillTimer = setTimeout(() => {
+      this.#refillTimer = undefined;
+      this.#refill();
+    }, PULLED_REFILL_DELAY_MS);
+  }
 
   #refill(): void {
     while (!this.#draining && this.#warm.length < this.#options.warmSessions) {
@@ -266,6 +289,7 @@ export class SessionManager implements AsyncDisposable {
       const delay = this.#warm.length > 0 || this.#resizeTimer !== undefined ? REFILL_DELAY_MS : 0;
       if (delay === 0) clearTimeout(this.#refillTimer);
       if (delay === 0 || this.#refillTimer === undefined) {
+        this.#refillPulled = delay === 0;
         this.#refillTimer = setTimeout(() => {
           this.#refillTimer = undefined;
           this.#refill();
@@ -323,6 +347,7 @@ export class SessionManager implements AsyncDisposable {
     }
     const ref = ++this.#nextRef;
     const memory = this.memory;
+    const refill = this.#refillTimer;
     const session = new SessionClass!({
       id: options.sessionId ?? crypto.randomUUID(),
       ref,
@@ -351,7 +376,9 @@ export class SessionManager implements AsyncDisposable {
         if (this.#sessions.get(removed.id) === removed) this.#sessions.delete(removed.id);
         this.#removedIds.add(removed.id);
         slot.release();
+        this.#pullRefill(refill);
       },
+      onObserved: () => this.#pullRefill(refill),
     });
     this.#sessions.set(session.id, session);
     this.#options.log.debug("session opened", { session_id: session.id, session_ref: session.ref });

@@ -126,6 +126,24 @@ Deno.test("SessionManager: a second open while the pool still holds a runtime le
   await manager.drain();
 });
 
+Deno.test("SessionManager: a deferred refill starts soon after the taking session's first outcome or its closure, not 250 ms later", async () => {
+  const { manager, open } = setup({ warmSessions: 3 });
+  const settled = () => new Promise((r) => setTimeout(r, 30));
+  const first = await open();
+  assert.equal(manager.spawnCount, 3, "deferred while other warm runtimes remain");
+  await first.track(() => Promise.resolve()); // its first outcome is ready
+  await settled();
+  assert.equal(manager.spawnCount, 4, "the replacement followed the first outcome");
+  const second = await open();
+  await open(); // a third open leaves the one refill for later
+  await settled();
+  assert.equal(manager.spawnCount, 4);
+  await second.close();
+  await settled();
+  assert.equal(manager.spawnCount, 6, "the replacements followed the closure");
+  await manager.drain();
+});
+
 Deno.test("SessionManager: a warm runtime that dies is replaced and never handed out", async () => {
   const { manager, runtimes, lines, open } = setup({ warmSessions: 1 });
   await runtimes[0].crash({ code: 1 });

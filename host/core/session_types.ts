@@ -80,6 +80,8 @@ export interface SessionOptions {
   clock: Clock;
   /** Called once when the session leaves the registry, with the session. */
   onRemoved(session: { readonly id: string }): void;
+  /** An observation (Execute, Wait, Terminate) of the session ended; its outcome goes out next. */
+  onObserved?(): void;
   /** Obtains a replacement runtime for a runtime restart (SPEC §4.5). */
   replaceRuntime(): Promise<RuntimeTransport>;
   /** Host-wide delegate permits (`maxPendingDelegateCalls`), or the session's connection's pool. */

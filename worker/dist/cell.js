@@ -21,8 +21,20 @@ function fieldBytes(n) {
   return 1 + varintBytes(n) + n;
 }
 function utf8ByteLength(s) {
-  return Buffer.byteLength(s, "utf8");
+  if (s.length < REMEMBER_FROM) return Buffer.byteLength(s, "utf8");
+  if (s === remembered.text) return remembered.bytes;
+  const bytes = Buffer.byteLength(s, "utf8");
+  remembered = {
+    text: s,
+    bytes
+  };
+  return bytes;
 }
+var REMEMBER_FROM = 4096;
+var remembered = {
+  text: "",
+  bytes: 0
+};
 function isLow(c) {
   return c >= 56320 && c <= 57343;
 }

@@ -198,7 +198,26 @@ function varintBytes(n) {
   return bytes;
 }
 function utf8ByteLength(s) {
-  return Buffer.byteLength(s, "utf8");
+  if (s.length < REMEMBER_FROM) return Buffer.byteLength(s, "utf8");
+  if (s === remembered.text) return remembered.bytes;
+  const bytes = Buffer.byteLength(s, "utf8");
+  remembered = {
+    text: s,
+    bytes
+  };
+  return bytes;
+}
+var REMEMBER_FROM = 4096;
+var remembered = {
+  text: "",
+  bytes: 0
+};
+function rememberUtf8(text, utf83) {
+  if (text.length >= REMEMBER_FROM) remembered = {
+    text,
+    bytes: utf83.length,
+    utf8: utf83
+  };
 }
 
 // worker/cell_protocol.ts
@@ -675,6 +694,11 @@ var Reader = class {
     this.pos += n;
   }
 };
+function longString(bytes) {
+  const text = utf8Decoder.decode(bytes);
+  if (bytes[0] !== 239 && !text.includes("\uFFFD")) rememberUtf8(text, bytes);
+  return text;
+}
 function shortString(bytes, start, length) {
   let text = "";
   for (let i = start; i < start + length; i++) {
@@ -708,7 +732,7 @@ function decodeInto(reader, schema) {
       reader.pos = end;
     } else if (type === "string") {
       const length = reader.length();
-      value = length <= SHORT_STRING ? shortString(reader.bytes, reader.pos, length) : utf8Decoder.decode(reader.bytes.subarray(reader.pos, reader.pos + length));
+      value = length <= SHORT_STRING ? shortString(reader.bytes, reader.pos, length) : longString(reader.bytes.subarray(reader.pos, reader.pos + length));
       reader.pos += length;
     } else if (type === "bool") {
       value = reader.varint() !== 0;

@@ -33,6 +33,7 @@
  */
 import http2 from "node:http2";
 import { Buffer } from "node:buffer";
+import process from "node:process";
 
 const PREFACE_BYTES = 24; // "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 const HEADER_BYTES = 9;
@@ -281,9 +282,44 @@ export function guardSession(session: http2.Http2Session, options: SessionGuardO
   });
   socket.off("data", listener);
   socket.on("data", filtered);
+  coalesceWrites(record[socketKey] as CorkableSocket);
   // Deno removes the listener it knows of when the session ends: let that be the filter.
   record[listenerKey] = filtered;
   return true;
+}
+
+/** The part of a `node:net` socket that {@link coalesceWrites} uses. */
+export interface CorkableSocket {
+  write(...args: unknown[]): boolean;
+  cork(): void;
+  uncork(): void;
+}
+
+/**
+ * Gathers the frames that Deno's `node:http2` writes to a session's socket in one turn into one
+ * `writev`: it writes each frame on its own (a 16 MiB message is 1,024 DATA frames of 16 KiB, one
+ * `sendto` and one trip through the stream machinery each; a small unary response is three: its
+ * headers, its message and its trailers). The first write of a turn corks the socket and the end
+ * of the turn (`process.nextTick`) uncorks it: one `writev` of everything written meanwhile.
+ *
+ * @param socket a server session's socket (left as it is when it cannot cork)
+ */
+export function coalesceWrites(socket: CorkableSocket): void {
+  if (typeof socket?.cork !== "function" || typeof socket.uncork !== "function") return;
+  const write = socket.write;
+  let corked = false;
+  const uncork = () => {
+    corked = false;
+    socket.uncork();
+  };
+  socket.write = function (this: CorkableSocket, ...args: unknown[]) {
+    if (!corked) {
+      corked = true;
+      this.cork();
+      process.nextTick(uncork);
+    }
+    return write.apply(this, args);
+  };
 }
 
 /** The options of every {@link withGoawayGuard} in progress (hosts may listen concurrently). */

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { Buffer } from "node:buffer";
 import http2 from "node:http2";
-import { goawayFilter, ResetBudget, withGoawayGuard } from "./http2_guard.ts";
+import { coalesceWrites, goawayFilter, ResetBudget, withGoawayGuard } from "./http2_guard.ts";
 
 const PREFACE = Buffer.from("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n");
 
@@ -153,4 +153,35 @@ Deno.test("ResetBudget counts resets of young streams it dropped for room: openi
   assert.ok(refused > 700, `refused ${refused} of 1,000`);
   // A stream above every dropped one that the budget never saw (its HEADERS not yet read) is free.
   assert.equal(budget.reset(next + 100), true);
+});
+
+Deno.test("coalesceWrites: the writes of one turn leave in one corked batch, uncorked at the end of the turn", async () => {
+  const calls: string[] = [];
+  let corks = 0;
+  const socket = {
+    write: (chunk: Uint8Array) => {
+      calls.push(`write ${chunk.length}${corks > 0 ? " corked" : ""}`);
+      return true;
+    },
+    cork: () => void corks++,
+    uncork: () => {
+      corks--;
+      calls.push("uncork");
+    },
+  };
+  coalesceWrites(socket);
+  for (let turn = 0; turn < 2; turn++) {
+    calls.length = 0;
+    for (let i = 0; i < 3; i++) socket.write(new Uint8Array(16_393));
+    socket.write(new Uint8Array(9));
+    assert.deepEqual(calls, [
+      "write 16393 corked",
+      "write 16393 corked",
+      "write 16393 corked",
+      "write 9 corked",
+    ]);
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    assert.deepEqual(calls.slice(4), ["uncork"]);
+    assert.equal(corks, 0);
+  }
 });
