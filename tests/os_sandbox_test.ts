@@ -145,7 +145,8 @@ function status(pid: number): Record<string, string> {
 }
 
 Deno.test({
-  name: "A sandboxed runtime is one process under one bubblewrap: host → bwrap → deno, PID 1 of its namespace",
+  name:
+    "A sandboxed runtime is one process under one bubblewrap: host → bwrap → deno, PID 1 of its namespace",
   ignore: !HAVE_BWRAP,
   fn: async () => {
     await using h = await startHost({ warmSessions: 1, osSandbox: "bwrap" });
