@@ -18,6 +18,7 @@ import { MemoryWatchdog } from "../runtime/memory_watchdog.ts";
 import { IdleCpuWatchdog } from "../runtime/cpu_watchdog.ts";
 import type { OsSandbox } from "../runtime/os_sandbox.ts";
 import { type AdmissionLimit, NO_TELEMETRY, type Telemetry } from "../ops/telemetry.ts";
+import { spawnConcurrency, WARM_RATE_WINDOW_MS, WarmPoolSizer } from "./warm_pool.ts";
 
 /**
  * The session module (and with it the rest of the session core), loaded by the first manager after
@@ -111,6 +112,13 @@ export class SessionManager implements AsyncDisposable {
   #allRuntimes = new Set<RuntimeTransport>();
   #draining = false;
   #spawned = 0;
+  /** The pool's adaptive target (`warm_pool.ts`). */
+  #sizer: WarmPoolSizer;
+  /** Spawns not yet `Ready` (or failed), bounded by `runtimeSpawnConcurrency` for refills. */
+  #starting = 0;
+  #spawnCap: number;
+  /** Stops the surplus of a burst once demand has passed. */
+  #trimTimer: ReturnType<typeof setTimeout> | undefined;
   /** The one memory timer of this host's runtimes (`runtimeMemoryMb`), when the bound is on. */
   #memoryWatchdog: MemoryWatchdog | undefined;
   /** The one idle CPU timer of this host's runtimes (`runtimeIdleCpuPercent`), when the bound is on. */
@@ -135,6 +143,8 @@ export class SessionManager implements AsyncDisposable {
     if (options.limits.runtimeIdleCpuPercent > 0) {
       this.#cpuWatchdog = new IdleCpuWatchdog(options.limits.runtimeIdleCpuPercent);
     }
+    this.#sizer = new WarmPoolSizer(options.limits.warmRuntimesMax, () => options.clock.now());
+    this.#spawnCap = spawnConcurrency(options.limits.runtimeSpawnConcurrency);
     this.#refill();
     loadSession();
   }
@@ -216,6 +226,15 @@ export class SessionManager implements AsyncDisposable {
     this.#allRuntimes.add(runtime);
     // `ended` never rejects: every runtime's end is watched here, from its spawn.
     runtime.ended.then(() => this.#ended(runtime));
+    this.#starting++;
+    const started = this.#options.clock.now();
+    const settled = (ok: boolean) => {
+      this.#starting--;
+      if (ok) this.#sizer.readyAfter(this.#options.clock.now() - started);
+      // A slot for the next spawn of a growing pool.
+      if (!this.#draining && this.#refillTimer === undefined) this.#refill();
+    };
+    runtime.ready.then(() => settled(true), () => settled(false));
     return runtime;
   }
 
@@ -232,8 +251,19 @@ export class SessionManager implements AsyncDisposable {
   /** A refill deferred by {@link takeRuntime}; cleared when the host drains. */
   #refillTimer: ReturnType<typeof setTimeout> | undefined;
 
+  /** The pool's size now: `--warm-sessions`, or more during a burst (`warm_pool.ts`). */
+  get warmTarget(): number {
+    return this.#sizer.target(this.#options.warmSessions);
+  }
+
   #refill(): void {
-    while (!this.#draining && this.#warm.length < this.#options.warmSessions) {
+    const target = this.warmTarget;
+    const floor = this.#options.warmSessions;
+    // The floor is always kept; growth beyond it waits for a free spawn slot.
+    while (
+      !this.#draining && this.#warm.length < target &&
+      (this.#warm.length < floor || this.#starting < this.#spawnCap)
+    ) {
       const runtime = this.#spawn();
       runtime.ready.catch((error) => {
         // A spare stopped by the host's own shutdown is no failure.
@@ -252,7 +282,10 @@ export class SessionManager implements AsyncDisposable {
    * @throws {HostError} `runtime_failed` when it failed to start (e.g. version mismatch)
    */
   async takeRuntime(): Promise<RuntimeTransport> {
+    this.#sizer.took();
+    this.#armTrim();
     let runtime = this.#warm.shift();
+    const burst = this.warmTarget > this.#options.warmSessions;
     if (!runtime) {
       this.#requestPathSpawns++;
       runtime = this.#spawn();
@@ -263,7 +296,10 @@ export class SessionManager implements AsyncDisposable {
       // takes a core for ~100 ms, which the new session's first cells would share (first Execute
       // ~15 ms instead of ~8 on 2 cores). While other warm runtimes remain, it waits
       // REFILL_DELAY_MS; an emptied pool is refilled at once.
-      const delay = this.#warm.length > 0 || this.#resizeTimer !== undefined ? REFILL_DELAY_MS : 0;
+      // During a burst the pool grows at once.
+      const delay = !burst && (this.#warm.length > 0 || this.#resizeTimer !== undefined)
+        ? REFILL_DELAY_MS
+        : 0;
       if (delay === 0) clearTimeout(this.#refillTimer);
       if (delay === 0 || this.#refillTimer === undefined) {
         this.#refillTimer = setTimeout(() => {
@@ -280,6 +316,19 @@ export class SessionManager implements AsyncDisposable {
     }
     if (!runtime.alive) throw new HostError("runtime_failed", "code-mode session runtime ended before use");
     return runtime;
+  }
+
+  /** Once a window passes with no acquisition, the warm runtimes above the floor are stopped. */
+  #armTrim(): void {
+    if (this.#trimTimer !== undefined) return;
+    this.#trimTimer = setTimeout(() => {
+      this.#trimTimer = undefined;
+      if (this.#draining) return;
+      if (this.#sizer.recentTakes > 0) return this.#armTrim();
+      const surplus = this.#warm.splice(Math.max(this.warmTarget, 0));
+      for (const runtime of surplus) runtime.stop();
+    }, WARM_RATE_WINDOW_MS + 100);
+    Deno.unrefTimer(this.#trimTimer);
   }
 
   /**
@@ -433,6 +482,7 @@ export class SessionManager implements AsyncDisposable {
     this.#draining = true;
     clearTimeout(this.#refillTimer);
     clearTimeout(this.#resizeTimer);
+    clearTimeout(this.#trimTimer);
     const warm = this.#warm.splice(0);
     await Promise.all([
       ...[...this.#sessions.values()].map((s) => s.close("shutdown")),
@@ -446,6 +496,7 @@ export class SessionManager implements AsyncDisposable {
     this.#draining = true;
     clearTimeout(this.#refillTimer);
     clearTimeout(this.#resizeTimer);
+    clearTimeout(this.#trimTimer);
     await Promise.all([...this.#allRuntimes].map((r) => r.kill()));
   }
 
