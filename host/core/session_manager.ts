@@ -318,16 +318,18 @@ export class SessionManager implements AsyncDisposable {
     return runtime;
   }
 
-  /** Once a window passes with no acquisition, the warm runtimes above the floor are stopped. */
+  /**
+   * Once a window passes with no acquisition (the timer restarts with each), the warm runtimes
+   * above the floor are stopped.
+   */
   #armTrim(): void {
-    if (this.#trimTimer !== undefined) return;
+    clearTimeout(this.#trimTimer);
     this.#trimTimer = setTimeout(() => {
       this.#trimTimer = undefined;
       if (this.#draining) return;
-      if (this.#sizer.recentTakes > 0) return this.#armTrim();
-      const surplus = this.#warm.splice(Math.max(this.warmTarget, 0));
+      const surplus = this.#warm.splice(this.warmTarget);
       for (const runtime of surplus) runtime.stop();
-    }, WARM_RATE_WINDOW_MS + 100);
+    }, WARM_RATE_WINDOW_MS + 50);
     Deno.unrefTimer(this.#trimTimer);
   }
 
