@@ -23,7 +23,7 @@
  *   (~0.3 ms a round trip here), so this is the floor that matches the warm Execute.
  * - Memory per idle session (20 sessions): the mean RSS and PSS (from `smaps_rollup`) of the host's
  *   runtime process trees (the sessions' and the refilled warm pool's; with the OS sandbox a tree
- *   is the runtime and its two bubblewrap processes) plus the host's growth / 20.
+ *   is the runtime and its bubblewrap process) plus the host's growth / 20.
  * - Cells per second, back-to-back `text("x")` cells, with 1 and with 8 concurrent sessions.
  * - A 60 MiB Client-mode outcome (`text` of 60 MiB) through the client library, against raw
  *   `node:http2` moving 60 MiB from another process of the same Deno, alternately in one run.
@@ -354,7 +354,7 @@ if (section("memory")) {
   for (let i = 0; i < 20; i++) sessions.push(await openSession(client));
   await pause(3_000); // spares booted, pool refilled, nothing running
   // Every runtime of the host: the 20 sessions' and the refilled warm pool's, all idle.
-  // With the OS sandbox a runtime is a tree (bwrap → bwrap → deno): each tree counts as one.
+  // With the OS sandbox a runtime is a tree (bwrap → deno): each tree counts as one.
   const pids = childPids(host.pid);
   const tree = (pid: number): number[] => [pid, ...childPids(pid).flatMap(tree)];
   const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;

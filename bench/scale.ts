@@ -7,7 +7,8 @@
  * `--limit idleRuntimeReleaseMs=1000` when it accepts that limit, else its defaults):
  *
  * 1. both idle (CPU quiet, at least 1 s): the PSS of each whole process tree (host, runtimes,
- *    bubblewrap wrappers; `/proc/<pid>/smaps_rollup`) and its process count;
+ *    bubblewrap wrappers; `/proc/<pid>/smaps_rollup`), split into the host process and the rest
+ *    (the warm pool), and its process count;
  * 2. on one host and then the other: N sessions back to back from one client, each OpenSession then
  *    Execute `store("v", k); text("x")` (its own value stored for step 4): the total wall time;
  * 3. both idle 3 s: PSS of each tree with N idle sessions, per session ((tree − tree before) / N),
@@ -36,6 +37,16 @@ import {
   treeMemory,
   waitIdle,
 } from "./_side_by_side.ts";
+
+/** PSS of one process (not its children), MiB; 0 once it is gone. */
+function processPss(pid: number): number {
+  try {
+    const rollup = Deno.readTextFileSync(`/proc/${pid}/smaps_rollup`);
+    return Number(/^Pss:\s+(\d+) kB/m.exec(rollup)?.[1] ?? 0) / 1024;
+  } catch {
+    return 0;
+  }
+}
 
 const N = Number(Deno.env.get("BENCH_SESSIONS") ?? 100);
 const ROUNDS = Number(Deno.env.get("BENCH_ROUNDS") ?? 1);
@@ -72,6 +83,8 @@ for (let round = 0; round < ROUNDS; round++) {
       }
       const idle = treeMemory(hosts.get(kind)!.pid);
       figures[kind].pssBefore = idle.pss;
+      figures[kind].pssHostBefore = processPss(hosts.get(kind)!.pid);
+      figures[kind].pssPoolBefore = idle.pss - figures[kind].pssHostBefore;
       figures[kind].ussBefore = idle.uss;
       figures[kind].processesBefore = idle.processes;
     }
@@ -109,6 +122,8 @@ const loadAtEnd = loadAverage();
 const figure = (kind: HostKind, key: string) => median(rounds[kind].map((f) => f[key]));
 const ROWS: [string, string, (v: number) => string][] = [
   ["pssBefore", "PSS of the whole process tree, idle host before any session (MiB)", (v) => v.toFixed(1)],
+  ["pssHostBefore", "of which the host process itself (MiB)", (v) => v.toFixed(1)],
+  ["pssPoolBefore", "of which the warm pool: its runtimes and their bubblewrap (MiB)", (v) => v.toFixed(1)],
   ["processesBefore", "processes in the tree, idle host before any session", (v) => v.toFixed(0)],
   [
     "openMs",

@@ -139,6 +139,28 @@ Deno.test({
   },
 });
 
+function status(pid: number): Record<string, string> {
+  const lines = Deno.readTextFileSync(`/proc/${pid}/status`).split("\n");
+  return Object.fromEntries(lines.map((l) => l.split(/:\s*/, 2)).filter((kv) => kv.length === 2));
+}
+
+Deno.test({
+  name:
+    "A sandboxed runtime is one process under one bubblewrap: host → bwrap → deno, PID 1 of its namespace",
+  ignore: !HAVE_BWRAP,
+  fn: async () => {
+    await using h = await startHost({ warmSessions: 1, osSandbox: "bwrap" });
+    await using s = await openSession(h.client);
+    const pid = h.host.state.session(s.id)!.runtimePid!;
+    const bwrap = Number(status(pid).PPid);
+    assert.match(Deno.readTextFileSync(`/proc/${bwrap}/cmdline`).split("\0")[0], /bwrap$/);
+    assert.equal(Number(status(bwrap).PPid), Deno.pid, "bubblewrap is the host's own child");
+    assert.deepEqual(processTree(bwrap), [bwrap, pid], "nothing else under bubblewrap");
+    assert.equal(status(pid).NSpid.split(/\s+/).at(-1), "1", "the runtime is PID 1 inside");
+    assert.deepEqual((await run(h.client, s.id, "text(1)")).texts, ["1"]);
+  },
+});
+
 Deno.test({
   name: "--os-sandbox off: a runtime shares the host's namespaces",
   fn: async () => {
@@ -175,8 +197,8 @@ Deno.test({
     })!;
     assert.ok(hostPid !== undefined, "found the host process");
     let runtimes: number[] = [];
-    assert.ok(await eventually(() => (runtimes = processTree(hostPid).slice(1)).length >= 9, 10_000));
-    // Three runtimes (one session, two warm), each bwrap → bwrap → deno.
+    assert.ok(await eventually(() => (runtimes = processTree(hostPid).slice(1)).length >= 6, 10_000));
+    // Three runtimes (one session, two warm), each bwrap → deno.
     Deno.kill(hostPid, "SIGKILL");
     assert.ok(
       await eventually(() => runtimes.every((pid) => !processExists(pid)), 5_000),

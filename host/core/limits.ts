@@ -118,8 +118,16 @@ export interface Limits {
    * its whole life (10,000).
    */
   idleRuntimeReleaseMs: number;
-  /** Pre-spawned idle session runtimes (2). */
+  /** Pre-spawned idle session runtimes (2): the warm pool's floor (`--warm-sessions`). */
   warmSessionWorkers: number;
+  /**
+   * The most warm runtimes a burst of acquisitions (OpenSession, turns after an idle release) grows
+   * the pool to, from the recent rate (`warm_pool.ts`); back to the floor once the burst has passed
+   * for 2 s. At or below the floor: no growth (16).
+   */
+  warmRuntimesMax: number;
+  /** Runtime spawns a growing warm pool has starting at once; 0 = the number of cores (0). */
+  runtimeSpawnConcurrency: number;
   /** Runtime stderr kept for diagnostics (65,536). */
   stderrTailBytes: number;
   /** Graceful-shutdown deadline, including stopping the runtimes (10,000). */
@@ -184,6 +192,8 @@ export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
   runtimeIdleCpuPercent: 10,
   idleRuntimeReleaseMs: 10_000,
   warmSessionWorkers: 2,
+  warmRuntimesMax: 16,
+  runtimeSpawnConcurrency: 0,
   stderrTailBytes: 65_536,
   shutdownGraceMs: 10_000,
   workerKillGraceMs: 2_000,

@@ -18,6 +18,7 @@ import { MemoryWatchdog } from "../runtime/memory_watchdog.ts";
 import { IdleCpuWatchdog } from "../runtime/cpu_watchdog.ts";
 import type { OsSandbox } from "../runtime/os_sandbox.ts";
 import { type AdmissionLimit, NO_TELEMETRY, type Telemetry } from "../ops/telemetry.ts";
+import { spawnConcurrency, WARM_RATE_WINDOW_MS, WarmPoolSizer } from "./warm_pool.ts";
 
 /**
  * The session module (and with it the rest of the session core), loaded by the first manager after
@@ -118,6 +119,13 @@ export class SessionManager implements AsyncDisposable {
   #allRuntimes = new Set<RuntimeTransport>();
   #draining = false;
   #spawned = 0;
+  /** The pool's adaptive target (`warm_pool.ts`). */
+  #sizer: WarmPoolSizer;
+  /** Spawns not yet `Ready` (or failed), bounded by `runtimeSpawnConcurrency` for refills. */
+  #starting = 0;
+  #spawnCap: number;
+  /** Stops the surplus of a burst once demand has passed. */
+  #trimTimer: ReturnType<typeof setTimeout> | undefined;
   /** The one memory timer of this host's runtimes (`runtimeMemoryMb`), when the bound is on. */
   #memoryWatchdog: MemoryWatchdog | undefined;
   /** The one idle CPU timer of this host's runtimes (`runtimeIdleCpuPercent`), when the bound is on. */
@@ -142,6 +150,8 @@ export class SessionManager implements AsyncDisposable {
     if (options.limits.runtimeIdleCpuPercent > 0) {
       this.#cpuWatchdog = new IdleCpuWatchdog(options.limits.runtimeIdleCpuPercent);
     }
+    this.#sizer = new WarmPoolSizer(options.limits.warmRuntimesMax, () => options.clock.now());
+    this.#spawnCap = spawnConcurrency(options.limits.runtimeSpawnConcurrency);
     this.#refill();
     loadSession();
   }
@@ -223,6 +233,15 @@ export class SessionManager implements AsyncDisposable {
     this.#allRuntimes.add(runtime);
     // `ended` never rejects: every runtime's end is watched here, from its spawn.
     runtime.ended.then(() => this.#ended(runtime));
+    this.#starting++;
+    const started = this.#options.clock.now();
+    const settled = (ok: boolean) => {
+      this.#starting--;
+      if (ok) this.#sizer.readyAfter(this.#options.clock.now() - started);
+      // A slot for the next spawn of a growing pool.
+      if (!this.#draining && this.#refillTimer === undefined) this.#refill();
+    };
+    runtime.ready.then(() => settled(true), () => settled(false));
     return runtime;
   }
 
@@ -255,8 +274,19 @@ export class SessionManager implements AsyncDisposable {
     }, PULLED_REFILL_DELAY_MS);
   }
 
+  /** The pool's size now: `--warm-sessions`, or more during a burst (`warm_pool.ts`). */
+  get warmTarget(): number {
+    return this.#sizer.target(this.#options.warmSessions);
+  }
+
   #refill(): void {
-    while (!this.#draining && this.#warm.length < this.#options.warmSessions) {
+    const target = this.warmTarget;
+    const floor = this.#options.warmSessions;
+    // The floor is always kept; growth beyond it waits for a free spawn slot.
+    while (
+      !this.#draining && this.#warm.length < target &&
+      (this.#warm.length < floor || this.#starting < this.#spawnCap)
+    ) {
       const runtime = this.#spawn();
       runtime.ready.catch((error) => {
         // A spare stopped by the host's own shutdown is no failure.
@@ -275,7 +305,10 @@ export class SessionManager implements AsyncDisposable {
    * @throws {HostError} `runtime_failed` when it failed to start (e.g. version mismatch)
    */
   async takeRuntime(): Promise<RuntimeTransport> {
+    this.#sizer.took();
+    this.#armTrim();
     let runtime = this.#warm.shift();
+    const burst = this.warmTarget > this.#options.warmSessions;
     if (!runtime) {
       this.#requestPathSpawns++;
       runtime = this.#spawn();
@@ -286,7 +319,10 @@ export class SessionManager implements AsyncDisposable {
       // takes a core for ~100 ms, which the new session's first cells would share (first Execute
       // ~15 ms instead of ~8 on 2 cores). While other warm runtimes remain, it waits
       // REFILL_DELAY_MS; an emptied pool is refilled at once.
-      const delay = this.#warm.length > 0 || this.#resizeTimer !== undefined ? REFILL_DELAY_MS : 0;
+      // During a burst the pool grows at once.
+      const delay = !burst && (this.#warm.length > 0 || this.#resizeTimer !== undefined)
+        ? REFILL_DELAY_MS
+        : 0;
       if (delay === 0) clearTimeout(this.#refillTimer);
       if (delay === 0 || this.#refillTimer === undefined) {
         this.#refillPulled = delay === 0;
@@ -304,6 +340,21 @@ export class SessionManager implements AsyncDisposable {
     }
     if (!runtime.alive) throw new HostError("runtime_failed", "code-mode session runtime ended before use");
     return runtime;
+  }
+
+  /**
+   * Once a window passes with no acquisition (the timer restarts with each), the warm runtimes
+   * above the floor are stopped.
+   */
+  #armTrim(): void {
+    clearTimeout(this.#trimTimer);
+    this.#trimTimer = setTimeout(() => {
+      this.#trimTimer = undefined;
+      if (this.#draining) return;
+      const surplus = this.#warm.splice(this.warmTarget);
+      for (const runtime of surplus) runtime.stop();
+    }, WARM_RATE_WINDOW_MS + 50);
+    Deno.unrefTimer(this.#trimTimer);
   }
 
   /**
@@ -460,6 +511,7 @@ export class SessionManager implements AsyncDisposable {
     this.#draining = true;
     clearTimeout(this.#refillTimer);
     clearTimeout(this.#resizeTimer);
+    clearTimeout(this.#trimTimer);
     const warm = this.#warm.splice(0);
     await Promise.all([
       ...[...this.#sessions.values()].map((s) => s.close("shutdown")),
@@ -473,6 +525,7 @@ export class SessionManager implements AsyncDisposable {
     this.#draining = true;
     clearTimeout(this.#refillTimer);
     clearTimeout(this.#resizeTimer);
+    clearTimeout(this.#trimTimer);
     await Promise.all([...this.#allRuntimes].map((r) => r.kill()));
   }
 

@@ -46,6 +46,10 @@ export interface SandboxArgvOptions {
  *   `disableUserns` no nested user namespace can be made inside; no capabilities;
  *   `--die-with-parent` (no runtime outlives the host, even on SIGKILL); `--new-session` (no
  *   terminal to inject into).
+ * - Two processes per runtime (issue 29): bubblewrap itself (outside the namespaces: it created them
+ *   with `clone`, reports the runtime's exit as its own, and its death kills the runtime), and Deno
+ *   as PID 1 of the new PID namespace (`--as-pid-1`: no bubblewrap init in between; Deno starts no
+ *   process, so there is nothing to reap). The seccomp shell `exec`s bubblewrap: no process of its own.
  * - With `seccomp`: the argv starts with {@link SECCOMP_SHELL} and the filter's file, and bubblewrap
  *   installs the filter (`--seccomp 3`) on the runtime just before it runs Deno.
  * - Filesystem: an empty read-only root holding only `readOnly` and the runtime directory
@@ -80,6 +84,7 @@ export function buildSandboxArgv(options: SandboxArgvOptions): string[] {
     ...(options.disableUserns ? ["--unshare-user", "--disable-userns"] : []),
     ...(options.seccomp !== undefined ? ["--seccomp", "3"] : []),
     "--die-with-parent",
+    "--as-pid-1",
     "--new-session",
     "--cap-drop",
     "ALL",

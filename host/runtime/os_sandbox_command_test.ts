@@ -16,10 +16,10 @@ function binds(argv: string[], flag: string): [string, string][] {
   return out;
 }
 
-Deno.test("buildSandboxArgv(): new namespaces, no capabilities, dies with its parent, new session", () => {
+Deno.test("buildSandboxArgv(): new namespaces, no capabilities, dies with its parent, runtime as PID 1, new session", () => {
   const argv = buildSandboxArgv(options);
   assert.equal(argv[0], "/usr/bin/bwrap");
-  for (const flag of ["--unshare-all", "--die-with-parent", "--new-session"]) {
+  for (const flag of ["--unshare-all", "--die-with-parent", "--as-pid-1", "--new-session"]) {
     assert.ok(argv.includes(flag), flag);
   }
   assert.ok(!argv.some((a) => a.startsWith("--share-net")), "the network stays unshared");

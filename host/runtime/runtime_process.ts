@@ -377,7 +377,7 @@ class RuntimeProcess implements RuntimeTransport {
       const ready = message.ready;
       if (!ready) throw new FrameError("the first frame was not Ready");
       this.#gotReady = true;
-      // The sandbox is transparent: its two bubblewrap processes are looked through. A
+      // The sandbox is transparent: its bubblewrap process is looked through. A
       // `--worker-prefix` process stays the runtime's pid, as without the sandbox.
       if (this.#options.sandbox && !this.#options.prefix?.length) {
         this.#runtimePid = processTree(this.#child.pid).at(-1);
