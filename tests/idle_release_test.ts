@@ -46,7 +46,8 @@ Deno.test("No runtime process remains for idle released sessions; each serves it
   await using h = await startHost({ warmSessions: 0, limits: { idleRuntimeReleaseMs: 200 } });
   const sessions = [await openSession(h.client), await openSession(h.client), await openSession(h.client)];
   for (const [i, s] of sessions.entries()) await run(h.client, s.id, `store("n", ${i})`);
-  assert.equal(children().length >= 3, true, "each session ran on a runtime of its own");
+  // Counted, not seen alive: at 200 ms a loaded machine may release the first before the third ran.
+  assert.ok(h.host.state.spawnCount >= 3, "each session ran on a runtime of its own");
   assert.ok(await eventually(() => children().length === 0, 10_000), `children left: ${children()}`);
   assert.ok(await eventually(() => h.host.state.runtimeCount === 0), "the host holds no runtime");
   for (const [i, s] of sessions.entries()) {
