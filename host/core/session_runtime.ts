@@ -315,7 +315,14 @@ export class SessionRuntime {
    * runtime is restarted (SPEC §4.5), or, without a hard stop (in-process isolation, SPEC §9.8),
    * the cell is abandoned.
    *
-   * - The session's only running cell, begun `cooperativeStopMs` / {@link SETTLED_SHARE} ago or
+   * - The session's only running cell that its runtime reported busy (inside synchronous code for a
+   *   while, `worker/cell_busy.ts`) and that has not reported that stretch's end: its runtime is
+   *   restarted at once, with no round trip to the runtime (a loaded machine stretches one to
+   *   2–8 ms while the spinning thread holds a core). Its outputs came before the report (the cell
+   *   writes them to the pipe itself, and the runtime forwards what it posted before it reports), so
+   *   the cell ends terminated with all of them. A cell stopped before its runtime reported it is
+   *   restarted as that report comes, unless it confirmed its stop first.
+   * - Else the session's only running cell, begun `cooperativeStopMs` / {@link SETTLED_SHARE} ago or
    *   more (see {@link SessionRuntime.#stopAlone}): the runtime's
    *   answer to a ping sent right after the StopCell says that every output of the cell is in; a
    *   cell that has not confirmed `cooperativeStopMs` / {@link STOP_CONFIRM_SHARE} later is
@@ -332,6 +339,14 @@ export class SessionRuntime {
     this.post({ stopCell: { cellId: cell.id } });
     const runtime = this.#current;
     const { clock, limits } = this.#options;
+    const alone = () =>
+      !this.#restarting && runtime === this.#current && runtime.hardStop !== false &&
+      this.#options.running.size === 1 && this.#options.isOpen();
+    if (alone() && cell.busy) return this.replaceRuntime({ kind: "stop", cellId: cell.id });
+    // A cell stopped right after it began: a report that comes before its confirmation stops it.
+    cell.whenBusy(() => {
+      if (cell.running && alone()) this.replaceRuntime({ kind: "stop", cellId: cell.id });
+    });
     // A cell that began only just may still be evaluating its first statements (on a loaded
     // machine its thread waits for a core): it is not judged spinning from a short silence.
     const settled = cell.beganAt !== undefined &&
