@@ -6,7 +6,8 @@
  * `worker/cell_busy.ts`) and restarts the runtime at once: here the runtime is stopped outright
  * (SIGSTOP of its whole process tree) before the Terminate, which still answers at once, with the
  * output printed right before the spin. A cell that ran synchronous code for a while and then awaits
- * stops cooperatively: no runtime restart.
+ * stops cooperatively: no runtime restart. A Terminate sent right after the cell began (before the runtime
+ * reported it) stops it as the report comes.
  */
 import assert from "node:assert/strict";
 import { eventually, execute, openSession, run, SPIN, startHost, type TestHost, texts } from "../_harness.ts";
@@ -88,4 +89,24 @@ Deno.test("Terminate of a spinning cell answers at once even while its runtime g
   }
   assert.ok(await eventually(() => h.host.state.spawnCount > spawned), "a runtime restart stopped it");
   assert.deepEqual((await run(h.client, s.id, 'text(load("k"))')).texts, ["kept"]);
+});
+
+Deno.test("Terminate sent right after a cell began spinning stops it as its runtime reports it busy, with the output printed before", async () => {
+  await using h = await startHost({ warmSessions: 2, limits: { cooperativeStopMs: 2_000 } });
+  await using s = await openSession(h.client);
+  s.pump();
+  const spawned = h.host.state.spawnCount;
+  // `yield_control()` answers the Execute at once: the Terminate follows within a millisecond or two,
+  // before the runtime has seen the stretch last.
+  const spinning = await execute(h.client, s.id, `text("early"); ${SPIN}`, { yieldTimeMs: 60_000 });
+  assert.ok(spinning.outcome.yielded);
+  const started = performance.now();
+  const terminated = await h.client.terminate({ sessionId: s.id, cellId: spinning.started.cellId });
+  const took = performance.now() - started;
+  assert.ok(terminated.liveCell.terminated, JSON.stringify(terminated));
+  assert.deepEqual([...texts(spinning.outcome), ...texts(terminated.liveCell)], ["early"]);
+  // A host that waits for a cell this young to confirm waits `cooperativeStopMs` (2 s).
+  assert.ok(took < 1_000, `Terminate took ${took.toFixed(1)} ms`);
+  assert.ok(await eventually(() => h.host.state.spawnCount > spawned), "a runtime restart stopped it");
+  assert.deepEqual((await run(h.client, s.id, 'text("next")')).texts, ["next"]);
 });
