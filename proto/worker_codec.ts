@@ -54,6 +54,10 @@ export interface WireCellEvent {
     trimmedError?: WireTrimmedText;
   };
   exited?: { reason: string; detail?: string };
+  /** A busy stretch of the cell's thread (odd number), reported by the runtime (see `worker.proto`). */
+  busy?: number;
+  /** The end of a reported busy stretch, written by the cell. */
+  idle?: number;
   event?: string;
 }
 

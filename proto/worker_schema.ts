@@ -193,6 +193,8 @@ export const WORKER_TO_HOST: MessageSchema = message(P + "WorkerToHost", [
         "event",
       ),
       { no: 12, name: "storedWrites", type: STORED_WRITES, oneof: "event" },
+      f(13, "busy", "uint32", "event"),
+      f(14, "idle", "uint32", "event"),
     ]),
     "message",
   ),

@@ -128,6 +128,8 @@ export function wireCellEvents(cellId: string, output: CellOutput): WireCellEven
     }
     case "storedWrites":
       return [storedWritesEvent(cellId, output.writes, 0, output.writes.length)];
+    case "idle":
+      return [{ cellId, idle: output.stretch >>> 0 }];
     case "stopped":
     case "pong":
       return [];
@@ -275,6 +277,7 @@ function eventFields(event: WireCellEvent): Field[] {
       trimmedError ? [[2, trimmedFields(trimmedError)]] : errorText !== undefined ? [[1, errorText]] : [],
     ]);
   } else if (event.exited) fields.push([11, [[1, event.exited.reason]]]);
+  else if (event.idle !== undefined) fields.push([14, event.idle]);
   return fields;
 }
 

@@ -44,6 +44,8 @@ export type FrameWriter = (frames: Uint8Array) => void;
 /** The cell run an outbox serves: its phase as helpers see it (see `CellRun.livePhase`). */
 export interface OutboxOwner {
   livePhase(): number;
+  /** The cell's busy stretches: a credit wait is not one (`cell_busy.ts`). */
+  readonly busy?: { pause(): void; resume(): void };
 }
 
 /** Where a cell run's outputs go, set when it begins. */
@@ -247,7 +249,9 @@ export class CellOutbox {
         this.#unacked.length - this.#unackedHead <= credit.maxEvents &&
         this.#unackedBytes <= credit.maxBytes
       ) return true;
+      this.#owner.busy?.pause();
       Atomics.wait(words, CREDIT_GENERATION, generation);
+      this.#owner.busy?.resume();
     }
   }
 

@@ -44,6 +44,8 @@
  *    running user code (the liveness handshake), then `CELL_STOPPED` is set; after that it
  *    dispatches nothing more into the context (no timers, no tool results) and every helper call
  *    throws.
+ * 6. The cell counts its synchronous stretches in `CELL_BUSY`; the runtime reports one that lasts
+ *    (`busy`), and the cell writes `idle` when a reported stretch ends (`cell_busy.ts`).
  *
  * @module
  */
@@ -123,8 +125,16 @@ export const CELL_RESULT = 7;
  * briefly after a `stop`, drains that answer before it answers the host's next frame.
  */
 export const CELL_STOPPED = 8;
+/**
+ * The cell's busy stretches (`cell_busy.ts`): bumped by the cell as it enters synchronous code (odd:
+ * the stretch's number) and as it leaves it or waits for credit (even). The runtime reports a stretch
+ * that lasts to the host ahead of any stop (`CellRuns`), which can then stop a spinning cell at once.
+ */
+export const CELL_BUSY = 9;
+/** The stretch the runtime reported to the host: the cell writes `idle` as that stretch ends. */
+export const CELL_BUSY_REPORTED = 10;
 /** Int32 words of the shared buffer of a cell (the indices above). */
-export const CELL_WORDS = 9;
+export const CELL_WORDS = 11;
 /** The stream lock in the runtime's shared stream words: 0, or the lock ID of the thread writing. */
 export const SINK_LOCK = 0;
 /** Int32 words of the runtime's shared stream buffer. */
@@ -240,7 +250,9 @@ export type CellOutput =
   /** Answer to `stop` (liveness handshake). */
   | { t: "stopped" }
   /** Answer to `ping`; never forwarded to the host. */
-  | { t: "pong" };
+  | { t: "pong" }
+  /** The end of busy stretch `stretch`, which the runtime reported to the host (`CELL_BUSY`). */
+  | { t: "idle"; stretch: number };
 
 /** A `result` the cell wrote to the frame stream itself (item 3). */
 export interface WrittenOutput {

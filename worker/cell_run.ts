@@ -32,6 +32,7 @@ import {
   warmUpModules,
 } from "./cell_module.ts";
 import { CellOutbox, type FrameWriter } from "./cell_outbox.ts";
+import { BusyStretches } from "./cell_busy.ts";
 import {
   CELL_STOPPED,
   CELL_WORDS,
@@ -80,6 +81,15 @@ export interface Warmed {
 export class CellRun {
   #start!: CellStart;
   readonly #outbox = new CellOutbox(this);
+  /** The cell's synchronous stretches; the end of a reported one is written as `idle`. */
+  readonly busy = new BusyStretches((stretch) => {
+    if (this.#phase !== PHASE_RUNNING) return;
+    try {
+      this.#outbox.post({ t: "idle", stretch });
+    } catch {
+      // Out of stack: the host then asks the runtime, as for a cell it never saw busy.
+    }
+  });
   #credit: CellCredit | undefined;
   #phase = PHASE_RUNNING;
   #hostTimers = new Map<number, ReturnType<typeof setHostTimer>>();
@@ -175,6 +185,7 @@ export class CellRun {
       keepTextBytes: 0,
       dropMediaOver: Infinity,
     };
+    this.busy.open(start.credit && words ? words : undefined);
     this.#outbox.open({
       cellId: start.cellId,
       maxFrameBytes: start.maxFrameBytes || DEFAULT_MAX_FRAME_BYTES,
@@ -208,6 +219,15 @@ export class CellRun {
    * promise, settled or not, is then watched from the context.
    */
   #evaluate(): void {
+    this.busy.enter();
+    try {
+      this.#evaluateNow();
+    } finally {
+      this.busy.leave();
+    }
+  }
+
+  #evaluateNow(): void {
     const context = this.#context;
     if (context === undefined || this.#phase !== PHASE_RUNNING) return;
     let module: CellModule;
@@ -428,12 +448,15 @@ export class CellRun {
     const controller = this.#controller;
     const context = this.#context;
     if (controller === undefined || context === undefined || this.#phase !== PHASE_RUNNING) return;
+    this.busy.enter();
     try {
       call(controller);
       DRAIN_CONTEXT.runInContext(context);
     } catch {
       // Only a fault of the bootstrap itself lands here (the controller catches user errors).
       this.#finish(1, "code-mode internal error");
+    } finally {
+      this.busy.leave();
     }
     // The cell's end, reported during the drain, counts once the queue is empty (a chain of
     // microtasks queued before it still ran and wrote its output, as in the reference), and once

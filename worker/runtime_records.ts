@@ -110,4 +110,8 @@ export interface CellRun {
   reuse: boolean;
   /** Settles when its result's note arrives (a start waits for it, see `CellRuns.start`). */
   noted?: PromiseWithResolvers<void>;
+  /** `CELL_BUSY` at the last look (`CellRuns`, `cell_busy.ts`). */
+  busySeen: number;
+  /** The busy stretch reported to the host, if any (0: none). */
+  busyReported: number;
 }

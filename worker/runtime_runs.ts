@@ -19,6 +19,8 @@ import { MAX_MEDIA_BYTES, MAX_TEXT_BYTES } from "../proto/bytes.ts";
 import type { HostToWorker } from "../proto/worker_codec.ts";
 import { wireCellEvents } from "./cell_events.ts";
 import {
+  CELL_BUSY,
+  CELL_BUSY_REPORTED,
   CELL_DOORBELL,
   CELL_PROGRESS,
   CELL_RESULT,
@@ -43,6 +45,11 @@ const NOTE_WAIT_MS = 50;
  * awaiting cell answers within one thread hop; a cell running code does not.
  */
 const STOP_WAIT_MS = 1;
+/**
+ * How often the running cells' busy stretches are looked at (`cell_busy.ts`): a stretch seen at two
+ * looks in a row has lasted this long at least, and is reported to the host (`busy`).
+ */
+const BUSY_LOOK_MS = 5;
 
 /** A host `StartCell`. */
 type StartCell = NonNullable<HostToWorker["startCell"]>;
@@ -73,6 +80,8 @@ export class CellRuns {
   readonly #startsWaiting = new Set<string>();
   /** Of those, the ones a StopCell named meanwhile. */
   readonly #stopsWhileWaiting = new Set<string>();
+  /** The next look at the busy stretches, while cells run. */
+  #busyTimer: unknown;
 
   /** @param options see {@link CellRunsOptions} */
   constructor(options: CellRunsOptions) {
@@ -144,7 +153,34 @@ export class CellRuns {
     this.#output.sendCellEvent({ cellId: start.cellId, started: {} });
     run.lastSeen = this.#clock.now();
     this.#options.onStarted();
+    this.#busyTimer ??= this.#clock.setTimeout(this.#lookBusy, BUSY_LOOK_MS);
   }
+
+  /**
+   * Reports each running cell's busy stretch that lasted {@link BUSY_LOOK_MS} (`cell_busy.ts`): after
+   * what the cell posted before, and only while the stretch goes on and the cell has not written its
+   * result. The host may stop such a cell at once; the cell writes `idle` as the stretch ends.
+   */
+  readonly #lookBusy = (): void => {
+    this.#busyTimer = undefined;
+    let running = false;
+    for (const run of this.#runs.values()) {
+      if (!run.started || run.finished) continue;
+      running = true;
+      const words = run.worker.words;
+      const stretch = Atomics.load(words, CELL_BUSY);
+      const seen = run.busySeen;
+      run.busySeen = stretch;
+      if ((stretch & 1) === 0 || stretch !== seen || run.busyReported === stretch) continue;
+      this.#drain(run);
+      if (run.finished) continue;
+      Atomics.store(words, CELL_BUSY_REPORTED, stretch);
+      if (Atomics.load(words, CELL_BUSY) !== stretch || Atomics.load(words, CELL_RESULT) !== 0) continue;
+      run.busyReported = stretch;
+      this.#output.sendCellEvent({ cellId: run.id, busy: stretch >>> 0 });
+    }
+    if (running) this.#busyTimer ??= this.#clock.setTimeout(this.#lookBusy, BUSY_LOOK_MS);
+  };
 
   /**
    * A back-to-back start can overtake the note of the last cell's result: the cell wrote its result
@@ -179,6 +215,8 @@ export class CellRuns {
       progress: 0,
       stopRequested: false,
       reuse: false,
+      busySeen: 0,
+      busyReported: 0,
     };
   }
 
@@ -210,7 +248,16 @@ export class CellRuns {
     if (worker.served > 1) {
       // A reused worker: the last cell's account (a Credit for it is ignored from now on).
       for (
-        const word of [CREDIT_EVENTS, CREDIT_BYTES, CREDIT_ACKED, CELL_PROGRESS, CELL_RESULT, CELL_STOPPED]
+        const word of [
+          CREDIT_EVENTS,
+          CREDIT_BYTES,
+          CREDIT_ACKED,
+          CELL_PROGRESS,
+          CELL_RESULT,
+          CELL_STOPPED,
+          CELL_BUSY,
+          CELL_BUSY_REPORTED,
+        ]
       ) {
         Atomics.store(worker.words, word, 0);
       }

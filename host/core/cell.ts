@@ -138,6 +138,12 @@ export class Cell {
   #began = false;
   /** When the runtime reported that (the port's clock). */
   #beganAt: number | undefined;
+  /** The cell's lasting synchronous stretch its runtime reported, until it ends (0: none). */
+  #busyStretch = 0;
+  /** The latest stretch the cell reported ended. */
+  #idleUpTo = 0;
+  /** Called once when the runtime next reports the cell busy ({@link Cell.whenBusy}). */
+  #onBusy: (() => void) | undefined;
   #actorDone = false;
   #closed = false;
   #writes = new Map<string, string>();
@@ -260,6 +266,19 @@ export class Cell {
     return this.#beganAt;
   }
 
+  /**
+   * Whether the runtime reported the cell inside synchronous code for a while (`worker/cell_busy.ts`),
+   * and the cell has not reported that stretch's end: it cannot confirm a stop now.
+   */
+  get busy(): boolean {
+    return this.#busyStretch !== 0;
+  }
+
+  /** Calls `onBusy` once, when the runtime next reports the cell busy (replacing an earlier call). */
+  whenBusy(onBusy: () => void): void {
+    this.#onBusy = onBusy;
+  }
+
   /** Whether a termination has been claimed. */
   get terminating(): boolean {
     return this.#actor.state.terminationClaimed;
@@ -356,6 +375,19 @@ export class Cell {
       }
       case "exited":
         return this.#exited(event.exited!);
+      case "busy":
+        // The two reports may cross (`worker/cell_busy.ts`): a stretch ended already stays ended.
+        if (event.busy! > this.#idleUpTo) {
+          this.#busyStretch = event.busy!;
+          const onBusy = this.#onBusy;
+          this.#onBusy = undefined;
+          onBusy?.();
+        }
+        return;
+      case "idle":
+        this.#idleUpTo = Math.max(this.#idleUpTo, event.idle!);
+        if (this.#busyStretch <= this.#idleUpTo) this.#busyStretch = 0;
+        return;
       default:
         if (event.event === "started" && !this.#began) {
           this.#began = true;

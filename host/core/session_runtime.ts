@@ -49,6 +49,15 @@ const STOP_CONFIRM_SHARE = 50;
  */
 const SETTLED_SHARE = 5;
 
+/**
+ * A spinning cell stopped at once (reported busy) ends at once, and its runtime is killed and
+ * replaced this much later: the kill (the process's teardown, its end's reaping) and the
+ * replacement (Configure, the stored values) would otherwise hold the host's thread while the
+ * Terminate's reply is being written (measured: Terminate p50 2.5–3.6 ms, 3.9–5.1 ms killing first).
+ * A next cell waits for the replacement; the cell's frames meanwhile go nowhere.
+ */
+const ANSWER_FIRST_MS = 10;
+
 /** The crash label of a runtime's end (`code_mode_runtime_crashes_total{reason}`). */
 function crashLabel(end: RuntimeEnd): CrashLabel {
   if (end.kind !== "exit") return end.kind;
@@ -62,8 +71,11 @@ function messageOf(error: unknown): string {
 
 /** Why {@link SessionRuntime.replaceRuntime} replaces a session's runtime. */
 export type RuntimeReplacement =
-  /** A hard stop of a cell that did not confirm its stop (SPEC §4.5). */
-  | { kind: "stop"; cellId: string }
+  /**
+   * A hard stop of a cell that did not confirm its stop (SPEC §4.5); `answerFirst`: the kill and
+   * the replacement wait {@link ANSWER_FIRST_MS} (see {@link SessionRuntime.replaceRuntime}).
+   */
+  | { kind: "stop"; cellId: string; answerFirst?: boolean }
   /** The runtime kept burning CPU while none of its session's cells ran, `cpuPercent` of a core. */
   | { kind: "idleCpu"; cpuPercent: number };
 
@@ -315,7 +327,14 @@ export class SessionRuntime {
    * runtime is restarted (SPEC §4.5), or, without a hard stop (in-process isolation, SPEC §9.8),
    * the cell is abandoned.
    *
-   * - The session's only running cell, begun `cooperativeStopMs` / {@link SETTLED_SHARE} ago or
+   * - The session's only running cell that its runtime reported busy (inside synchronous code for a
+   *   while, `worker/cell_busy.ts`) and that has not reported that stretch's end: its runtime is
+   *   restarted at once, with no round trip to the runtime (a loaded machine stretches one to
+   *   2–8 ms while the spinning thread holds a core). Its outputs came before the report (the cell
+   *   writes them to the pipe itself, and the runtime forwards what it posted before it reports), so
+   *   the cell ends terminated with all of them. A cell stopped before its runtime reported it is
+   *   restarted as that report comes, unless it confirmed its stop first.
+   * - Else the session's only running cell, begun `cooperativeStopMs` / {@link SETTLED_SHARE} ago or
    *   more (see {@link SessionRuntime.#stopAlone}): the runtime's
    *   answer to a ping sent right after the StopCell says that every output of the cell is in; a
    *   cell that has not confirmed `cooperativeStopMs` / {@link STOP_CONFIRM_SHARE} later is
@@ -332,6 +351,15 @@ export class SessionRuntime {
     this.post({ stopCell: { cellId: cell.id } });
     const runtime = this.#current;
     const { clock, limits } = this.#options;
+    const alone = () =>
+      !this.#restarting && runtime === this.#current && runtime.hardStop !== false &&
+      this.#options.running.size === 1 && this.#options.isOpen();
+    const hardStop = () => this.replaceRuntime({ kind: "stop", cellId: cell.id, answerFirst: true });
+    if (alone() && cell.busy) return hardStop();
+    // A cell stopped right after it began: a report that comes before its confirmation stops it.
+    cell.whenBusy(() => {
+      if (cell.running && alone()) hardStop();
+    });
     // A cell that began only just may still be evaluating its first statements (on a loaded
     // machine its thread waits for a core): it is not judged spinning from a short silence.
     const settled = cell.beganAt !== undefined &&
@@ -418,7 +446,8 @@ export class SessionRuntime {
    *
    * - `stop`: a hard stop (SPEC §4.5): the stopped cell (and any other being terminated) ends
    *   terminated, the others with `… the session runtime was restarted to stop cell {id}`;
-   *   `code_mode_runtime_restarts_total`, one `info` line.
+   *   `code_mode_runtime_restarts_total`, one `info` line. With `answerFirst` the cells end now, and
+   *   the kill and the replacement follow {@link ANSWER_FIRST_MS} later.
    * - `idleCpu`: the runtime kept burning CPU while none of its cells ran (a thread a completed cell
    *   left spinning; see `host/runtime/cpu_watchdog.ts`); a cell started meanwhile ends with the
    *   crash text `exec runtime ended unexpectedly`; `code_mode_runtime_cpu_replacements_total`,
@@ -429,8 +458,11 @@ export class SessionRuntime {
   replaceRuntime(reason: RuntimeReplacement): void {
     if (this.#restarting || !this.#options.isOpen()) return;
     const { metrics } = this.#options;
+    const runtime = this.#current;
+    const afterMs = reason.kind === "stop" && reason.answerFirst ? ANSWER_FIRST_MS : 0;
     // Never rejects; the session manager watches every runtime's end and reaps it.
-    this.#current.kill();
+    if (afterMs > 0) setTimeout(() => runtime.kill(), afterMs);
+    else runtime.kill();
     if (reason.kind === "stop") {
       metrics.runtimeRestarted();
       const stoppedCellId = reason.cellId;
@@ -438,6 +470,8 @@ export class SessionRuntime {
         (cell) => cell.terminating ? { kind: "default" } : { kind: "restart", stoppedCellId },
         "session runtime restarted to stop a cell",
         { cell_id: stoppedCellId },
+        "info",
+        afterMs,
       );
     }
     metrics.runtimeReplacedIdleCpu();
@@ -460,11 +494,12 @@ export class SessionRuntime {
     message: string,
     fields: LogFields,
     level: "debug" | "info" | "warn" = "info",
+    afterMs = 0,
   ): void {
     if (this.#restarting) return;
     const done = Promise.withResolvers<void>();
     this.#restarting = done.promise;
-    this.#replaceNow(reason, message, fields, level)
+    this.#replaceNow(reason, message, fields, level, afterMs)
       .catch((error) => {
         this.#cancelRelease();
         this.#options.crashed(`session runtime could not be replaced: ${messageOf(error)}`, false);
@@ -480,11 +515,13 @@ export class SessionRuntime {
     message: string,
     fields: LogFields,
     level: "debug" | "info" | "warn",
+    afterMs: number,
   ): Promise<void> {
     for (const cell of [...this.#options.running.values()]) cell.end(reason(cell));
     // The ended cells' observations are answered first (a Terminate waits for nothing more); the
-    // replacement is taken in the next turn of the event loop (no time passes: not the clock's).
-    await new Promise((resolve) => setImmediate(resolve));
+    // replacement is taken in the next turn of the event loop, or `afterMs` later (a real pause for
+    // the reply's write, not a rule of the session's clock).
+    await new Promise((resolve) => afterMs > 0 ? setTimeout(resolve, afterMs) : setImmediate(resolve));
     const next = await this.#options.replace();
     if (!this.#options.isOpen()) {
       // The session began closing meanwhile. Never rejects; the session manager reaps the spare.

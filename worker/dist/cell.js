@@ -171,7 +171,9 @@ var CREDIT_ACKED = 5;
 var CELL_PROGRESS = 6;
 var CELL_RESULT = 7;
 var CELL_STOPPED = 8;
-var CELL_WORDS = 9;
+var CELL_BUSY = 9;
+var CELL_BUSY_REPORTED = 10;
+var CELL_WORDS = 11;
 var SINK_LOCK = 0;
 var RETIRE_HEAP_SHARE = 0.5;
 var RETIRE_HEAP_BYTES = 64 * 1024 * 1024;
@@ -327,6 +329,13 @@ function wireCellEvents(cellId, output) {
     case "storedWrites":
       return [
         storedWritesEvent(cellId, output.writes, 0, output.writes.length)
+      ];
+    case "idle":
+      return [
+        {
+          cellId,
+          idle: output.stretch >>> 0
+        }
       ];
     case "stopped":
     case "pong":
@@ -526,6 +535,10 @@ function eventFields(event) {
         event.exited.reason
       ]
     ]
+  ]);
+  else if (event.idle !== void 0) fields.push([
+    14,
+    event.idle
   ]);
   return fields;
 }
@@ -954,7 +967,9 @@ var CellOutbox = class {
       if (this.#owner.livePhase() !== PHASE_RUNNING) return false;
       this.#settleCredit();
       if (this.#unacked.length - this.#unackedHead <= credit.maxEvents && this.#unackedBytes <= credit.maxBytes) return true;
+      this.#owner.busy?.pause();
       Atomics.wait(words, CREDIT_GENERATION, generation);
+      this.#owner.busy?.resume();
     }
   }
   /**
@@ -1077,6 +1092,51 @@ var CellOutbox = class {
   #sendNotice() {
     this.#output?.postMessage(WRITTEN_RESULT);
     this.#noticeOwed = false;
+  }
+};
+
+// worker/cell_busy.ts
+var BusyStretches = class {
+  #words;
+  /** Nested entries (an evaluation enters the context again to drain it). */
+  #depth = 0;
+  #ended;
+  /** @param ended called with a stretch's number as a stretch the runtime reported ends */
+  constructor(ended) {
+    this.#ended = ended;
+  }
+  /** Counts the stretches of a cell run in `words` (its shared words); none without. */
+  open(words) {
+    this.#words = words;
+    this.#depth = 0;
+  }
+  /** Synchronous code begins (nested calls count once). */
+  enter() {
+    if (this.#depth++ === 0) this.#begin();
+  }
+  /** The code begun by the matching {@link BusyStretches.enter} is over. */
+  leave() {
+    if (--this.#depth === 0) this.#end();
+  }
+  /** A wait inside the code (for output credit): the stretch ends for it. */
+  pause() {
+    if (this.#depth > 0) this.#end();
+  }
+  /** The wait is over: a new stretch begins. */
+  resume() {
+    if (this.#depth > 0) this.#begin();
+  }
+  #begin() {
+    const words = this.#words;
+    if (words !== void 0 && (Atomics.load(words, CELL_BUSY) & 1) === 0) Atomics.add(words, CELL_BUSY, 1);
+  }
+  #end() {
+    const words = this.#words;
+    if (words === void 0) return;
+    const stretch = Atomics.load(words, CELL_BUSY);
+    if ((stretch & 1) === 0) return;
+    Atomics.add(words, CELL_BUSY, 1);
+    if (Atomics.load(words, CELL_BUSY_REPORTED) === stretch) this.#ended(stretch);
   }
 };
 
@@ -2480,6 +2540,17 @@ var MAX_HOST_TIMER_MS = MAX_INT32;
 var CellRun = class {
   #start;
   #outbox = new CellOutbox(this);
+  /** The cell's synchronous stretches; the end of a reported one is written as `idle`. */
+  busy = new BusyStretches((stretch) => {
+    if (this.#phase !== PHASE_RUNNING) return;
+    try {
+      this.#outbox.post({
+        t: "idle",
+        stretch
+      });
+    } catch {
+    }
+  });
   #credit;
   #phase = PHASE_RUNNING;
   #hostTimers = /* @__PURE__ */ new Map();
@@ -2565,6 +2636,7 @@ var CellRun = class {
       keepTextBytes: 0,
       dropMediaOver: Infinity
     };
+    this.busy.open(start.credit && words ? words : void 0);
     this.#outbox.open({
       cellId: start.cellId,
       maxFrameBytes: start.maxFrameBytes || DEFAULT_MAX_FRAME_BYTES,
@@ -2595,6 +2667,14 @@ var CellRun = class {
    * promise, settled or not, is then watched from the context.
    */
   #evaluate() {
+    this.busy.enter();
+    try {
+      this.#evaluateNow();
+    } finally {
+      this.busy.leave();
+    }
+  }
+  #evaluateNow() {
     const context = this.#context;
     if (context === void 0 || this.#phase !== PHASE_RUNNING) return;
     let module;
@@ -2825,11 +2905,14 @@ var CellRun = class {
     const controller = this.#controller;
     const context = this.#context;
     if (controller === void 0 || context === void 0 || this.#phase !== PHASE_RUNNING) return;
+    this.busy.enter();
     try {
       call(controller);
       DRAIN_CONTEXT.runInContext(context);
     } catch {
       this.#finish(1, "code-mode internal error");
+    } finally {
+      this.busy.leave();
     }
     const pending = this.#pendingFinish;
     if (pending !== void 0 && !importRefused()) {

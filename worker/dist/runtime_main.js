@@ -230,7 +230,9 @@ var CREDIT_ACKED = 5;
 var CELL_PROGRESS = 6;
 var CELL_RESULT = 7;
 var CELL_STOPPED = 8;
-var CELL_WORDS = 9;
+var CELL_BUSY = 9;
+var CELL_BUSY_REPORTED = 10;
+var CELL_WORDS = 11;
 var SINK_LOCK = 0;
 var SINK_WORDS = 2;
 var RETIRE_HEAP_SHARE = 0.5;
@@ -386,6 +388,13 @@ function wireCellEvents(cellId, output) {
     case "storedWrites":
       return [
         storedWritesEvent(cellId, output.writes, 0, output.writes.length)
+      ];
+    case "idle":
+      return [
+        {
+          cellId,
+          idle: output.stretch >>> 0
+        }
       ];
     case "stopped":
     case "pong":
@@ -905,7 +914,9 @@ var WORKER_TO_HOST = message(P + "WorkerToHost", [
       name: "storedWrites",
       type: STORED_WRITES,
       oneof: "event"
-    }
+    },
+    f(13, "busy", "uint32", "event"),
+    f(14, "idle", "uint32", "event")
   ]), "message"),
   f(3, "runtimeFault", message(P + "RuntimeFault", [
     f(1, "detail", "string")
@@ -1435,6 +1446,7 @@ import { setImmediate } from "node:timers";
 import { receiveMessageOnPort } from "node:worker_threads";
 var NOTE_WAIT_MS = 50;
 var STOP_WAIT_MS = 1;
+var BUSY_LOOK_MS = 5;
 var CellRuns = class {
   #clock;
   #pool;
@@ -1445,6 +1457,8 @@ var CellRuns = class {
   #startsWaiting = /* @__PURE__ */ new Set();
   /** Of those, the ones a StopCell named meanwhile. */
   #stopsWhileWaiting = /* @__PURE__ */ new Set();
+  /** The next look at the busy stretches, while cells run. */
+  #busyTimer;
   /** @param options see {@link CellRunsOptions} */
   constructor(options) {
     this.#clock = options.clock;
@@ -1508,7 +1522,36 @@ var CellRuns = class {
     });
     run.lastSeen = this.#clock.now();
     this.#options.onStarted();
+    this.#busyTimer ??= this.#clock.setTimeout(this.#lookBusy, BUSY_LOOK_MS);
   }
+  /**
+   * Reports each running cell's busy stretch that lasted {@link BUSY_LOOK_MS} (`cell_busy.ts`): after
+   * what the cell posted before, and only while the stretch goes on and the cell has not written its
+   * result. The host may stop such a cell at once; the cell writes `idle` as the stretch ends.
+   */
+  #lookBusy = () => {
+    this.#busyTimer = void 0;
+    let running = false;
+    for (const run of this.#runs.values()) {
+      if (!run.started || run.finished) continue;
+      running = true;
+      const words = run.worker.words;
+      const stretch = Atomics.load(words, CELL_BUSY);
+      const seen = run.busySeen;
+      run.busySeen = stretch;
+      if ((stretch & 1) === 0 || stretch !== seen || run.busyReported === stretch) continue;
+      this.#drain(run);
+      if (run.finished) continue;
+      Atomics.store(words, CELL_BUSY_REPORTED, stretch);
+      if (Atomics.load(words, CELL_BUSY) !== stretch || Atomics.load(words, CELL_RESULT) !== 0) continue;
+      run.busyReported = stretch;
+      this.#output.sendCellEvent({
+        cellId: run.id,
+        busy: stretch >>> 0
+      });
+    }
+    if (running) this.#busyTimer ??= this.#clock.setTimeout(this.#lookBusy, BUSY_LOOK_MS);
+  };
   /**
    * A back-to-back start can overtake the note of the last cell's result: the cell wrote its result
    * to the host itself, the harness sent the next cell, and this thread has not run the note's
@@ -1542,7 +1585,9 @@ var CellRuns = class {
       exitReason: "normal",
       progress: 0,
       stopRequested: false,
-      reuse: false
+      reuse: false,
+      busySeen: 0,
+      busyReported: 0
     };
   }
   #startMessage(start) {
@@ -1579,7 +1624,9 @@ var CellRuns = class {
         CREDIT_ACKED,
         CELL_PROGRESS,
         CELL_RESULT,
-        CELL_STOPPED
+        CELL_STOPPED,
+        CELL_BUSY,
+        CELL_BUSY_REPORTED
       ]) {
         Atomics.store(worker.words, word, 0);
       }
