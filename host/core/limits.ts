@@ -190,7 +190,7 @@ export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
   cooperativeStopMs: 100,
   runtimeMemoryMb: 2_048,
   runtimeIdleCpuPercent: 10,
-  idleRuntimeReleaseMs: 10_000,
+  idleRuntimeReleaseMs: 60_000,
   warmSessionWorkers: 2,
   warmRuntimesMax: 16,
   runtimeSpawnConcurrency: 0,
