@@ -9,6 +9,7 @@
  * survives the host's SIGKILL.
  */
 import assert from "node:assert/strict";
+import { HAVE_BWRAP } from "./_procs.ts";
 import {
   CapturedLog,
   eventually,
@@ -22,15 +23,6 @@ import {
 } from "./_harness.ts";
 import { escapeOptions, EVERY_PERMISSION } from "./_escape_runtime.ts";
 import { processTree } from "../host/runtime/memory_watchdog.ts";
-
-const HAVE_BWRAP = (() => {
-  try {
-    return new Deno.Command("bwrap", { args: ["--version"], stdout: "null", stderr: "null" }).outputSync()
-      .success;
-  } catch {
-    return false;
-  }
-})();
 
 /** The five probes, run from inside a cell; each reports "ok" or the error's name. */
 function probeSource(

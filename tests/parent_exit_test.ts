@@ -4,23 +4,8 @@
  * host and its session runtimes running.
  */
 import assert from "node:assert/strict";
+import { childrenOf } from "./_procs.ts";
 import { eventually, processExists, serve } from "./_harness.ts";
-
-/** The pids whose parent is `pid` (from /proc). */
-function childrenOf(pid: number): number[] {
-  const out: number[] = [];
-  for (const entry of Deno.readDirSync("/proc")) {
-    if (!/^\d+$/.test(entry.name)) continue;
-    try {
-      const stat = Deno.readTextFileSync(`/proc/${entry.name}/stat`);
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      if (ppid === pid) out.push(Number(entry.name));
-    } catch {
-      // Gone meanwhile.
-    }
-  }
-  return out;
-}
 
 Deno.test("kill -9 of the `deno task serve` wrapper: the host shuts down and no runtime survives", async () => {
   const p = await serve(["--listen", "grpc://127.0.0.1:0", "--warm-sessions", "2"]);

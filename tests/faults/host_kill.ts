@@ -4,6 +4,7 @@
  * waits, or running a cell that spins.
  */
 import assert from "node:assert/strict";
+import { childrenOf } from "../_procs.ts";
 import {
   eventually,
   execute,
@@ -14,20 +15,6 @@ import {
   serve,
   SPIN,
 } from "../_harness.ts";
-
-function childrenOf(pid: number): number[] {
-  const out: number[] = [];
-  for (const entry of Deno.readDirSync("/proc")) {
-    if (!/^\d+$/.test(entry.name)) continue;
-    try {
-      const stat = Deno.readTextFileSync(`/proc/${entry.name}/stat`);
-      if (Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === pid) out.push(Number(entry.name));
-    } catch {
-      // Gone meanwhile.
-    }
-  }
-  return out;
-}
 
 Deno.test("fault: kill -9 of the host leaves no runtime alive after 2 s (idle, waiting and spinning cells)", async () => {
   const p = await serve(["--listen", "grpc://127.0.0.1:0", "--warm-sessions", "2"]);

@@ -8,7 +8,8 @@
  * sees the session's stored values; the event is counted and logged once.
  */
 import assert from "node:assert/strict";
-import { eventually, openSession, run, startHost, type TestHost } from "../_harness.ts";
+import { HAVE_BWRAP, runtimeRoot } from "../_procs.ts";
+import { eventually, openSession, run, startHost } from "../_harness.ts";
 import { processTree } from "../../host/runtime/memory_watchdog.ts";
 import { processesCpuMs } from "../../host/runtime/cpu_watchdog.ts";
 
@@ -18,33 +19,6 @@ const SPIN = "const spin = () => Promise.resolve().then(spin); spin(); exit();";
 const FORK_BOMB = "const f = () => { Promise.resolve().then(f); Promise.resolve().then(f); }; f(); exit();";
 const WARNING = "session runtime replaced: it kept burning CPU while none of its cells ran (a thread a " +
   "completed cell left running)";
-
-const HAVE_BWRAP = (() => {
-  try {
-    return new Deno.Command("bwrap", { args: ["--version"], stdout: "null", stderr: "null" }).outputSync()
-      .success;
-  } catch {
-    return false;
-  }
-})();
-
-function parentOf(pid: number): number | undefined {
-  try {
-    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-  } catch {
-    return undefined;
-  }
-}
-
-/** The session's runtime as this process spawned it: bubblewrap's outer process when sandboxed. */
-function runtimeRoot(h: TestHost, sessionId: string): number {
-  let pid = h.host.state.session(sessionId)!.runtimePid!;
-  for (let parent = parentOf(pid); parent !== undefined && parent !== Deno.pid; parent = parentOf(pid)) {
-    pid = parent;
-  }
-  return pid;
-}
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

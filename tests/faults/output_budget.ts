@@ -9,6 +9,7 @@
  * another's cell is delivered whole, and a commit past the share fails with the budget's text.
  */
 import assert from "node:assert/strict";
+import { childrenOf } from "../_procs.ts";
 import {
   eventually,
   execute,
@@ -31,20 +32,6 @@ const FLOOD = `await new Promise((r) => setTimeout(r, 100));
 const s = "\\u4e2d" + "x".repeat(1_048_000);
 for (let i = 0; i < ${ITEMS}; i++) text(s);`;
 const NOTICE = "[Code Mode host memory budget reached: refused ";
-
-function childrenOf(pid: number): number[] {
-  const out: number[] = [];
-  for (const entry of Deno.readDirSync("/proc")) {
-    if (!/^\d+$/.test(entry.name)) continue;
-    try {
-      const stat = Deno.readTextFileSync(`/proc/${entry.name}/stat`);
-      if (Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) === pid) out.push(Number(entry.name));
-    } catch {
-      // Gone meanwhile.
-    }
-  }
-  return out;
-}
 
 function rssBytes(pid: number): number {
   try {

@@ -10,27 +10,15 @@
  * reported it) stops it as the report comes.
  */
 import assert from "node:assert/strict";
+import { runtimeRoot } from "../_procs.ts";
 import { eventually, execute, openSession, run, SPIN, startHost, type TestHost, texts } from "../_harness.ts";
 import { processTree } from "../../host/runtime/memory_watchdog.ts";
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-function parentOf(pid: number): number | undefined {
-  try {
-    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-    return Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-  } catch {
-    return undefined;
-  }
-}
-
 /** The session's runtime as this process spawned it, and every process under it. */
 function runtimeTree(h: TestHost, sessionId: string): number[] {
-  let pid = h.host.state.session(sessionId)!.runtimePid!;
-  for (let parent = parentOf(pid); parent !== undefined && parent !== Deno.pid; parent = parentOf(pid)) {
-    pid = parent;
-  }
-  return processTree(pid);
+  return processTree(runtimeRoot(h, sessionId));
 }
 
 function signal(pids: number[], sig: Deno.Signal): void {
