@@ -282,7 +282,18 @@ export function guardSession(session: http2.Http2Session, options: SessionGuardO
   });
   socket.off("data", listener);
   socket.on("data", filtered);
-  coalesceWrites(record[socketKey] as CorkableSocket);
+  const stopCoalescing = coalesceWrites(record[socketKey] as CorkableSocket);
+  // A GOAWAY leaves on its own, after everything before it: Deno's HTTP/2 client (nghttp2) aborts
+  // (`find_stream_on_goaway_func`) when the server's GOAWAY reaches it in one read with the frames
+  // that close its streams (a drain's trailers and resets), which one writev per turn did.
+  for (const method of ["close", "goaway", "destroy"] as const) {
+    const real = (session as unknown as Record<string, (...args: unknown[]) => unknown>)[method];
+    if (typeof real !== "function") continue;
+    (session as unknown as Record<string, unknown>)[method] = function (this: unknown, ...args: unknown[]) {
+      stopCoalescing();
+      return real.apply(this, args);
+    };
+  }
   // Deno removes the listener it knows of when the session ends: let that be the filter.
   record[listenerKey] = filtered;
   return true;
@@ -303,22 +314,29 @@ export interface CorkableSocket {
  * of the turn (`process.nextTick`) uncorks it: one `writev` of everything written meanwhile.
  *
  * @param socket a server session's socket (left as it is when it cannot cork)
+ * @returns stops coalescing (what is corked leaves now; every later write leaves on its own)
  */
-export function coalesceWrites(socket: CorkableSocket): void {
-  if (typeof socket?.cork !== "function" || typeof socket.uncork !== "function") return;
+export function coalesceWrites(socket: CorkableSocket): () => void {
+  if (typeof socket?.cork !== "function" || typeof socket.uncork !== "function") return () => {};
   const write = socket.write;
   let corked = false;
+  let stopped = false;
   const uncork = () => {
+    if (!corked) return;
     corked = false;
     socket.uncork();
   };
   socket.write = function (this: CorkableSocket, ...args: unknown[]) {
-    if (!corked) {
+    if (!corked && !stopped) {
       corked = true;
       this.cork();
       process.nextTick(uncork);
     }
     return write.apply(this, args);
+  };
+  return () => {
+    stopped = true;
+    uncork();
   };
 }
 
