@@ -185,3 +185,27 @@ Deno.test("coalesceWrites: the writes of one turn leave in one corked batch, unc
     assert.equal(corks, 0);
   }
 });
+
+Deno.test("coalesceWrites: once stopped (a GOAWAY is about to leave), what is corked leaves at once and later writes leave on their own", () => {
+  const calls: string[] = [];
+  let corks = 0;
+  const socket = {
+    write: (chunk: Uint8Array) => {
+      calls.push(`write ${chunk.length}${corks > 0 ? " corked" : ""}`);
+      return true;
+    },
+    cork: () => void corks++,
+    uncork: () => {
+      corks--;
+      calls.push("uncork");
+    },
+  };
+  const stop = coalesceWrites(socket);
+  socket.write(new Uint8Array(13));
+  stop();
+  socket.write(new Uint8Array(17));
+  assert.deepEqual(calls, ["write 13 corked", "uncork", "write 17"]);
+  assert.equal(corks, 0);
+  stop();
+  assert.equal(corks, 0, "stopping twice uncorks nothing more");
+});
