@@ -18,13 +18,15 @@ import { encodeFrame, FrameDecoder } from "../proto/frame_codec.ts";
 import type { WorkerCodec } from "../proto/worker_codec.ts";
 import { LINE_END } from "./cell_events.ts";
 import type { CellStart } from "./cell_protocol.ts";
+import { StoreReplica } from "./store_snapshot.ts";
 
 /** The cell ID of the rehearsal's frames (never sent). */
 const CELL_ID = "rehearsal";
 
 /**
- * Runs the main thread's cell path once: a `StoreUpdate`, a `StartCell`, a `Ping` and a `Configure` frame decoded, a start
- * posted on a message port, the `started`, `exited` and `pong` frames encoded.
+ * Runs the main thread's cell path once: a `StoreUpdate`, a `StartCell`, a `Ping` and a `Configure`
+ * frame decoded, a stored-values replica updated, a start posted on a message port, the `started`,
+ * `exited` and `pong` frames encoded.
  *
  * @param codec the runtime's worker codec
  * @param maxFrameBytes the frame limit in force
@@ -57,12 +59,15 @@ export function rehearseMainThread(codec: WorkerCodec, maxFrameBytes: number): v
     for (const bytes of input) {
       for (const frame of decoder.push(bytes)) codec.decodeHostToWorker(frame);
     }
+    const replica = new StoreReplica();
+    replica.update(true, [{ key: "k", valueJson: "1" }]);
+    replica.update(false, [{ key: "k" }]);
     const start: CellStart = {
       t: "start",
       cellId: CELL_ID,
       source: 'text("x")',
       tools: [],
-      store: [["k", "1"]],
+      ...replica.start(),
       maxStoredValueBytes: 1,
       maxMessageBytes: 1,
       maxFrameBytes,

@@ -1910,17 +1910,24 @@ function rehearseMainThread(codec, maxFrameBytes) {
     for (const bytes of input) {
       for (const frame of decoder.push(bytes)) codec.decodeHostToWorker(frame);
     }
+    const replica = new StoreReplica();
+    replica.update(true, [
+      {
+        key: "k",
+        valueJson: "1"
+      }
+    ]);
+    replica.update(false, [
+      {
+        key: "k"
+      }
+    ]);
     const start = {
       t: "start",
       cellId: CELL_ID,
       source: 'text("x")',
       tools: [],
-      store: [
-        [
-          "k",
-          "1"
-        ]
-      ],
+      ...replica.start(),
       maxStoredValueBytes: 1,
       maxMessageBytes: 1,
       maxFrameBytes,
