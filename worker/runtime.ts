@@ -43,6 +43,7 @@ import { type CellWorkerThread, DEFAULT_RUNTIME_CONFIG, type RuntimeConfig } fro
 import { type Clock, realClock } from "../proto/clock.ts";
 import { CellRuns } from "./runtime_runs.ts";
 import { ParkedCellWatchdog } from "./runtime_watchdog.ts";
+import { rehearseMainThread } from "./runtime_rehearsal.ts";
 
 export { RETIRE_AFTER_CELLS } from "./runtime_pool.ts";
 export { type CellWorkerThread, DEFAULT_RUNTIME_CONFIG, type RuntimeConfig } from "./runtime_records.ts";
@@ -144,6 +145,7 @@ export class Runtime {
       exiting,
       onExit: (run): void => runs.reportExit(run),
       anyRunning: (): boolean => runs.anyRunning(),
+      rehearse: () => rehearseMainThread(this.#codec, this.#config.maxFrameBytes),
     });
     const runs: CellRuns = this.#runs = new CellRuns({
       clock,

@@ -78,11 +78,15 @@ export interface CellWorkerPoolOptions {
   onExit: (run: CellRun) => void;
   /** Whether any cell run has not finished (the spare created while one runs). */
   anyRunning: () => boolean;
+  /** Run once as the first spare is created, while it boots (`runtime_rehearsal.ts`). */
+  rehearse?: () => void;
 }
 
 /** The cell workers of one runtime and its spare. */
 export class CellWorkerPool {
   readonly #options: CellWorkerPoolOptions;
+  /** Whether {@link CellWorkerPoolOptions.rehearse} has run. */
+  #rehearsed = false;
   readonly #clock: Clock;
   readonly #createThread: (heapMb: number) => CellWorkerThread;
   #spare: CellWorker | undefined;
@@ -363,6 +367,10 @@ export class CellWorkerPool {
     if (this.#spare) return;
     if (this.#options.collectGarbage) collectGarbage();
     this.#refillSpare();
+    // While the spare boots on its own thread: the main thread's cell path, once.
+    if (this.#rehearsed) return;
+    this.#rehearsed = true;
+    this.#options.rehearse?.();
   }
 }
 

@@ -1158,6 +1158,8 @@ var SPARE_WHILE_RUNNING_MS = 1e3;
 var PREWARM_IDLE_MS = 50;
 var CellWorkerPool = class {
   #options;
+  /** Whether {@link CellWorkerPoolOptions.rehearse} has run. */
+  #rehearsed = false;
   #clock;
   #createThread;
   #spare;
@@ -1412,6 +1414,9 @@ var CellWorkerPool = class {
     if (this.#spare) return;
     if (this.#options.collectGarbage) collectGarbage();
     this.#refillSpare();
+    if (this.#rehearsed) return;
+    this.#rehearsed = true;
+    this.#options.rehearse?.();
   }
 };
 function terminated(thread) {
@@ -1856,6 +1861,116 @@ var ParkedCellWatchdog = class {
   }
 };
 
+// worker/runtime_rehearsal.ts
+import { MessageChannel as MessageChannel2 } from "node:worker_threads";
+var CELL_ID = "rehearsal";
+function rehearseMainThread(codec, maxFrameBytes) {
+  const channel = new MessageChannel2();
+  try {
+    const decoder = new FrameDecoder(maxFrameBytes);
+    const input = [
+      codec.encodeHostToWorker({
+        storeUpdate: {
+          version: 1,
+          reset: true,
+          entries: [
+            {
+              key: "k",
+              valueJson: "1"
+            }
+          ]
+        }
+      }),
+      codec.encodeHostToWorker({
+        startCell: {
+          cellId: CELL_ID,
+          source: 'text("x")',
+          tools: [],
+          storeVersion: 1
+        }
+      }),
+      codec.encodeHostToWorker({
+        ping: {
+          seq: 1
+        }
+      }),
+      codec.encodeHostToWorker({
+        configure: {
+          sessionId: CELL_ID,
+          outputTruncation: 2,
+          cellHeapLimitMb: 1,
+          maxMessageBytes: 1,
+          maxStoredValueBytes: 1,
+          outputEventCredit: 1,
+          outputByteCredit: 1,
+          maxFrameBytes
+        }
+      })
+    ].map((body) => encodeFrame(body, maxFrameBytes));
+    for (const bytes of input) {
+      for (const frame of decoder.push(bytes)) codec.decodeHostToWorker(frame);
+    }
+    const replica = new StoreReplica();
+    replica.update(true, [
+      {
+        key: "k",
+        valueJson: "1"
+      }
+    ]);
+    replica.update(false, [
+      {
+        key: "k"
+      }
+    ]);
+    const start = {
+      t: "start",
+      cellId: CELL_ID,
+      source: 'text("x")',
+      tools: [],
+      ...replica.start(),
+      maxStoredValueBytes: 1,
+      maxMessageBytes: 1,
+      maxFrameBytes,
+      credit: {
+        maxEvents: 1,
+        maxBytes: 1,
+        trimTextOver: 1,
+        keepTextBytes: 1,
+        dropMediaOver: 1,
+        jsonSizes: false
+      }
+    };
+    channel.port1.postMessage(start);
+    for (const event of [
+      {
+        cellId: CELL_ID,
+        started: {}
+      },
+      {
+        cellId: CELL_ID,
+        exited: {
+          reason: "normal"
+        }
+      }
+    ]) {
+      encodeFrame(codec.encodeWorkerToHost({
+        cellEvent: event,
+        lineEnd: LINE_END
+      }), maxFrameBytes);
+    }
+    encodeFrame(codec.encodeWorkerToHost({
+      pong: {
+        seq: 1
+      },
+      lineEnd: LINE_END
+    }), maxFrameBytes);
+  } catch {
+  } finally {
+    channel.port1.close();
+    channel.port2.close();
+  }
+}
+
 // worker/runtime.ts
 var EXIT_FLUSH_MS = 1e3;
 var STDIN_CHUNK_BYTES = 65536;
@@ -1901,7 +2016,8 @@ var Runtime = class {
       retireAfterCells: options.retireAfterCells ?? RETIRE_AFTER_CELLS,
       exiting,
       onExit: (run) => runs.reportExit(run),
-      anyRunning: () => runs.anyRunning()
+      anyRunning: () => runs.anyRunning(),
+      rehearse: () => rehearseMainThread(this.#codec, this.#config.maxFrameBytes)
     });
     const runs = this.#runs = new CellRuns({
       clock,
