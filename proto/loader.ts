@@ -39,6 +39,8 @@ export interface MethodDefinition {
   requestDeserialize: (bytes: Uint8Array) => unknown;
   responseSerialize: (value: unknown) => Uint8Array;
   responseDeserialize: (bytes: Uint8Array) => unknown;
+  /** `responseSerialize` that gives a large response as a whole gRPC message ({@link framedEncoder}). */
+  responseFrame?: (value: unknown) => EncodedMessage;
 }
 
 /** A grpc-js style service definition keyed by lowerCamel method name. */
@@ -239,6 +241,71 @@ export function plainEncoder(type: protobuf.Type): (value: unknown) => Uint8Arra
   return (value) => type.encode(withoutDefaults(value, plan) as protobuf.Message).finish();
 }
 
+/** Messages from this size on are framed by {@link framedEncoder}; smaller ones keep the plain path. */
+export const FRAMED_FROM_BYTES = 64 * 1024;
+
+/** A message's bytes; `framed`: behind the gRPC message prefix. */
+export interface EncodedMessage {
+  bytes: Uint8Array;
+  framed: boolean;
+}
+
+/** protobufjs 7's writer: its length and its list of pending writes (what `finish` runs). */
+interface WriterOps {
+  len: number;
+  head: { next: WriterOp | undefined };
+  constructor: { alloc(size: number): Uint8Array };
+}
+/** One pending write of a protobufjs 7 writer. */
+interface WriterOp {
+  fn(value: unknown, buf: Uint8Array, pos: number): void;
+  val: unknown;
+  len: number;
+  next: WriterOp | undefined;
+}
+
+/**
+ * An encoder like {@link plainEncoder} whose large messages (≥ {@link FRAMED_FROM_BYTES}) come as
+ * a whole gRPC message: the 5-byte prefix (not compressed, the length big-endian) and the message,
+ * in one buffer that owns its `ArrayBuffer`. protobufjs's `finish` would allocate the message alone
+ * and grpc-js copy it behind the prefix (a 16 MiB outcome: one more 16 MiB copy).
+ *
+ * @param type the message type
+ * @returns the function: a large message framed, a smaller one as {@link plainEncoder} gives it
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * const root = parseProtos([readProtoText(PROTO_FILES.codeModeHost)]);
+ * const frame = framedEncoder(root.lookupType("codex.code_mode.v1.TextContent"));
+ * const small = frame({ text: "a" });
+ * assert.deepEqual([small.framed, ...small.bytes], [false, 10, 1, 97]);
+ * const { bytes, framed } = frame({ text: "a".repeat(70_000) });
+ * assert.equal(framed, true);
+ * assert.deepEqual([...bytes.subarray(0, 8)], [0, 0, 1, 0x11, 0x74, 10, 0xf0, 0xa2]);
+ * ```
+ */
+export function framedEncoder(type: protobuf.Type): (value: unknown) => EncodedMessage {
+  const plan = defaultsPlan(type);
+  return (value) => {
+    const message = (plan === undefined ? value : withoutDefaults(value, plan)) as protobuf.Message;
+    const encoded = type.encode(message);
+    const writer = encoded as unknown as WriterOps;
+    if (writer.len < FRAMED_FROM_BYTES) return { bytes: encoded.finish(), framed: false };
+    const buf = writer.constructor.alloc(writer.len + 5);
+    if (buf.byteOffset !== 0 || buf.byteLength !== buf.buffer.byteLength) {
+      return { bytes: encoded.finish(), framed: false };
+    }
+    buf[0] = 0;
+    new DataView(buf.buffer).setUint32(1, writer.len);
+    let pos = 5;
+    for (let op = writer.head.next; op !== undefined; op = op.next) {
+      op.fn(op.val, buf, pos);
+      pos += op.len;
+    }
+    return { bytes: buf, framed: true };
+  };
+}
+
 /**
  * Builds the nice-grpc (grpc-js style) definition of a service from a protobufjs root.
  *
@@ -270,6 +337,7 @@ export function serviceDefinition(root: protobuf.Root, fullName: string): Servic
       requestDeserialize: requestDecoder(request),
       responseSerialize: plainEncoder(response),
       responseDeserialize: plainDecoder(response),
+      responseFrame: framedEncoder(response),
     };
   }
   return definition;

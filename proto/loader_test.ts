@@ -1,5 +1,13 @@
 import assert from "node:assert/strict";
-import { parseProtos, plainEncoder, PROTO_FILES, publicProtoRoot, readProtoText } from "./loader.ts";
+import {
+  FRAMED_FROM_BYTES,
+  framedEncoder,
+  parseProtos,
+  plainEncoder,
+  PROTO_FILES,
+  publicProtoRoot,
+  readProtoText,
+} from "./loader.ts";
 import { rememberedUtf8 } from "./bytes.ts";
 import { decodeMessage, encodeMessage } from "./schema_codec.ts";
 import { HOST_TO_WORKER } from "./worker_schema.ts";
@@ -76,4 +84,28 @@ Deno.test("the public root encodes a long text the worker frame decoder just dec
   bad[Math.floor(bad.length / 2)] = 0xff; // inside the text
   const replaced = (decodeMessage(bad, schema) as { startCell: { source: string } }).startCell.source;
   assert.equal(rememberedUtf8(replaced), undefined);
+});
+
+Deno.test("framedEncoder: a large response in one buffer behind the gRPC message prefix, the same bytes as plainEncoder; a small one as plainEncoder gives it", () => {
+  const type = publicProtoRoot().lookupType("codex.code_mode.v1.ExecuteEvent");
+  const plain = plainEncoder(type);
+  const frame = framedEncoder(type);
+  const event = (texts: string[]) => ({
+    outcome: { cellId: "c1", contentItems: texts.map((text) => ({ text: { text } })), completed: {} },
+  });
+  for (
+    const texts of [["x".repeat(FRAMED_FROM_BYTES)], ["é".repeat(50_000), "", "ok"], ["x".repeat(16 << 20)]]
+  ) {
+    const expected = plain(event(texts));
+    const { bytes, framed } = frame(event(texts));
+    assert.equal(framed, true);
+    assert.equal(bytes.byteOffset, 0);
+    assert.equal(bytes.byteLength, bytes.buffer.byteLength, "the buffer is the message's own");
+    assert.equal(bytes[0], 0, "not compressed");
+    assert.equal(new DataView(bytes.buffer).getUint32(1), expected.length);
+    assert.ok(bytes.subarray(5).every((byte, i) => byte === expected[i]), "same bytes as plainEncoder");
+  }
+  const small = event(["x".repeat(FRAMED_FROM_BYTES - 100)]);
+  assert.deepEqual(frame(small), { bytes: plain(small), framed: false });
+  assert.deepEqual(frame({}), { bytes: plain({}), framed: false });
 });

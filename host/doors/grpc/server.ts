@@ -34,6 +34,7 @@ import { routeGrpcLog, rpcLogMiddleware } from "./rpc_log.ts";
 import { type SessionGuardOptions, withGoawayGuard } from "./http2_guard.ts";
 import { prepareUnixSocket, relayConnection, restrictUnixSocket } from "./local_transports.ts";
 import { lazyServerReflection, REFLECTION_SERVICE } from "./reflection.ts";
+import { Buffer } from "node:buffer";
 
 /** Options of {@link createHost}; every field has a default (the engine's are in {@link EngineOptions}). */
 export interface HostOptions extends Omit<EngineOptions, "clientSessionIds"> {
@@ -333,11 +334,14 @@ async function removeFile(path: string, log: AssembledHost["log"], recursive: bo
  *   none, so a client reads an empty message either way.
  * - A response carrying an {@link ON_SENT} callback has it called as grpc-js hands it to the
  *   HTTP/2 stream.
+ * - A response framed by {@link withoutSerializeCopy} is sent without grpc-js's copy
+ *   ({@link passFramedMessages}).
  * - The header that only makes nice-grpc send a subscription's header block early
  *   ({@link SUBSCRIPTION_HEADER}) is taken out: Codex's host sends that block empty.
  */
-const okWithoutMessage: ServerInterceptor = (_method, call) =>
-  new ServerInterceptingCall(call, {
+const okWithoutMessage: ServerInterceptor = (_method, call) => {
+  passFramedMessages(call);
+  return new ServerInterceptingCall(call, {
     sendMetadata: (metadata, next) => {
       metadata.remove(SUBSCRIPTION_HEADER);
       next(metadata);
@@ -349,6 +353,7 @@ const okWithoutMessage: ServerInterceptor = (_method, call) =>
     },
     sendStatus: (status, next) => next(status.code === Status.OK ? { ...status, details: "" } : status),
   });
+};
 
 /** `: {cause}` of a bind failure, as a user reads it (`: address already in use`), or nothing. */
 function bindCause(error: unknown): string {
@@ -370,21 +375,64 @@ function bindCause(error: unknown): string {
  * The definition with each encoder's bytes handed to nice-grpc as their `ArrayBuffer` when they
  * fill it (protobufjs allocates a large message's buffer on its own): nice-grpc passes what an
  * encoder returns through `Buffer.from`, which copies a `Uint8Array` (a 64 MiB outcome: ~50 ms)
- * but only views an `ArrayBuffer`. Same bytes on the wire.
+ * but only views an `ArrayBuffer`. A large response comes framed (`responseFrame`) and is marked
+ * for {@link passFramedMessages}. Same bytes on the wire.
  *
  * @param definition the grpc-js style definition
  * @returns the same definition with those encoders
  */
-function withoutSerializeCopy(definition: ServiceDefinition): ServiceDefinition {
-  const whole = (encode: (value: unknown) => Uint8Array) => (value: unknown) => {
-    const bytes = encode(value);
-    return (bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength
+export function withoutSerializeCopy(definition: ServiceDefinition): ServiceDefinition {
+  const whole = (bytes: Uint8Array) =>
+    (bytes.byteOffset === 0 && bytes.byteLength === bytes.buffer.byteLength
       ? bytes.buffer
       : bytes) as Uint8Array;
-  };
   const result: ServiceDefinition = {};
   for (const [key, method] of Object.entries(definition)) {
-    result[key] = { ...method, responseSerialize: whole(method.responseSerialize) };
+    const frame = method.responseFrame;
+    const responseSerialize = frame === undefined
+      ? (value: unknown) => whole(method.responseSerialize(value))
+      : (value: unknown) => {
+        const { bytes, framed } = frame(value);
+        if (framed) FRAMED.add(bytes.buffer);
+        return whole(bytes);
+      };
+    result[key] = { ...method, responseSerialize };
   }
   return result;
 }
+
+/** The buffers of responses that {@link withoutSerializeCopy} framed, until grpc-js sends them. */
+const FRAMED = new WeakSet<ArrayBufferLike>();
+
+/** The part of grpc-js's `BaseServerInterceptingCall` that {@link passFramedMessages} replaces. */
+interface SerializingCall {
+  handler: { serialize(value: unknown): Buffer };
+  serializeMessage(value: unknown): Buffer;
+}
+
+/**
+ * grpc-js's server call copies every encoded response behind the 5-byte gRPC message prefix
+ * (`serializeMessage`; a 16 MiB outcome: a 16 MiB allocation and copy before the first socket
+ * write). Its class (the prototype of the call an interceptor receives) then passes a response
+ * that {@link withoutSerializeCopy} framed as it is; any other one as before.
+ */
+export function passFramedMessages(call: object): void {
+  const proto = Object.getPrototypeOf(call) as Partial<SerializingCall>;
+  if (typeof proto.serializeMessage !== "function" || PATCHED.has(proto)) return;
+  PATCHED.add(proto);
+  proto.serializeMessage = function (this: SerializingCall, value: unknown): Buffer {
+    const message = this.handler.serialize(value);
+    if (
+      FRAMED.delete(message.buffer) && message.byteOffset === 0 &&
+      message.byteLength === message.buffer.byteLength
+    ) return message;
+    const output = Buffer.allocUnsafe(message.byteLength + 5);
+    output.writeUInt8(0, 0);
+    output.writeUInt32BE(message.byteLength, 1);
+    message.copy(output, 5);
+    return output;
+  };
+}
+
+/** The prototypes that {@link passFramedMessages} changed. */
+const PATCHED = new WeakSet<object>();
