@@ -3,7 +3,8 @@
  * processes; `session_manager.ts` asks it how many warm runtimes to hold and how many may start at
  * once.
  *
- * - The floor is `--warm-sessions`: the pool never holds fewer (while it can spawn).
+ * - The floor is `--warm-sessions`: the pool never holds fewer (while it can spawn). A floor of 0
+ *   is no pool at all, whatever the demand (`--warm-sessions 0` spawns each runtime when needed).
  * - A burst of acquisitions (OpenSession, or a turn of a session that gave its runtime back) raises
  *   the target to the floor plus the runtimes taken during one spawn's time to `Ready`, at the rate
  *   seen over the last {@link WARM_RATE_WINDOW_MS}; never above `warmRuntimesMax` (the limit; a
@@ -73,7 +74,8 @@ export class WarmPoolSizer {
   target(floor: number): number {
     this.#prune();
     const n = this.#takes.length;
-    if (n <= Math.max(1, floor) || this.max <= floor) return floor;
+    // `--warm-sessions 0` is no pool at all: every runtime is spawned when it is needed.
+    if (floor === 0 || n <= Math.max(1, floor) || this.max <= floor) return floor;
     const span = Math.max(MIN_SPAN_MS, this.now() - this.#takes[0]);
     const demand = Math.ceil((n / span) * this.#readyMs);
     return Math.min(this.max, floor + demand);

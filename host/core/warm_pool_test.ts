@@ -38,3 +38,11 @@ Deno.test("spawnConcurrency(): the limit, or the cores when 0", () => {
   assert.equal(spawnConcurrency(0, 8), 8);
   assert.equal(spawnConcurrency(0, 0), 1);
 });
+
+Deno.test("a floor of 0 is no pool: demand never grows it", () => {
+  let now = 0;
+  const sizer = new WarmPoolSizer(16, () => now);
+  for (let i = 0; i < 10; i++) sizer.took(), now += 10;
+  assert.equal(sizer.target(0), 0);
+  assert.ok(sizer.target(1) > 1, "the same demand grows a pool of one");
+});
