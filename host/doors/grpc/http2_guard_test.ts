@@ -155,20 +155,26 @@ Deno.test("ResetBudget counts resets of young streams it dropped for room: openi
   assert.equal(budget.reset(next + 100), true);
 });
 
-Deno.test("coalesceWrites: the writes of one turn leave in one corked batch, uncorked at the end of the turn", async () => {
+/** A socket that records its writes (marked when corked) and uncorks. */
+function recordingSocket() {
   const calls: string[] = [];
-  let corks = 0;
+  const state = { corks: 0 };
   const socket = {
     write: (chunk: Uint8Array) => {
-      calls.push(`write ${chunk.length}${corks > 0 ? " corked" : ""}`);
+      calls.push(`write ${chunk.length}${state.corks > 0 ? " corked" : ""}`);
       return true;
     },
-    cork: () => void corks++,
+    cork: () => void state.corks++,
     uncork: () => {
-      corks--;
+      state.corks--;
       calls.push("uncork");
     },
   };
+  return { calls, state, socket };
+}
+
+Deno.test("coalesceWrites: the writes of one turn leave in one corked batch, uncorked at the end of the turn", async () => {
+  const { calls, state, socket } = recordingSocket();
   coalesceWrites(socket);
   for (let turn = 0; turn < 2; turn++) {
     calls.length = 0;
@@ -182,30 +188,18 @@ Deno.test("coalesceWrites: the writes of one turn leave in one corked batch, unc
     ]);
     await new Promise((resolve) => setTimeout(resolve, 0));
     assert.deepEqual(calls.slice(4), ["uncork"]);
-    assert.equal(corks, 0);
+    assert.equal(state.corks, 0);
   }
 });
 
 Deno.test("coalesceWrites: once stopped (a GOAWAY is about to leave), what is corked leaves at once and later writes leave on their own", () => {
-  const calls: string[] = [];
-  let corks = 0;
-  const socket = {
-    write: (chunk: Uint8Array) => {
-      calls.push(`write ${chunk.length}${corks > 0 ? " corked" : ""}`);
-      return true;
-    },
-    cork: () => void corks++,
-    uncork: () => {
-      corks--;
-      calls.push("uncork");
-    },
-  };
+  const { calls, state, socket } = recordingSocket();
   const stop = coalesceWrites(socket);
   socket.write(new Uint8Array(13));
   stop();
   socket.write(new Uint8Array(17));
   assert.deepEqual(calls, ["write 13 corked", "uncork", "write 17"]);
-  assert.equal(corks, 0);
+  assert.equal(state.corks, 0);
   stop();
-  assert.equal(corks, 0, "stopping twice uncorks nothing more");
+  assert.equal(state.corks, 0, "stopping twice uncorks nothing more");
 });
