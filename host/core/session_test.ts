@@ -103,6 +103,17 @@ function setup(
 const textsOf = (outcome: { items: unknown[] }) =>
   outcome.items.map((item) => (item as { text?: { text: string } }).text?.text ?? "?");
 
+/** The one replacement runtime, checked: configured for the session and sent its store (`k` = 1). */
+function replacedWithStore(h: ReturnType<typeof setup>) {
+  assert.equal(h.replacements.length, 1);
+  const next = h.replacements[0];
+  assert.equal(next.frames("configure")[0].sessionId, h.session.id);
+  assert.deepEqual(next.frames("storeUpdate"), [
+    { version: 1, reset: true, entries: [{ key: "k", valueJson: "1" }] },
+  ]);
+  return next;
+}
+
 Deno.test("Session: the lease starts with opened, and the runtime is configured with the session", async () => {
   const h = setup({}, { outputMode: OUTPUT_SERVER });
   await turn();
@@ -464,12 +475,7 @@ Deno.test("Session: a cell that cannot confirm a stop gets its runtime restarted
     `exec runtime ended unexpectedly: the session runtime was restarted to stop cell ${stuck.id}`,
   );
   await turn();
-  assert.equal(h.replacements.length, 1);
-  const next = h.replacements[0];
-  assert.equal(next.frames("configure")[0].sessionId, h.session.id);
-  assert.deepEqual(next.frames("storeUpdate"), [
-    { version: 1, reset: true, entries: [{ key: "k", valueJson: "1" }] },
-  ]);
+  const next = replacedWithStore(h);
   assert.ok(h.session.open, "a restart does not end the session");
   // The failure handler (A10): a runtime the host killed leaves the other cell's failure a cell error.
   assert.deepEqual(
@@ -501,12 +507,7 @@ Deno.test("Session: a runtime that burns CPU while no cell runs is replaced; the
   h.runtime.idleCpuBusy!(90);
   assert.equal(h.runtime.endedBy, "kill");
   await turn();
-  assert.equal(h.replacements.length, 1);
-  const next = h.replacements[0];
-  assert.equal(next.frames("configure")[0].sessionId, h.session.id);
-  assert.deepEqual(next.frames("storeUpdate"), [
-    { version: 1, reset: true, entries: [{ key: "k", valueJson: "1" }] },
-  ]);
+  const next = replacedWithStore(h);
   assert.ok(h.session.open);
   assert.deepEqual(h.lines.filter((l) => l.level === "warn").map((l) => [l.msg, l.cpu_percent]), [
     [
