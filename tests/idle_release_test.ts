@@ -6,22 +6,11 @@
  */
 import assert from "node:assert/strict";
 import { eventually, execute, openSession, processExists, run, SPIN, startHost, texts } from "./_harness.ts";
+import { childrenOf } from "./_procs.ts";
 
-/** Child processes of this test process (the in-process host's runtimes, sandbox wrappers included). */
+/** Live child processes of this test process (the in-process host's runtimes, sandbox wrappers included). */
 function children(): number[] {
-  const found: number[] = [];
-  for (const entry of Deno.readDirSync("/proc")) {
-    if (!/^\d+$/.test(entry.name)) continue;
-    try {
-      const stat = Deno.readTextFileSync(`/proc/${entry.name}/stat`);
-      // Fields after the command's closing parenthesis: state, ppid, …
-      const [state, ppid] = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-      if (Number(ppid) === Deno.pid && state !== "Z") found.push(Number(entry.name));
-    } catch {
-      // The process ended while we looked.
-    }
-  }
-  return found;
+  return childrenOf(Deno.pid).filter(processExists);
 }
 
 Deno.test("An idle session gives its runtime back, keeps its stored values, and its next cell runs on a ready runtime", async () => {
