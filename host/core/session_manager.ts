@@ -266,12 +266,17 @@ export class SessionManager implements AsyncDisposable {
    */
   #pullRefill(timer: ReturnType<typeof setTimeout> | undefined): void {
     if (timer === undefined || this.#refillTimer !== timer || this.#refillPulled || this.#draining) return;
-    this.#refillPulled = true;
+    this.#scheduleRefill(PULLED_REFILL_DELAY_MS, true);
+  }
+
+  /** (Re)arms the deferred refill: it runs after `delayMs`; `pulled` once it may not be pulled forward. */
+  #scheduleRefill(delayMs: number, pulled: boolean): void {
     clearTimeout(this.#refillTimer);
+    this.#refillPulled = pulled;
     this.#refillTimer = setTimeout(() => {
       this.#refillTimer = undefined;
       this.#refill();
-    }, PULLED_REFILL_DELAY_MS);
+    }, delayMs);
   }
 
   /** The pool's size now: `--warm-sessions`, or more during a burst (`warm_pool.ts`). */
@@ -323,14 +328,7 @@ export class SessionManager implements AsyncDisposable {
       const delay = !burst && (this.#warm.length > 0 || this.#resizeTimer !== undefined)
         ? REFILL_DELAY_MS
         : 0;
-      if (delay === 0) clearTimeout(this.#refillTimer);
-      if (delay === 0 || this.#refillTimer === undefined) {
-        this.#refillPulled = delay === 0;
-        this.#refillTimer = setTimeout(() => {
-          this.#refillTimer = undefined;
-          this.#refill();
-        }, delay);
-      }
+      if (delay === 0 || this.#refillTimer === undefined) this.#scheduleRefill(delay, delay === 0);
     }
     try {
       await runtime.ready;
