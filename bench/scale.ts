@@ -19,7 +19,7 @@
  *
  * The first host alternates from round to round. Environment: `BENCH_SESSIONS` (N, default 100),
  * `BENCH_ROUNDS` (default 1; figures are medians of the rounds), `BENCH_HOST_DIR` (the checkout
- * whose host is measured). Figures only, no assertions on them; a wrong outcome stops the run.
+ * whose host is measured), `BENCH_HOST_ARGS` (more flags for this host, split on spaces). Figures only, no assertions on them; a wrong outcome stops the run.
  *
  * @module
  */
@@ -51,6 +51,8 @@ function processPss(pid: number): number {
 const N = Number(Deno.env.get("BENCH_SESSIONS") ?? 100);
 const ROUNDS = Number(Deno.env.get("BENCH_ROUNDS") ?? 1);
 const RELEASE = ["--limit", "idleRuntimeReleaseMs=1000"];
+/** More flags for this host (`BENCH_HOST_ARGS`, split on spaces), e.g. `--limit runtimeHandover=1`. */
+const EXTRA = (Deno.env.get("BENCH_HOST_ARGS") ?? "").split(" ").filter((arg) => arg !== "");
 
 const date = new Date().toISOString();
 const loadAtStart = loadAverage();
@@ -62,6 +64,7 @@ notes.push(
     ? "this host ran with `--limit idleRuntimeReleaseMs=1000`"
     : "this host ran with its defaults: it refuses `--limit idleRuntimeReleaseMs` (`unknown limit`) on this commit",
 );
+if (EXTRA.length > 0) notes.push(`this host ran with \`${EXTRA.join(" ")}\` too`);
 const client = await PythonClient.start();
 
 type Figures = Record<string, number>;
@@ -73,7 +76,7 @@ for (let round = 0; round < ROUNDS; round++) {
   const figures: Record<HostKind, Figures> = { ours: {}, codex: {} };
   try {
     for (const kind of order) {
-      const host = await startHost(kind, kind === "ours" && release ? RELEASE : []);
+      const host = await startHost(kind, kind === "ours" ? [...(release ? RELEASE : []), ...EXTRA] : []);
       hosts.set(kind, host);
       await client.call({ op: "connect", host: kind, target: host.target });
     }

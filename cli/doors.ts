@@ -68,8 +68,20 @@ export type DoorStart = (config: HostConfig, log: Logger) => Promise<Door>;
 /** A listener ends only when it is stopped. */
 const NEVER = new Promise<number>(() => {});
 
+/** The doors whose one client is the host's only principal (the process that launched it). */
+const STDIO_DOORS = new Set(["grpc-stdio", "stdio", "mcp-stdio"]);
+
+/**
+ * The engine's options. Behind a stdio door every session belongs to the process that launched
+ * the host (Codex, or its app-server), so an idle session's runtime may serve another session
+ * (`runtimeHandover` on unless set); a listener may serve many principals, and keeps it off.
+ */
 function engineOptions(config: HostConfig, log: Logger): HostEngineFlags & { log: Logger } {
-  return { ...config.engine, log };
+  const engine = config.engine;
+  if (!STDIO_DOORS.has(config.listen.kind) || Object.hasOwn(engine.limits, "runtimeHandover")) {
+    return { ...engine, log };
+  }
+  return { ...engine, limits: { ...engine.limits, runtimeHandover: 1 }, log };
 }
 
 /** The message of a failure, as the log line gives it. */

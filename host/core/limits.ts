@@ -106,7 +106,7 @@ export interface Limits {
   runtimeMemoryMb: number;
   /**
    * CPU bound of an idle runtime, % of one core: a session runtime whose process tree uses at least
-   * this much in each of five 250 ms samples in a row while none of its session's cells runs (a
+   * this much in each of four 200 ms samples in a row (and 300 ms of CPU over them) while none of its session's cells runs (a
    * Worker thread a completed cell left spinning, which Deno cannot stop) is replaced from the warm
    * pool; the session and its stored values stay. 0 turns it off (10).
    */
@@ -115,9 +115,18 @@ export interface Limits {
    * A session with no live cell this long gives its runtime back (stopped; the host keeps its
    * stored values, cells and lease), and its next cell takes a ready runtime from the warm pool,
    * with the session's settings and stored values replayed. 0 keeps every session's runtime for
-   * its whole life (10,000).
+   * its whole life (60,000).
    */
   idleRuntimeReleaseMs: number;
+  /**
+   * 1: a session that needs a runtime while none is ready in the warm pool takes the runtime of
+   * the session idle the longest (no live cell) instead of waiting for a spawn; that session's next
+   * cell takes one in turn. A runtime then serves several sessions one after another, so use it
+   * only where every session belongs to one principal (a host launched over stdio by one Codex
+   * process is such a host: `--listen` of stdio doors only turns it on unless set). 0: every
+   * session's runtime serves that session alone (0).
+   */
+  runtimeHandover: number;
   /** Pre-spawned idle session runtimes (2): the warm pool's floor (`--warm-sessions`). */
   warmSessionWorkers: number;
   /**
@@ -191,6 +200,7 @@ export const DEFAULT_LIMITS: Readonly<Limits> = Object.freeze({
   runtimeMemoryMb: 2_048,
   runtimeIdleCpuPercent: 10,
   idleRuntimeReleaseMs: 60_000,
+  runtimeHandover: 0,
   warmSessionWorkers: 2,
   warmRuntimesMax: 16,
   runtimeSpawnConcurrency: 0,

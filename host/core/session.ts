@@ -190,6 +190,16 @@ export class Session {
     return this.#runtime.released;
   }
 
+  /** Since when the session's idle runtime could be handed over (`runtimeHandover`), if it can. */
+  get handoverIdleSince(): number | undefined {
+    return this.#runtime.handoverIdleSince;
+  }
+
+  /** Hands the session's idle runtime to another session (`runtimeHandover`), if it can be. */
+  handOverRuntime(): RuntimeTransport | undefined {
+    return this.#runtime.handOver();
+  }
+
   /** The lease stream: `opened` first, then session events, until the session ends. */
   lease(signal?: AbortSignal): AsyncGenerator<SessionEvent> {
     return this.#lease.drain(signal);

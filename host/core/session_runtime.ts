@@ -27,7 +27,12 @@ import type { Clock } from "./clock.ts";
 import type { Limits } from "./limits.ts";
 import type { LogFields, Logger } from "../ops/log.ts";
 import type { CrashLabel, HostMetrics } from "../ops/telemetry.ts";
-import { crashReason, type RuntimeEnd, type RuntimeTransport } from "../runtime/runtime_transport.ts";
+import {
+  crashReason,
+  handedOver,
+  type RuntimeEnd,
+  type RuntimeTransport,
+} from "../runtime/runtime_transport.ts";
 import type { StoreUpdate } from "./stored_values.ts";
 
 /**
@@ -128,11 +133,14 @@ export class SessionRuntime {
   #released = false;
   /** The timer of an idle session's release (`idleRuntimeReleaseMs`). */
   #releaseTimer: unknown;
+  /** Since when no cell of the session has run (clock ms); `undefined` while cells run. */
+  #idleSince: number | undefined;
 
   /** @param options see {@link SessionRuntimeOptions} */
   constructor(options: SessionRuntimeOptions) {
     this.#options = options;
     this.#current = options.runtime;
+    this.#idleSince = options.clock.now();
     this.#attach(options.runtime);
   }
 
@@ -204,6 +212,7 @@ export class SessionRuntime {
     this.#current.setActive?.(active);
     const { clock, limits } = this.#options;
     this.#cancelRelease();
+    this.#idleSince = active ? undefined : clock.now();
     if (!active && limits.idleRuntimeReleaseMs > 0 && this.#options.isOpen()) {
       this.#releaseTimer = clock.setTimeout(this.#release, limits.idleRuntimeReleaseMs);
     }
@@ -230,6 +239,40 @@ export class SessionRuntime {
     this.#current.stop();
   };
 
+  /**
+   * Since when the session's runtime could be handed to another session (`runtimeHandover`): the
+   * session is open and holds a live subprocess runtime that no cell of it uses, with no
+   * replacement under way; `undefined` otherwise.
+   */
+  get handoverIdleSince(): number | undefined {
+    if (
+      this.#idleSince === undefined || this.#released || this.#restarting || !this.#options.isOpen() ||
+      this.#options.running.size > 0 || !this.#current.alive || this.#current.hardStop === false
+    ) return undefined;
+    return this.#idleSince;
+  }
+
+  /**
+   * Gives the session's idle runtime to another session (`runtimeHandover`), as an idle release
+   * does but without stopping it: its stored values are cleared in it first (an empty `reset`),
+   * and it no longer reports to this session. The session's next cell takes a runtime again.
+   *
+   * @returns the runtime, or `undefined` when it cannot be handed over now
+   */
+  handOver(): RuntimeTransport | undefined {
+    if (this.handoverIdleSince === undefined) return undefined;
+    const runtime = this.#current;
+    this.#cancelRelease();
+    this.#released = true;
+    this.#current = handedOver(runtime);
+    runtime.onMessage = () => {};
+    runtime.send({ storeUpdate: { version: 0, reset: true, entries: [] } }).catch(this.#refused);
+    this.#options.log.debug("idle session runtime handed over to another session", {
+      session_ref: this.#options.ref,
+    });
+    return runtime;
+  }
+
   #attach(runtime: RuntimeTransport): void {
     const running = this.#options.running;
     runtime.onMessage = (message) => {
@@ -237,7 +280,10 @@ export class SessionRuntime {
       if (event) running.get(event.cellId)?.onEvent(event);
     };
     this.post({ configure: this.#configure() });
-    this.#options.replica((update) => this.send({ storeUpdate: update }, runtime));
+    // A runtime handed over meanwhile (`runtimeHandover`) gets no more of this session's values.
+    this.#options.replica((update) => {
+      if (runtime === this.#current) this.send({ storeUpdate: update }, runtime);
+    });
     // `ended` never rejects.
     runtime.ended.then((end) => this.#ended(runtime, end));
     // A replacement runtime may come while cells are already waiting for it.

@@ -74,6 +74,7 @@ export class PrometheusMetrics implements HostMetrics {
   readonly #restarts: Counter;
   readonly #idleCpuReplacements: Counter;
   readonly #releases: Counter;
+  readonly #handovers: Counter;
   readonly #threadsLeftRunning: Counter;
   readonly #crashes: Counter<"reason">;
   readonly #output: Counter<"disposition">;
@@ -131,6 +132,12 @@ export class PrometheusMetrics implements HostMetrics {
     this.#releases = new Counter({
       name: "code_mode_runtime_releases_total",
       help: "Session runtimes given back by idle sessions (idleRuntimeReleaseMs).",
+      registers,
+    });
+    this.#handovers = new Counter({
+      name: "code_mode_runtime_handovers_total",
+      help:
+        "Idle sessions' runtimes handed to sessions that needed one while none was warm (runtimeHandover).",
       registers,
     });
     this.#threadsLeftRunning = new Counter({
@@ -207,6 +214,9 @@ export class PrometheusMetrics implements HostMetrics {
   }
   runtimeReleased(): void {
     this.#releases.inc();
+  }
+  runtimeHandedOver(): void {
+    this.#handovers.inc();
   }
   cellThreadLeftRunning(): void {
     this.#threadsLeftRunning.inc();

@@ -61,6 +61,8 @@ export interface HostMetrics {
   runtimeReplacedIdleCpu(): void;
   /** An idle session gave its runtime back (`idleRuntimeReleaseMs`). */
   runtimeReleased(): void;
+  /** An idle session's runtime was handed to a session that needed one (`runtimeHandover`). */
+  runtimeHandedOver(): void;
   /**
    * A cell Worker thread kept burning CPU after its cell ended, in a runtime that cannot be
    * replaced to stop it (in-process isolation).
@@ -136,6 +138,7 @@ export const NO_METRICS: HostMetrics = Object.freeze({
   runtimeRestarted() {},
   runtimeReplacedIdleCpu() {},
   runtimeReleased() {},
+  runtimeHandedOver() {},
   cellThreadLeftRunning() {},
   runtimeCrashed() {},
   output() {},

@@ -156,6 +156,8 @@ class RuntimeProcess implements RuntimeTransport {
   #unwatch: () => void = () => {};
   /** The idle CPU watch, once a session asked for it ({@link RuntimeProcess.watchIdleCpu}). */
   #cpuWatch: IdleCpuWatch | undefined;
+  /** Who {@link RuntimeProcess.watchIdleCpu} reports to: the session that asked last. */
+  #onBusy: ((cpuPercent: number) => void) | undefined;
   /** Cells are running (`setActive`): the liveness timer runs. */
   #active = false;
   #pingTimer: ReturnType<typeof setTimeout> | undefined;
@@ -280,11 +282,13 @@ class RuntimeProcess implements RuntimeTransport {
   }
 
   watchIdleCpu(onBusy: (cpuPercent: number) => void): void {
+    // The latest caller is told: a runtime handed over to another session (`runtimeHandover`).
+    this.#onBusy = onBusy;
     const watchdog = this.#options.cpuWatchdog;
     if (!watchdog || this.#cpuWatch || !this.#alive || this.#stopping) return;
     // The whole tree from the spawned process: bubblewrap's processes and a prefix's count too.
     this.#cpuWatch = watchdog.watch(this.#child.pid, (cpuPercent) => {
-      if (this.#alive && !this.#stopping) onBusy(cpuPercent);
+      if (this.#alive && !this.#stopping) this.#onBusy?.(cpuPercent);
     });
     this.#cpuWatch.setIdle(!this.#active);
   }

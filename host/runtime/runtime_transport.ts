@@ -134,3 +134,29 @@ export function crashReason(end: RuntimeEnd): string {
   if (end.signal) return `worker process killed by signal ${end.signal}`;
   return `worker process exited with code ${end.code}`;
 }
+
+/**
+ * What a session holds in place of a runtime it handed over to another session (`runtimeHandover`):
+ * ended as far as that session is concerned, stopped by the host. It refuses frames, and stopping
+ * it touches nothing (the runtime is the other session's now).
+ *
+ * @param runtime the runtime handed over
+ * @returns its placeholder
+ */
+export function handedOver(runtime: RuntimeTransport): RuntimeTransport {
+  const end: RuntimeEnd = { kind: "exit", byHost: true, code: null, signal: null, stderrTail: "" };
+  const ended = Promise.resolve(end);
+  return {
+    id: runtime.id,
+    pid: undefined,
+    ready: Promise.resolve(),
+    ended,
+    alive: false,
+    hardStop: runtime.hardStop,
+    onMessage: () => {},
+    send: () => Promise.reject(new Error("code-mode session runtime was handed over to another session")),
+    stop: () => ended,
+    kill: () => ended,
+    [Symbol.asyncDispose]: () => Promise.resolve(),
+  };
+}

@@ -1,0 +1,100 @@
+/**
+ * Runtime handover (issue 29, `--limit runtimeHandover=1`): a session that needs a runtime while
+ * none is warm takes the runtime of the session idle the longest; each session still sees only its
+ * own stored values and globals, a session with a live cell keeps its runtime, and the idle-CPU rule
+ * follows the runtime to its new session. Real hosts, real runtimes, a real gRPC client.
+ *
+ * @module
+ */
+import assert from "node:assert/strict";
+import { eventually, execute, openSession, processExists, run, startHost, texts } from "./_harness.ts";
+
+const HANDOVER = { runtimeHandover: 1 };
+
+Deno.test("Handover: with no warm runtime, a new session takes the idle session's runtime; stored values and globals stay each session's own", async () => {
+  await using h = await startHost({ warmSessions: 0, metricsListen: "127.0.0.1:0", limits: HANDOVER });
+  await using a = await openSession(h.client);
+  a.pump();
+  await run(h.client, a.id, `store("k", "a's"); globalThis.leak = "a"; text("ok")`);
+  const pid = h.host.state.session(a.id)!.runtimePid!;
+  assert.equal(h.host.state.spawnCount, 1);
+
+  await using b = await openSession(h.client);
+  b.pump();
+  assert.equal(h.host.state.session(b.id)!.runtimePid, pid, "b runs on a's runtime");
+  assert.equal(h.host.state.session(a.id)!.runtimePid, undefined, "a holds no runtime now");
+  const seen = await run(
+    h.client,
+    b.id,
+    `text(String(load("k"))); text(typeof globalThis.leak); store("k", "b's")`,
+  );
+  assert.deepEqual(seen.texts, ["undefined", "undefined"], "nothing of a's reaches b");
+
+  // a's next cell takes the runtime back from b (idle now), with a's values replayed and b's gone.
+  const back = await run(h.client, a.id, 'text(load("k"))');
+  assert.deepEqual(back.texts, ["a's"]);
+  assert.equal(h.host.state.session(a.id)!.runtimePid, pid);
+  assert.deepEqual((await run(h.client, b.id, 'text(load("k"))')).texts, ["b's"]);
+  assert.equal(h.host.state.spawnCount, 1, "three acquisitions, one runtime");
+  assert.ok(processExists(pid));
+  const metrics = await (await fetch(`${h.host.metricsUrl}/metrics`)).text();
+  assert.match(metrics, /^code_mode_runtime_handovers_total 3$/m);
+  assert.ok(h.log.lines.every((l) => l.level !== "error" && l.level !== "warn"), JSON.stringify(h.log.lines));
+});
+
+Deno.test("Handover off (the default of a listener): each session gets a runtime of its own", async () => {
+  await using h = await startHost({ warmSessions: 0 });
+  await using a = await openSession(h.client);
+  await run(h.client, a.id, 'store("k", 1)');
+  await using b = await openSession(h.client);
+  await run(h.client, b.id, 'text("b")');
+  const [pa, pb] = [h.host.state.session(a.id)!.runtimePid, h.host.state.session(b.id)!.runtimePid];
+  assert.ok(pa !== undefined && pb !== undefined && pa !== pb && processExists(pa) && processExists(pb));
+  assert.equal(h.host.state.spawnCount, 2);
+});
+
+Deno.test("Handover: a session whose cell is still running (yielded) keeps its runtime; the new session gets another", async () => {
+  await using h = await startHost({ warmSessions: 0, limits: HANDOVER });
+  await using a = await openSession(h.client);
+  a.pump();
+  const slow = await execute(
+    h.client,
+    a.id,
+    'text("start"); await new Promise((r) => setTimeout(r, 1500)); text("end")',
+    { yieldTimeMs: 50 },
+  );
+  assert.ok(slow.outcome.yielded);
+  const pid = h.host.state.session(a.id)!.runtimePid;
+  await using b = await openSession(h.client);
+  assert.deepEqual((await run(h.client, b.id, 'text("b")')).texts, ["b"]);
+  assert.notEqual(h.host.state.session(b.id)!.runtimePid, pid);
+  assert.equal(h.host.state.spawnCount, 2);
+  const rest = await h.client.wait({
+    sessionId: a.id,
+    cellId: slow.started.cellId,
+    waitId: "w",
+    yieldTimeMs: 10_000,
+  });
+  assert.ok(rest.liveCell.completed, JSON.stringify(rest));
+  assert.deepEqual(texts(rest.liveCell), ["end"]);
+});
+
+Deno.test("Handover: the idle-CPU rule reports a handed-over runtime to its new session, which gets a fresh one", async () => {
+  await using h = await startHost({ warmSessions: 0, limits: HANDOVER });
+  await using a = await openSession(h.client);
+  await run(h.client, a.id, 'text("a")');
+  await using b = await openSession(h.client);
+  const pid = h.host.state.session(b.id)!.runtimePid!;
+  assert.equal(h.host.state.spawnCount, 1, "b took a's runtime");
+  await run(h.client, b.id, 'store("kept", 7)');
+  const spin = "const spin = () => Promise.resolve().then(spin); spin(); exit();";
+  assert.equal((await run(h.client, b.id, spin)).error, undefined);
+  assert.ok(
+    await eventually(() => !processExists(pid), 10_000),
+    "the spinning runtime was replaced: " + JSON.stringify(h.log.lines.filter((l) => l.level !== "info")),
+  );
+  assert.deepEqual((await run(h.client, b.id, 'text(String(load("kept")))')).texts, ["7"]);
+  assert.ok(
+    h.log.lines.some((l) => String(l.msg).startsWith("session runtime replaced: it kept burning CPU")),
+  );
+});
