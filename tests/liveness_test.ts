@@ -68,6 +68,9 @@ Deno.test("A runtime whose cell spins, and which creates isolates, for longer th
   // The last completed cell counts as running until its isolate's end is reported, just after its
   // outcome (a loaded machine stretches that): the spinning cell is the one left.
   const running = () => h.host.state.session(s.id)!.runningCells;
-  assert.ok(await eventually(() => running() === 1, 2_000), `the spinning cell still runs (${running()} running)`);
+  assert.ok(
+    await eventually(() => running() === 1, 2_000),
+    `the spinning cell still runs (${running()} running)`,
+  );
   assert.ok(!s.events.some((e) => e.closed), "the lease did not end");
 });

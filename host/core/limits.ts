@@ -119,9 +119,8 @@ export interface Limits {
    */
   idleRuntimeReleaseMs: number;
   /**
-   * 1: a session that needs a runtime while none is ready in the warm pool takes the runtime of
-   * the session idle the longest (no live cell) instead of waiting for a spawn; that session's next
-   * cell takes one in turn. A runtime then serves several sessions one after another, so use it
+   * 1: a session that needs a runtime takes the runtime of the session idle the longest (no live
+   * cell) before a warm one; that session's next cell takes one in turn. A runtime then serves several sessions one after another, so use it
    * only where every session belongs to one principal (a host launched over stdio by one Codex
    * process is such a host: `--listen` of stdio doors only turns it on unless set). 0: every
    * session's runtime serves that session alone (0).

@@ -42,12 +42,6 @@ function loadSession(): Promise<typeof import("./session.ts")> {
  * replacement started at a fixed 250 ms booted during the next session's open and first cell).
  */
 const REFILL_DELAY_MS = 250;
-/**
- * A warm runtime `Ready` this long has booted its spare cell worker (~150–250 ms of a core after
- * `Ready` on Deno 2.9.6, more under load): with `runtimeHandover` it is taken before an idle
- * session's runtime; one that is still booting is not (its first cell would wait for the boot).
- */
-const BOOTED_AFTER_MS = 500;
 /** A deferred refill's delay once pulled forward: after the outcome's reply has been written. */
 const PULLED_REFILL_DELAY_MS = 5;
 
@@ -121,8 +115,6 @@ export class SessionManager implements AsyncDisposable {
   #slots: Permits;
   #nextRef = 0;
   #warm: RuntimeTransport[] = [];
-  /** When each runtime reached `Ready` (clock ms): a warm one booted is taken before a handover. */
-  #readyAt = new WeakMap<RuntimeTransport, number>();
   #requestPathSpawns = 0;
   #allRuntimes = new Set<RuntimeTransport>();
   #draining = false;
@@ -249,10 +241,7 @@ export class SessionManager implements AsyncDisposable {
       // A slot for the next spawn of a growing pool.
       if (!this.#draining && this.#refillTimer === undefined) this.#refill();
     };
-    runtime.ready.then(() => {
-      this.#readyAt.set(runtime, this.#options.clock.now());
-      settled(true);
-    }, () => settled(false));
+    runtime.ready.then(() => settled(true), () => settled(false));
     return runtime;
   }
 
@@ -321,14 +310,11 @@ export class SessionManager implements AsyncDisposable {
    * @throws {HostError} `runtime_failed` when it failed to start (e.g. version mismatch)
    */
   async takeRuntime(): Promise<RuntimeTransport> {
-    const booted = this.#bootedWarm();
-    if (booted < 0) {
-      const handed = this.#handOver();
-      if (handed) return handed;
-    }
+    const handed = this.#handOver();
+    if (handed) return handed;
     this.#sizer.took();
     this.#armTrim();
-    let runtime = booted > 0 ? this.#warm.splice(booted, 1)[0] : this.#warm.shift();
+    let runtime = this.#warm.shift();
     const burst = this.warmTarget > this.#options.warmSessions;
     if (!runtime) {
       this.#requestPathSpawns++;
@@ -357,21 +343,12 @@ export class SessionManager implements AsyncDisposable {
   }
 
   /**
-   * With `runtimeHandover`, the index in the pool of a warm runtime that has booted (`Ready` for
-   * {@link BOOTED_AFTER_MS}: its spare cell worker is up), else -1; always 0 or -1 without it.
-   */
-  #bootedWarm(): number {
-    if (this.limits.runtimeHandover === 0) return this.#warm.length > 0 ? 0 : -1;
-    const before = this.#options.clock.now() - BOOTED_AFTER_MS;
-    return this.#warm.findIndex((runtime) => (this.#readyAt.get(runtime) ?? Infinity) <= before);
-  }
-
-  /**
-   * With `runtimeHandover`, when no warm runtime has booted: the runtime of the session idle the
-   * longest (no live cell), handed over at once instead of a wait for a start. A runtime's start
-   * costs ~250 ms of CPU (a Deno process and its first `node:worker_threads` Worker,
-   * `bench/README.md`) and its first cell waits for it; a handover costs the new session's
-   * `Configure` and stored values, and the old session's next cell a handover in turn.
+   * With `runtimeHandover`: the runtime of the session idle the longest (no live cell), handed over
+   * at once, before a warm one is taken. A warm runtime taken costs a replacement's start, ~250 ms
+   * of CPU (a Deno process and its first `node:worker_threads` Worker, `bench/README.md`), and one
+   * still booting makes the first cell wait; a handover costs the new session's `Configure` and
+   * stored values, and the old session's next cell a handover in turn. The warm pool serves when no
+   * session is idle, and the pool grows only with the acquisitions it serves.
    */
   #handOver(): RuntimeTransport | undefined {
     if (this.limits.runtimeHandover === 0 || this.#draining) return undefined;
