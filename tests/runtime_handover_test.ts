@@ -98,3 +98,24 @@ Deno.test("Handover: the idle-CPU rule reports a handed-over runtime to its new 
     h.log.lines.some((l) => String(l.msg).startsWith("session runtime replaced: it kept burning CPU")),
   );
 });
+
+Deno.test("Handover: an idle session's runtime is taken before a warm one, which stays in the pool for when no session is idle", async () => {
+  await using h = await startHost({ warmSessions: 1, limits: HANDOVER });
+  await using a = await openSession(h.client);
+  await run(h.client, a.id, 'text("a")');
+  assert.ok(await eventually(() => h.host.state.warmCount === 1, 10_000), "the pool refilled");
+  const pid = h.host.state.session(a.id)!.runtimePid;
+  const onRequestPath = h.host.state.requestPathSpawnCount;
+  await using b = await openSession(h.client);
+  assert.equal(h.host.state.session(b.id)!.runtimePid, pid, "b took a's runtime");
+  assert.equal(h.host.state.warmCount, 1, "the warm runtime was not taken");
+  // b runs a cell (not idle now): a's next cell takes the warm runtime.
+  const slow = await execute(h.client, b.id, "await new Promise((r) => setTimeout(r, 300))", {
+    yieldTimeMs: 10,
+  });
+  assert.ok(slow.outcome.yielded);
+  assert.deepEqual((await run(h.client, a.id, 'text("a again")')).texts, ["a again"]);
+  const taken = h.host.state.session(a.id)!.runtimePid;
+  assert.ok(taken !== undefined && taken !== pid, "a runs on the warm runtime");
+  assert.equal(h.host.state.requestPathSpawnCount, onRequestPath, "no runtime was spawned for a request");
+});
