@@ -68,20 +68,23 @@ export type DoorStart = (config: HostConfig, log: Logger) => Promise<Door>;
 /** A listener ends only when it is stopped. */
 const NEVER = new Promise<number>(() => {});
 
-/** The doors whose one client is the host's only principal (the process that launched it). */
-const STDIO_DOORS = new Set(["grpc-stdio", "stdio", "mcp-stdio"]);
-
 /**
- * The engine's options. Behind a stdio door every session belongs to the process that launched
- * the host (Codex, or its app-server), so an idle session's runtime may serve another session
- * (`runtimeHandover` on unless set); a listener may serve many principals, and keeps it off.
+ * The engine's options. A runtime serves the sessions of one client in turn (`runtimeHandover=1`)
+ * unless set: behind a stdio door every session is the launching process's (Codex, or its
+ * app-server); behind the gRPC listener a client is a connection. Not behind a router
+ * (`--route-token`: a proxy such as nginx pools its upstream connections, so one connection carries
+ * many clients' calls) nor behind `mcp+http` (its sessions reach the host through one provider).
  */
 function engineOptions(config: HostConfig, log: Logger): HostEngineFlags & { log: Logger } {
   const engine = config.engine;
-  if (!STDIO_DOORS.has(config.listen.kind) || Object.hasOwn(engine.limits, "runtimeHandover")) {
-    return { ...engine, log };
-  }
-  return { ...engine, limits: { ...engine.limits, runtimeHandover: 1 }, log };
+  return { ...engine, limits: { ...engine.limits, runtimeHandover: runtimeHandover(config) }, log };
+}
+
+/** The `runtimeHandover` a door runs with: `--limit runtimeHandover`, else its default (above). */
+export function runtimeHandover(config: HostConfig): number {
+  const set = config.engine.limits.runtimeHandover;
+  if (set !== undefined) return set;
+  return config.routeToken !== undefined || config.listen.kind === "mcp-http" ? 0 : 1;
 }
 
 /** The message of a failure, as the log line gives it. */

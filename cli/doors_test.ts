@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { Logger } from "../host/ops/log.ts";
 import { parseHostFlags } from "./flags.ts";
-import { DOORS, StartFailure } from "./doors.ts";
+import { DOORS, runtimeHandover, StartFailure } from "./doors.ts";
 
 const files = { base: "/", cwd: "/", readTextFile: () => "token" };
 
@@ -101,4 +101,20 @@ Deno.test("the gRPC door's graph holds neither metrics, tracing nor MCP", () => 
   const unused =
     /prom-client|opentelemetry|modelcontextprotocol|\/host\/ops\/(prometheus|otel|ops_server)\.ts/;
   assert.deepEqual(graph.filter((s) => unused.test(s)), []);
+});
+
+Deno.test("runtimeHandover: one client's sessions share runtimes in turn, except behind a router or mcp+http, unless set", async () => {
+  const of = async (args: string[]) => {
+    const config = await parseHostFlags(args, files);
+    if (config.kind !== "serve") throw new Error("not serve");
+    return runtimeHandover(config);
+  };
+  assert.equal(await of([]), 1);
+  assert.equal(await of(["--listen", "grpc+stdio://"]), 1);
+  assert.equal(await of(["--listen", "stdio"]), 1);
+  assert.equal(await of(["--listen", "mcp+stdio"]), 1);
+  assert.equal(await of(["--route-token", "r1"]), 0);
+  assert.equal(await of(["--listen", "mcp+http://127.0.0.1:0"]), 0);
+  assert.equal(await of(["--limit", "runtimeHandover=0"]), 0);
+  assert.equal(await of(["--route-token", "r1", "--limit", "runtimeHandover=2"]), 2);
 });

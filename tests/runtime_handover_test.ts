@@ -7,7 +7,16 @@
  * @module
  */
 import assert from "node:assert/strict";
-import { eventually, execute, openSession, processExists, run, startHost, texts } from "./_harness.ts";
+import {
+  eventually,
+  execute,
+  openSession,
+  processExists,
+  rawClient,
+  run,
+  startHost,
+  texts,
+} from "./_harness.ts";
 
 const HANDOVER = { runtimeHandover: 1 };
 
@@ -118,4 +127,21 @@ Deno.test("Handover: an idle session's runtime is taken before a warm one, which
   const taken = h.host.state.session(a.id)!.runtimePid;
   assert.ok(taken !== undefined && taken !== pid, "a runs on the warm runtime");
   assert.equal(h.host.state.requestPathSpawnCount, onRequestPath, "no runtime was spawned for a request");
+});
+
+Deno.test("Handover 1 stays within one client (a gRPC connection); 2 crosses clients", async (t) => {
+  for (const scope of [1, 2]) {
+    await t.step(`runtimeHandover=${scope}`, async () => {
+      await using h = await startHost({ warmSessions: 0, limits: { runtimeHandover: scope } });
+      await using a = await openSession(h.client);
+      await run(h.client, a.id, 'store("k", 1)');
+      const pid = h.host.state.session(a.id)!.runtimePid;
+      using other = rawClient(h.address);
+      await using b = await openSession(other.client);
+      assert.deepEqual((await run(other.client, b.id, 'text(String(load("k")))')).texts, ["undefined"]);
+      const taken = h.host.state.session(b.id)!.runtimePid === pid;
+      assert.equal(taken, scope === 2, `another connection's session took a's runtime: ${taken}`);
+      assert.equal(h.host.state.spawnCount, scope === 2 ? 1 : 2);
+    });
+  }
 });

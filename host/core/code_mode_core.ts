@@ -207,6 +207,7 @@ export class CodeModeCore {
       jsonOutcomeSizes: request.jsonOutcomeSizes,
       serialOutcomes: request.serialOutcomes,
       closureTerminatesWaits: request.closureTerminatesWaits,
+      client: request.client,
     }, slot);
     return {
       sessionId: session.id,

@@ -68,6 +68,12 @@ export interface OpenSessionRequest {
    */
   closureTerminatesWaits?: boolean;
   /**
+   * The client the session belongs to, for `runtimeHandover=1`: sessions of different clients never
+   * hand a runtime to each other (the gRPC door gives the connection's peer address). Default: one
+   * client for every session of the host.
+   */
+  client?: string;
+  /**
    * The pool of delegate permits the session draws from besides its own (default the host-wide
    * `maxPendingDelegateCalls` pool): a door whose connection has its own delegate capacity (JSON
    * host V1's `delegate-capacity-4096`) passes one pool for all of that connection's sessions.

@@ -119,11 +119,12 @@ export interface Limits {
    */
   idleRuntimeReleaseMs: number;
   /**
-   * 1: a session that needs a runtime takes the runtime of the session idle the longest (no live
-   * cell) before a warm one; that session's next cell takes one in turn. A runtime then serves several sessions one after another, so use it
-   * only where every session belongs to one principal (a host launched over stdio by one Codex
-   * process is such a host: `--listen` of stdio doors only turns it on unless set). 0: every
-   * session's runtime serves that session alone (0).
+   * A session that needs a runtime takes the runtime of the session idle the longest (no live
+   * cell) before a warm one, and that session's next cell takes one in turn: a runtime serves
+   * sessions one after another, never two at once. 1: among the sessions of one client (one
+   * connection of the gRPC door; every session behind a stdio door or in an embedding program);
+   * 2: among all sessions of the host; 0: every session's runtime serves that session alone (0;
+   * `deno task serve` makes it 1 unless set, 0 with `--route-token` or `mcp+http`).
    */
   runtimeHandover: number;
   /** Pre-spawned idle session runtimes (2): the warm pool's floor (`--warm-sessions`). */
@@ -250,6 +251,9 @@ export function resolveLimits(overrides: Partial<Limits> | string[] = {}): Limit
     throw new RangeError(
       `limit maxStoredValueBytes ${limits.maxStoredValueBytes} exceeds maxMessageBytes ${limits.maxMessageBytes}`,
     );
+  }
+  if (limits.runtimeHandover > 2) {
+    throw new RangeError(`limit runtimeHandover must be 0, 1 or 2, not ${limits.runtimeHandover}`);
   }
   return limits;
 }

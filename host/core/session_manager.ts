@@ -92,6 +92,8 @@ export interface OpenOptions {
   serialOutcomes?: boolean;
   /** A Wait pending at the closure gets its cell's Terminated outcome (`OpenSessionRequest.closureTerminatesWaits`). */
   closureTerminatesWaits?: boolean;
+  /** The session's client (`OpenSessionRequest.client`); default one client for the host. */
+  client?: string;
 }
 
 /** Registry and admission. */
@@ -110,6 +112,8 @@ export class SessionManager implements AsyncDisposable {
   #options: SessionManagerOptions;
   #codec: WorkerCodec;
   #sessions = new Map<string, Session>();
+  /** Each session's client (`runtimeHandover=1` hands runtimes over only among one client's sessions). */
+  #clients = new WeakMap<Session, string>();
   /** IDs of sessions that were removed, so that a caller-chosen ID is never reused. */
   #removedIds: RecentIds;
   #slots: Permits;
@@ -304,13 +308,15 @@ export class SessionManager implements AsyncDisposable {
   }
 
   /**
-   * Takes a runtime: a warm one when available, else a fresh spawn; waits for its `Ready`.
+   * Takes a runtime: with `runtimeHandover`, an idle session's; else a warm one when available,
+   * else a fresh spawn; waits for its `Ready`.
    *
+   * @param client the taking session's client (`runtimeHandover=1` takes only from its sessions)
    * @returns a ready runtime
    * @throws {HostError} `runtime_failed` when it failed to start (e.g. version mismatch)
    */
-  async takeRuntime(): Promise<RuntimeTransport> {
-    const handed = this.#handOver();
+  async takeRuntime(client = ""): Promise<RuntimeTransport> {
+    const handed = this.#handOver(client);
     if (handed) return handed;
     this.#sizer.took();
     this.#armTrim();
@@ -350,11 +356,13 @@ export class SessionManager implements AsyncDisposable {
    * stored values, and the old session's next cell a handover in turn. The warm pool serves when no
    * session is idle, and the pool grows only with the acquisitions it serves.
    */
-  #handOver(): RuntimeTransport | undefined {
-    if (this.limits.runtimeHandover === 0 || this.#draining) return undefined;
+  #handOver(client: string): RuntimeTransport | undefined {
+    const scope = this.limits.runtimeHandover;
+    if (scope === 0 || this.#draining) return undefined;
     let donor: Session | undefined;
     let since = Infinity;
     for (const session of this.#sessions.values()) {
+      if (scope === 1 && this.#clients.get(session) !== client) continue;
       const idle = session.handoverIdleSince;
       if (idle !== undefined && idle < since) [donor, since] = [session, idle];
     }
@@ -403,7 +411,7 @@ export class SessionManager implements AsyncDisposable {
     try {
       const taken = this.#chosenIdRefusal(options.sessionId);
       if (taken) throw taken;
-      runtime = await this.takeRuntime();
+      runtime = await this.takeRuntime(options.client);
       SessionClass ?? await loadSession();
     } catch (error) {
       slot.release();
@@ -430,7 +438,7 @@ export class SessionManager implements AsyncDisposable {
       limits: this.limits,
       log: this.#options.log,
       clock: this.#options.clock,
-      replaceRuntime: () => this.takeRuntime(),
+      replaceRuntime: () => this.takeRuntime(options.client),
       hostDelegatePermits: options.delegatePermits ?? this.delegates,
       sessionDelegateCapacity: options.maxPendingDelegateCalls,
       jsonOutcomeSizes: options.jsonOutcomeSizes,
@@ -453,6 +461,7 @@ export class SessionManager implements AsyncDisposable {
       onObserved: () => this.#pullRefill(refill),
     });
     this.#sessions.set(session.id, session);
+    this.#clients.set(session, options.client ?? "");
     this.#options.log.debug("session opened", { session_id: session.id, session_ref: session.ref });
     return session;
   }

@@ -291,6 +291,8 @@ async function* leaseStream(
     maxHeapSizeBytes: u64(limits?.maxHeapSizeBytes),
     maxPendingDelegateCalls,
     traceparent: context.metadata.get("traceparent") ?? undefined,
+    // The connection (`runtimeHandover=1`): `IP:PORT` over TCP; one for a Unix socket or stdio.
+    client: context.peer,
   });
   if (options.routeToken !== undefined) context.header.set("x-code-mode-route", options.routeToken);
   context.sendHeader();
