@@ -475,8 +475,10 @@ ${sleep(1000)}; text("end")`,
     items: [
       execCall(
         "call-1",
+        // Each wait must reach the cell before its next phase: Codex's round trip to the fake model
+        // took over 300 ms on a loaded 2-core CI machine once (the wait then saw two phases).
         `for (const [i, word] of ["alpha", "beta", "gamma", "delta"].entries()) {
-  if (i > 0) { ${sleep(300)}; }
+  if (i > 0) { ${sleep(1000)}; }
   for (let j = 0; j < 40; j++) text(word + " " + j);
   if (i < 3) yield_control();
 }`,
