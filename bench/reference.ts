@@ -27,7 +27,8 @@
  *   first stdout line), opens a session and runs `text("x")`: the time from the spawn to the outcome,
  *   with the steps in between in the notes.
  *
- * Environment: `BENCH_ROUNDS` (default 5); `BENCH_ONLY=key,...` runs only those rows (`b2b`, `rate1`,
+ * Environment: `BENCH_ROUNDS` (default 5); `BENCH_HOST_ARGS` (more flags for this host in the time
+ * and rate rows, split on spaces); `BENCH_ONLY=key,...` runs only those rows (`b2b`, `rate1`,
  * `gap`, `store`, `tool`, `large`, `terminate`, `open`, `first`, `rate8`, `pss`, `pss-release`,
  * `cold-stdio`, `cold-tcp`; a prefix before `-` selects all its rows, e.g. `cold`); `BENCH_HOST_DIR`
  * measures the host of another checkout. No assertions on times: figures only; every cell's outcome
@@ -54,6 +55,8 @@ import {
 import { join } from "node:path";
 
 const ROUNDS = Number(Deno.env.get("BENCH_ROUNDS") ?? 5);
+/** More flags for this host's time and rate rows (`BENCH_HOST_ARGS`, split on spaces). */
+const EXTRA = (Deno.env.get("BENCH_HOST_ARGS") ?? "").split(" ").filter((arg) => arg !== "");
 const ONLY = Deno.env.get("BENCH_ONLY")?.split(",").map((key) => key.trim()).filter((key) => key !== "");
 const PSS_SESSIONS = 20;
 const RELEASE = ["--limit", "idleRuntimeReleaseMs=1000"];
@@ -216,7 +219,7 @@ const hosts = new Map<HostKind, Awaited<ReturnType<typeof startHost>>>();
 try {
   if (latencyRows.length > 0) {
     for (const kind of ["ours", "codex"] as const) {
-      const host = await startHost(kind);
+      const host = await startHost(kind, kind === "ours" ? EXTRA : []);
       hosts.set(kind, host);
       await client.call({ op: "connect", host: kind, target: host.target });
     }

@@ -20,7 +20,7 @@ import {
 
 const HANDOVER = { runtimeHandover: 1 };
 
-Deno.test("Handover: with no warm runtime, a new session takes the idle session's runtime; stored values and globals stay each session's own", async () => {
+Deno.test("Handover: with no warm runtime, a new session takes the idle session's runtime; stored values and globals stay each session's own; a session in a burst keeps its runtime", async () => {
   await using h = await startHost({ warmSessions: 0, metricsListen: "127.0.0.1:0", limits: HANDOVER });
   await using a = await openSession(h.client);
   a.pump();
@@ -43,11 +43,13 @@ Deno.test("Handover: with no warm runtime, a new session takes the idle session'
   const back = await run(h.client, a.id, 'text(load("k"))');
   assert.deepEqual(back.texts, ["a's"]);
   assert.equal(h.host.state.session(a.id)!.runtimePid, pid);
+  // a ran two cells within a second (a burst): its runtime stays with it, and b gets a new one.
   assert.deepEqual((await run(h.client, b.id, 'text(load("k"))')).texts, ["b's"]);
-  assert.equal(h.host.state.spawnCount, 1, "three acquisitions, one runtime");
+  assert.equal(h.host.state.session(a.id)!.runtimePid, pid, "a keeps its runtime in a burst");
+  assert.equal(h.host.state.spawnCount, 2, "two handovers, then a spawn");
   assert.ok(processExists(pid));
   const metrics = await (await fetch(`${h.host.metricsUrl}/metrics`)).text();
-  assert.match(metrics, /^code_mode_runtime_handovers_total 3$/m);
+  assert.match(metrics, /^code_mode_runtime_handovers_total 2$/m);
   assert.ok(h.log.lines.every((l) => l.level !== "error" && l.level !== "warn"), JSON.stringify(h.log.lines));
 });
 
@@ -144,4 +146,23 @@ Deno.test("Handover 1 stays within one client (a gRPC connection); 2 crosses cli
       assert.equal(h.host.state.spawnCount, scope === 2 ? 1 : 2);
     });
   }
+});
+
+Deno.test("Handover: a session that closes gives the runtime back to the session it took it from", async () => {
+  await using h = await startHost({ warmSessions: 0, limits: HANDOVER });
+  await using a = await openSession(h.client);
+  await run(h.client, a.id, 'store("k", "a-value")');
+  const pid = h.host.state.session(a.id)!.runtimePid!;
+  const b = await openSession(h.client);
+  await run(h.client, b.id, 'store("k", "b-value")');
+  assert.equal(h.host.state.session(b.id)!.runtimePid, pid);
+  await h.client.closeSession({ sessionId: b.id });
+  await b[Symbol.asyncDispose]();
+  assert.ok(
+    await eventually(() => h.host.state.session(a.id)?.runtimePid === pid),
+    "a holds its runtime again",
+  );
+  assert.ok(processExists(pid));
+  assert.deepEqual((await run(h.client, a.id, 'text(load("k"))')).texts, ["a-value"]);
+  assert.equal(h.host.state.spawnCount, 1, "no runtime was started");
 });

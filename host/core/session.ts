@@ -143,6 +143,7 @@ export class Session {
       replica: (send) => this.#store.sendReplica(send),
       isOpen: () => this.#state === "open",
       replace: options.replaceRuntime,
+      giveBack: options.giveBackRuntime,
       crashed: (reason, panicked, fields) => this.#fail(reason, panicked, fields),
     });
     this.#activity = new SessionActivity({
@@ -198,6 +199,16 @@ export class Session {
   /** Hands the session's idle runtime to another session (`runtimeHandover`), if it can be. */
   handOverRuntime(): RuntimeTransport | undefined {
     return this.#runtime.handOver();
+  }
+
+  /** Whether the session has no runtime and could take one back now (`runtimeHandover`). */
+  get canAdoptRuntime(): boolean {
+    return this.#runtime.canAdopt;
+  }
+
+  /** Takes back a runtime handed over from this session (`runtimeHandover`), if it has none. */
+  adoptRuntime(runtime: RuntimeTransport): boolean {
+    return this.#runtime.adopt(runtime);
   }
 
   /** The lease stream: `opened` first, then session events, until the session ends. */

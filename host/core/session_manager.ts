@@ -114,6 +114,8 @@ export class SessionManager implements AsyncDisposable {
   #sessions = new Map<string, Session>();
   /** Each session's client (`runtimeHandover=1` hands runtimes over only among one client's sessions). */
   #clients = new WeakMap<Session, string>();
+  /** The session each runtime was last handed over from (it gets it back at the taker's close). */
+  #lentBy = new WeakMap<RuntimeTransport, Session>();
   /** IDs of sessions that were removed, so that a caller-chosen ID is never reused. */
   #removedIds: RecentIds;
   #slots: Permits;
@@ -367,8 +369,28 @@ export class SessionManager implements AsyncDisposable {
       if (idle !== undefined && idle < since) [donor, since] = [session, idle];
     }
     const runtime = donor?.handOverRuntime();
-    if (runtime) this.telemetry.metrics.runtimeHandedOver();
+    if (runtime) {
+      this.telemetry.metrics.runtimeHandedOver();
+      this.#lentBy.set(runtime, donor!);
+    }
     return runtime;
+  }
+
+  /**
+   * A session closed with a runtime it was handed (`runtimeHandover`): the runtime goes back to
+   * the session it was taken from, if that one is still open and has none (it would otherwise take
+   * another's, or a start, for its next cell).
+   */
+  #giveBack(runtime: RuntimeTransport, detach: () => RuntimeTransport): boolean {
+    const lender = this.#lentBy.get(runtime);
+    this.#lentBy.delete(runtime);
+    if (!lender || this.#draining || this.#sessions.get(lender.id) !== lender) return false;
+    if (!lender.canAdoptRuntime) return false;
+    const detached = detach();
+    if (lender.adoptRuntime(detached)) this.telemetry.metrics.runtimeHandedOver();
+    // Never rejects; its end is watched from its spawn.
+    else detached.stop();
+    return true;
   }
 
   /**
@@ -439,6 +461,7 @@ export class SessionManager implements AsyncDisposable {
       log: this.#options.log,
       clock: this.#options.clock,
       replaceRuntime: () => this.takeRuntime(options.client),
+      giveBackRuntime: (given, detach) => this.#giveBack(given, detach),
       hostDelegatePermits: options.delegatePermits ?? this.delegates,
       sessionDelegateCapacity: options.maxPendingDelegateCalls,
       jsonOutcomeSizes: options.jsonOutcomeSizes,

@@ -84,6 +84,12 @@ export interface SessionOptions {
   onObserved?(): void;
   /** Obtains a replacement runtime for a runtime restart (SPEC §4.5). */
   replaceRuntime(): Promise<RuntimeTransport>;
+  /**
+   * At the session's close, offers its idle runtime back to the session it was handed over from
+   * (`runtimeHandover`): `detach` clears the closing session's stored values in it and lets go of
+   * it; `true` when taken (it is not stopped then).
+   */
+  giveBackRuntime?(runtime: RuntimeTransport, detach: () => RuntimeTransport): boolean;
   /** Host-wide delegate permits (`maxPendingDelegateCalls`), or the session's connection's pool. */
   hostDelegatePermits: Permits;
   /** The session's own delegate capacity (default `maxPendingDelegateCallsPerSession`). */
