@@ -166,7 +166,7 @@ async function rejection(promise: Promise<unknown>): Promise<unknown> {
   assert.fail("did not reject");
 }
 
-Deno.test("openSession: the wire limits become the core's request (uint64 strings as bigints, the traceparent header)", async () => {
+Deno.test("openSession: the wire limits become the core's request (uint64 strings as bigints, the traceparent header, the peer as the client)", async () => {
   const core = new FakeCore();
   const events = service(core).openSession(
     {
@@ -184,6 +184,8 @@ Deno.test("openSession: the wire limits become the core's request (uint64 string
     maxHeapSizeBytes: 33554432n,
     maxPendingDelegateCalls: 7,
     traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+    // The connection's peer scopes runtime handover to one client's sessions.
+    client: "test",
   }]);
 });
 
