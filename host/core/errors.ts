@@ -81,3 +81,8 @@ export class HostError extends Error {
     this.code = code;
   }
 }
+
+/** The message of a thrown value (an `Error`'s, else the value as a string). */
+export function messageOf(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}

@@ -16,7 +16,7 @@ import { Cell, type Outcome } from "./cell.ts";
 import type { CellPort } from "./cell_port.ts";
 import type { CellToolCall } from "./cell_channel.ts";
 import { CellTelemetry } from "./cell_telemetry.ts";
-import { HostError } from "./errors.ts";
+import { HostError, messageOf } from "./errors.ts";
 import { LeaseQueue } from "./lease_queue.ts";
 import type { LogFields } from "../ops/log.ts";
 import { type Permit, Permits } from "./permits.ts";
@@ -31,7 +31,7 @@ import {
 } from "./session_types.ts";
 import { SessionNotifications } from "./session_notifications.ts";
 import { type RegisteredWait, SessionObservations } from "./session_observations.ts";
-import { SessionRuntime } from "./session_runtime.ts";
+import { type RuntimeHandover, SessionRuntime } from "./session_runtime.ts";
 import { checkCellSource } from "./source_check.ts";
 import { StoredValues } from "./stored_values.ts";
 import { type Subscription, ToolBridge, type ToolNameInfo, TooManySubscriptions } from "./tool_bridge.ts";
@@ -48,10 +48,6 @@ export {
 export { NOTIFICATION_FLUSH_MS } from "./session_notifications.ts";
 
 const CLOSED_MESSAGE = "code-mode session is closed";
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
-
 /** Host-side state of one session. */
 export class Session {
   readonly id: string;
@@ -191,24 +187,9 @@ export class Session {
     return this.#runtime.released;
   }
 
-  /** Since when the session's idle runtime could be handed over (`runtimeHandover`), if it can. */
-  get handoverIdleSince(): number | undefined {
-    return this.#runtime.handoverIdleSince;
-  }
-
-  /** Hands the session's idle runtime to another session (`runtimeHandover`), if it can be. */
-  handOverRuntime(): RuntimeTransport | undefined {
-    return this.#runtime.handOver();
-  }
-
-  /** Whether the session has no runtime and could take one back now (`runtimeHandover`). */
-  get canAdoptRuntime(): boolean {
-    return this.#runtime.canAdopt;
-  }
-
-  /** Takes back a runtime handed over from this session (`runtimeHandover`), if it has none. */
-  adoptRuntime(runtime: RuntimeTransport): boolean {
-    return this.#runtime.adopt(runtime);
+  /** The session's side of `runtimeHandover` (its idle runtime given, a runtime taken back). */
+  get handover(): RuntimeHandover {
+    return this.#runtime;
   }
 
   /** The lease stream: `opened` first, then session events, until the session ends. */

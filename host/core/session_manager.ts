@@ -365,10 +365,10 @@ export class SessionManager implements AsyncDisposable {
     let since = Infinity;
     for (const session of this.#sessions.values()) {
       if (scope === 1 && this.#clients.get(session) !== client) continue;
-      const idle = session.handoverIdleSince;
+      const idle = session.handover.handoverIdleSince;
       if (idle !== undefined && idle < since) [donor, since] = [session, idle];
     }
-    const runtime = donor?.handOverRuntime();
+    const runtime = donor?.handover.handOver();
     if (runtime) {
       this.telemetry.metrics.runtimeHandedOver();
       this.#lentBy.set(runtime, donor!);
@@ -385,9 +385,9 @@ export class SessionManager implements AsyncDisposable {
     const lender = this.#lentBy.get(runtime);
     this.#lentBy.delete(runtime);
     if (!lender || this.#draining || this.#sessions.get(lender.id) !== lender) return false;
-    if (!lender.canAdoptRuntime) return false;
+    if (!lender.handover.canAdopt) return false;
     const detached = detach();
-    if (lender.adoptRuntime(detached)) this.telemetry.metrics.runtimeHandedOver();
+    if (lender.handover.adopt(detached)) this.telemetry.metrics.runtimeHandedOver();
     // Never rejects; its end is watched from its spawn.
     else detached.stop();
     return true;

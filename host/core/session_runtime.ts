@@ -34,25 +34,8 @@ import {
   type RuntimeTransport,
 } from "../runtime/runtime_transport.ts";
 import type { StoreUpdate } from "./stored_values.ts";
-
-/**
- * Cooperative-stop deadlines a cell whose isolate has not begun gets before its runtime is
- * restarted: 5 × `cooperativeStopMs` (500 ms), inside Terminate's 1 s bound (SPEC §4.5).
- */
-const UNSTARTED_STOP_ROUNDS = 5;
-
-/**
- * The session's only running cell has `cooperativeStopMs` / this (2 ms by default) from the StopCell,
- * and at least until its runtime has answered the ping that followed it, to confirm its stop (see
- * {@link SessionRuntime.stopCell}): an idle or awaiting cell's answer takes one thread hop.
- */
-const STOP_CONFIRM_SHARE = 50;
-
-/**
- * A cell is stopped at once only once it began `cooperativeStopMs` / this (20 ms by default) before
- * the stop (see {@link SessionRuntime.stopCell}).
- */
-const SETTLED_SHARE = 5;
+import { stopCell } from "./cell_stop.ts";
+import { messageOf } from "./errors.ts";
 
 /**
  * A spinning cell stopped at once (reported busy) ends at once, and its runtime is killed and
@@ -68,10 +51,6 @@ function crashLabel(end: RuntimeEnd): CrashLabel {
   if (end.kind !== "exit") return end.kind;
   if (/heap limit|out of memory/i.test(end.stderrTail)) return "heap";
   return end.signal ? "signal" : "exit";
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 /** Why {@link SessionRuntime.replaceRuntime} replaces a session's runtime. */
@@ -133,8 +112,20 @@ export interface SessionRuntimeOptions {
  */
 const BURST_MS = 1_000;
 
+/** A session's side of `runtimeHandover` (its idle runtime given, a runtime taken back). */
+export interface RuntimeHandover {
+  /** Since when the session's idle runtime could be handed over, if it can. */
+  readonly handoverIdleSince: number | undefined;
+  /** Hands the session's idle runtime to another session, if it can be. */
+  handOver(): RuntimeTransport | undefined;
+  /** Whether the session has no runtime and could take one back now. */
+  readonly canAdopt: boolean;
+  /** Takes back a runtime handed over from the session; check {@link canAdopt} first. */
+  adopt(runtime: RuntimeTransport): boolean;
+}
+
 /** The runtime of one session, supervised. */
-export class SessionRuntime {
+export class SessionRuntime implements RuntimeHandover {
   #options: SessionRuntimeOptions;
   #current: RuntimeTransport;
   /** Set while a replacement is obtained; StartCell and the session's close wait for it. */
@@ -305,13 +296,13 @@ export class SessionRuntime {
 
   /**
    * Takes a runtime back (`runtimeHandover`: the session it was handed to closed) when the session
-   * has none: attached as after a restart (its `Configure` and stored values), idle.
+   * has none ({@link SessionRuntime.canAdopt}, checked by the caller): attached as after a restart (its `Configure` and stored values), idle.
    *
    * @param runtime a live runtime with no cell of another session, its stored values cleared
-   * @returns whether it was taken
+   * @returns whether it was taken (not when it has ended)
    */
   adopt(runtime: RuntimeTransport): boolean {
-    if (!this.canAdopt || !runtime.alive) return false;
+    if (!runtime.alive) return false;
     this.#current = runtime;
     this.#released = false;
     this.#attach(runtime);
@@ -419,95 +410,12 @@ export class SessionRuntime {
   }
 
   /**
-   * Asks the runtime to stop a cell (StopCell). A cell running synchronous code cannot confirm: its
-   * runtime is restarted (SPEC §4.5), or, without a hard stop (in-process isolation, SPEC §9.8),
-   * the cell is abandoned.
-   *
-   * - The session's only running cell that its runtime reported busy (inside synchronous code for a
-   *   while, `worker/cell_busy.ts`) and that has not reported that stretch's end: its runtime is
-   *   restarted at once, with no round trip to the runtime (a loaded machine stretches one to
-   *   2–8 ms while the spinning thread holds a core). Its outputs came before the report (the cell
-   *   writes them to the pipe itself, and the runtime forwards what it posted before it reports), so
-   *   the cell ends terminated with all of them. A cell stopped before its runtime reported it is
-   *   restarted as that report comes, unless it confirmed its stop first.
-   * - Else the session's only running cell, begun `cooperativeStopMs` / {@link SETTLED_SHARE} ago or
-   *   more (see {@link SessionRuntime.#stopAlone}): the runtime's
-   *   answer to a ping sent right after the StopCell says that every output of the cell is in; a
-   *   cell that has not confirmed `cooperativeStopMs` / {@link STOP_CONFIRM_SHARE} later is
-   *   spinning, and its runtime is restarted at once (no other cell of the session ends by it).
-   * - Else, and as the backstop of a runtime that does not answer, the cell gets
-   *   `cooperativeStopMs`; a cell whose isolate has not begun cannot be running code (its runtime
-   *   is busy: creating a Worker blocks it ~30 ms, more on a loaded machine), and a restart would
-   *   end the session's other cells, so it gets up to {@link UNSTARTED_STOP_ROUNDS} deadlines.
+   * Asks the runtime to stop a cell (StopCell; the rules: `cell_stop.ts`).
    *
    * @param cell the cell to stop
    */
   stopCell(cell: Cell): void {
-    if (!cell.running || !this.#options.isOpen()) return;
-    this.post({ stopCell: { cellId: cell.id } });
-    const runtime = this.#current;
-    const { clock, limits } = this.#options;
-    const alone = () =>
-      !this.#restarting && runtime === this.#current && runtime.hardStop !== false &&
-      this.#options.running.size === 1 && this.#options.isOpen();
-    const hardStop = () => this.replaceRuntime({ kind: "stop", cellId: cell.id, answerFirst: true });
-    if (alone() && cell.busy) return hardStop();
-    // A cell stopped right after it began: a report that comes before its confirmation stops it.
-    cell.whenBusy(() => {
-      if (cell.running && alone()) hardStop();
-    });
-    // A cell that began only just may still be evaluating its first statements (on a loaded
-    // machine its thread waits for a core): it is not judged spinning from a short silence.
-    const settled = cell.beganAt !== undefined &&
-      clock.now() - cell.beganAt >= limits.cooperativeStopMs / SETTLED_SHARE;
-    if (runtime.flush && runtime.hardStop !== false && this.#options.running.size === 1 && settled) {
-      this.#stopAlone(cell, runtime, runtime.flush());
-    }
-    this.#stopInRounds(cell, cell.began);
-  }
-
-  /**
-   * Stops the session's only running cell: a cell that has not confirmed (an idle or awaiting cell
-   * answers at once; the runtime waits a moment for that answer before it answers the ping) by the
-   * runtime's answer (`flushed`), and `cooperativeStopMs` / {@link STOP_CONFIRM_SHARE} after the
-   * StopCell, is running code: the runtime is restarted. The cell's output that the runtime
-   * had when it read the StopCell came before its answer, so the cell ends terminated with all of
-   * it. A cell that another one joined meanwhile is left to the rounds.
-   */
-  #stopAlone(cell: Cell, runtime: RuntimeTransport, flushed: Promise<boolean>): void {
-    const { clock, limits } = this.#options;
-    const deadline = clock.now() + limits.cooperativeStopMs / STOP_CONFIRM_SHARE;
-    const stillStopping = () =>
-      cell.running && this.#options.isOpen() && runtime === this.#current && this.#options.running.size === 1;
-    const hardStop = () => {
-      if (stillStopping()) this.replaceRuntime({ kind: "stop", cellId: cell.id });
-    };
-    flushed.then((answered) => {
-      // Not answered: the runtime ended, and its end ends the cell.
-      if (!answered || !stillStopping()) return;
-      const left = deadline - clock.now();
-      if (left <= 0) return hardStop();
-      clock.setTimeout(hardStop, left);
-    });
-  }
-
-  /** Stops a cell in `cooperativeStopMs` deadlines (see {@link SessionRuntime.stopCell}). */
-  #stopInRounds(cell: Cell, began: boolean): void {
-    const { clock, limits } = this.#options;
-    const stopMs = limits.cooperativeStopMs;
-    // Began before the stop, or seen begun one deadline ago: it had its full deadline.
-    let hadDeadline = began;
-    let rounds = 0;
-    const check = () => {
-      if (!cell.running || !this.#options.isOpen()) return;
-      if (hadDeadline || ++rounds >= UNSTARTED_STOP_ROUNDS) {
-        if (this.#current.hardStop === false) return this.#abandon(cell);
-        return this.replaceRuntime({ kind: "stop", cellId: cell.id });
-      }
-      hadDeadline = cell.began;
-      clock.setTimeout(check, stopMs);
-    };
-    clock.setTimeout(check, stopMs);
+    stopCell(cell, this, this.#options);
   }
 
   /**
@@ -521,16 +429,6 @@ export class SessionRuntime {
         "(it runs until the host exits)",
       { session_ref: this.#options.ref, cpu_percent: cpuPercent },
     );
-  }
-
-  /** Ends a cell that did not confirm its stop, leaving its isolate to the runtime (SPEC §9.8). */
-  #abandon(cell: Cell): void {
-    this.#current.abandonCell?.(cell.id);
-    cell.end({ kind: "default" });
-    this.#options.log.warn("cell did not confirm its stop and was abandoned", {
-      session_ref: this.#options.ref,
-      cell_id: cell.id,
-    });
   }
 
   /**

@@ -36,6 +36,7 @@ import { type ActiveRequest, V1Operations } from "./operations.ts";
 import { Outbox } from "./outbox.ts";
 import { DecodeError, parseJson, utf8 } from "./serde.ts";
 import type { V1Session } from "./session_pumps.ts";
+import { messageOf } from "../../core/errors.ts";
 
 /** Requests in flight at most. */
 export const MAX_IN_FLIGHT = 256;
@@ -75,10 +76,6 @@ export interface V1ConnectionOptions {
 
 class FatalError extends Error {
   override name = "FatalError";
-}
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 const METHOD_KINDS = {

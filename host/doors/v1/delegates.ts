@@ -12,6 +12,7 @@
 import type { CodeModeCore, CompleteToolCallRequest } from "../../core/code_mode_core.ts";
 import type { Logger } from "../../ops/log.ts";
 import type { DelegateResult } from "./client_messages.ts";
+import { messageOf } from "../../core/errors.ts";
 
 /** One delegate request in flight. */
 export type Delegate =
@@ -27,10 +28,6 @@ export type Delegate =
 
 /** A notification delegate. */
 export type NotificationDelegate = Delegate & { kind: "notification" };
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
 
 /** The delegate requests of one connection. */
 export class DelegateTable {

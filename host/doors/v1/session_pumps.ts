@@ -21,12 +21,9 @@ import type { Delegate, DelegateTable } from "./delegates.ts";
 import { encodeFrame, frameTooLarge } from "./framing.ts";
 import { toolInvoke, wireId } from "./host_messages.ts";
 import type { Outbox } from "./outbox.ts";
+import { messageOf } from "../../core/errors.ts";
 
 type Gates = Map<string, PromiseWithResolvers<void>>;
-
-function messageOf(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
 
 const macrotask = () => new Promise<void>((resolve) => setTimeout(resolve, 0));
 
