@@ -292,6 +292,20 @@ def turn_idle(host):
     return {"ms": (now() - start) * 1000}
 
 
+def floor_idle(host):
+    """The unary floor: a Terminate of a cell that does not exist in every idle session, back to back
+    (each host answers it from its session table, with no runtime); total wall ms and the answer."""
+    answers = set()
+    start = now()
+    for s, _ in host.idle:
+        try:
+            host.terminate(pb.TerminateRequest(session_id=s.id, cell_id="missing-cell"), timeout=60)
+            answers.add("OK")
+        except grpc.RpcError as error:
+            answers.add(str(error.code()))
+    return {"ms": (now() - start) * 1000, "answers": sorted(answers)}
+
+
 def close_idle(host):
     for s, _ in host.idle:
         s.close()
@@ -425,6 +439,8 @@ def main():
                 reply = open_idle(hosts[command["host"]], command["n"])
             elif op == "turn_idle":
                 reply = turn_idle(hosts[command["host"]])
+            elif op == "floor_idle":
+                reply = floor_idle(hosts[command["host"]])
             elif op == "close_idle":
                 reply = close_idle(hosts[command["host"]])
             elif op == "cold":

@@ -22,6 +22,9 @@ export async function time(fn: () => Promise<unknown>): Promise<number> {
 export const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const options = { "grpc.max_receive_message_length": 67_108_864, "grpc.use_local_subchannel_pool": 1 };
 
+/** More flags for the measured host (`BENCH_HOST_ARGS`, split on spaces), as in `bench:reference`. */
+const HOST_ARGS = (Deno.env.get("BENCH_HOST_ARGS") ?? "").split(" ").filter((arg) => arg !== "");
+
 /**
  * Starts the host as `deno task serve` runs it (`deno run --allow-all cli/main.ts`), in a process
  * of its own, as a harness meets it: client and host then do not share one JS thread, where the
@@ -39,6 +42,7 @@ export async function measureHost(warmSessions: number, extraArgs: string[] = []
     "--log-level",
     "error",
     ...extraArgs,
+    ...HOST_ARGS,
   ], "the host");
   const address = new URL(line).host;
   const channel = createChannel(address, undefined, options);

@@ -15,7 +15,10 @@
  *    and the process count;
  * 4. on one host and then the other: one more cell in every session, back to back,
  *    `text(load("v"))`, checked against the value that session stored: the total wall time; then
- *    the process count again.
+ *    the process count again;
+ * 5. on one host and then the other, the unary floor of those turns: a Terminate of a cell that does
+ *    not exist in every session, back to back (answered from the session table, no runtime): the
+ *    total wall time and the status each host answered.
  *
  * The first host alternates from round to round. Environment: `BENCH_SESSIONS` (N, default 100),
  * `BENCH_ROUNDS` (default 1; figures are medians of the rounds), `BENCH_HOST_DIR` (the checkout
@@ -110,6 +113,12 @@ for (let round = 0; round < ROUNDS; round++) {
       figures[kind].processesAfterTurn = treeMemory(hosts.get(kind)!.pid).processes;
     }
     for (const kind of order) {
+      const reply = await client.call({ op: "floor_idle", host: kind });
+      figures[kind].floorMs = reply.ms as number;
+      const answers = (reply.answers as string[]).join(", ");
+      if (round === 0) notes.push(`${kind}: a Terminate of a missing cell answered ${answers}`);
+    }
+    for (const kind of order) {
       await client.call({ op: "close_idle", host: kind });
       await client.call({ op: "disconnect", host: kind });
     }
@@ -142,6 +151,11 @@ const ROWS: [string, string, (v: number) => string][] = [
     (v) => (v / 1000).toFixed(2),
   ],
   ["processesAfterTurn", "processes in the tree after that turn", (v) => v.toFixed(0)],
+  [
+    "floorMs",
+    `the unary floor: a Terminate of a missing cell in every session, back to back (no runtime; total s)`,
+    (v) => (v / 1000).toFixed(2),
+  ],
 ];
 const table = ["| figure | this host | Codex's host | ratio |", "| --- | ---: | ---: | ---: |"];
 for (const [key, label, format] of ROWS) {

@@ -166,3 +166,18 @@ Deno.test("Handover: a session that closes gives the runtime back to the session
   assert.deepEqual((await run(h.client, a.id, 'text(load("k"))')).texts, ["a-value"]);
   assert.equal(h.host.state.spawnCount, 1, "no runtime was started");
 });
+
+Deno.test("Handover: a session that has run no cell yet keeps its runtime; the next session gets another", async () => {
+  await using h = await startHost({ warmSessions: 0, limits: HANDOVER });
+  await using a = await openSession(h.client);
+  a.pump();
+  const pid = h.host.state.session(a.id)!.runtimePid!;
+  await using b = await openSession(h.client);
+  b.pump();
+  assert.notEqual(h.host.state.session(b.id)!.runtimePid, pid, "b did not take a's runtime");
+  assert.equal(h.host.state.session(a.id)!.runtimePid, pid, "a still holds its runtime");
+  assert.equal(h.host.state.spawnCount, 2);
+  assert.deepEqual((await run(h.client, a.id, 'text("a")')).texts, ["a"]);
+  assert.equal(h.host.state.session(a.id)!.runtimePid, pid, "a's first cell ran on its own runtime");
+  assert.equal(h.host.state.spawnCount, 2, "no runtime was started for a's first cell");
+});

@@ -250,15 +250,16 @@ export class SessionRuntime implements RuntimeHandover {
   /**
    * Since when the session's runtime could be handed to another session (`runtimeHandover`): the
    * session is open and holds a live subprocess runtime that no cell of it uses, with no
-   * replacement under way, and it is not in a burst of cells (cells began to run twice within
-   * {@link BURST_MS}: its next cell is likely to come at once, and taking its runtime would only
-   * make it take another's); `undefined` otherwise.
+   * replacement under way, it has run a cell, and it is not in a burst of cells (cells began to run
+   * twice within {@link BURST_MS}). A session that has run no cell yet, or is in a burst, is likely
+   * to run its next cell at once (a harness opens a session to run one), and taking its runtime
+   * would only make it take another's; `undefined` otherwise.
    */
   get handoverIdleSince(): number | undefined {
     if (
       this.#idleSince === undefined || this.#released || this.#restarting || !this.#options.isOpen() ||
       this.#options.running.size > 0 || !this.#current.alive || this.#current.hardStop === false ||
-      this.#options.clock.now() - this.#activeBefore < BURST_MS
+      this.#activeAt === -Infinity || this.#options.clock.now() - this.#activeBefore < BURST_MS
     ) return undefined;
     return this.#idleSince;
   }
