@@ -12,7 +12,6 @@ import type { Limits } from "./limits.ts";
 import type { Logger } from "../ops/log.ts";
 import type { RuntimeTransport } from "../runtime/runtime_transport.ts";
 import type { HostToWorker } from "../../proto/worker_codec.ts";
-import type { RuntimeReplacement } from "./session_runtime.ts";
 
 /**
  * Cooperative-stop deadlines a cell whose isolate has not begun gets before its runtime is
@@ -40,7 +39,8 @@ export interface StoppingRuntime {
   /** Set while a replacement is obtained. */
   readonly restarting: Promise<void> | undefined;
   post(message: HostToWorker): void;
-  replaceRuntime(reason: RuntimeReplacement): void;
+  /** A hard stop (`SessionRuntime.replaceRuntime`; `answerFirst`: the cell ends before the kill). */
+  replaceRuntime(reason: { kind: "stop"; cellId: string; answerFirst?: boolean }): void;
 }
 
 /** What {@link stopCell} reads of the session. */
