@@ -58,6 +58,7 @@ import type {
   ToolDefinition,
 } from "../client/types.ts";
 import type { Logger } from "../host/ops/log.ts";
+import { messageOf } from "../host/core/errors.ts";
 import denoConfig from "../deno.json" with { type: "json" };
 import type { McpToolBridge } from "./upstream.ts";
 
@@ -130,10 +131,6 @@ export function toMcpContent(item: FunctionCallOutputContentItem): CallToolResul
 
 function errorResult(text: string): CallToolResult {
   return { content: [{ type: "text", text }], isError: true };
-}
-
-function message(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 /**
@@ -223,7 +220,7 @@ export class McpFrontDoor {
         ended = true;
         const open = await session?.catch(() => undefined);
         await open?.shutdown().catch((error) =>
-          this.#log.warn(`MCP session shutdown failed: ${message(error)}`)
+          this.#log.warn(`MCP session shutdown failed: ${messageOf(error)}`)
         );
         this.#connections.delete(connection);
         resolveClosed();
@@ -231,7 +228,9 @@ export class McpFrontDoor {
     const connection: McpConnection = {
       closed,
       close: async () => {
-        await server.close().catch((error) => this.#log.debug(`MCP server close failed: ${message(error)}`));
+        await server.close().catch((error) =>
+          this.#log.debug(`MCP server close failed: ${messageOf(error)}`)
+        );
         await shutdown();
       },
     };
@@ -247,7 +246,7 @@ export class McpFrontDoor {
             params: { level: "info" as const, logger: "code-mode", data: text },
           };
           await (open.current ? extra.sendNotification(note) : server.notification(note))
-            .catch((error: unknown) => this.#log.debug(`MCP notification not sent: ${message(error)}`));
+            .catch((error: unknown) => this.#log.debug(`MCP notification not sent: ${messageOf(error)}`));
         },
         cellClosed: () => {},
       };
@@ -304,7 +303,7 @@ export class McpFrontDoor {
           const stop = () => {
             const stopped: Promise<void> = open.terminate(cell.cellId).then(
               () => {},
-              (error) => this.#log.debug(`MCP exec cell ${cell.cellId} not terminated: ${message(error)}`),
+              (error) => this.#log.debug(`MCP exec cell ${cell.cellId} not terminated: ${messageOf(error)}`),
             ).finally(() => stopping.delete(stopped));
             stopping.add(stopped);
           };
@@ -319,7 +318,7 @@ export class McpFrontDoor {
           }
         } catch (error) {
           if (extra.signal.aborted) throw error;
-          return errorResult(message(error));
+          return errorResult(messageOf(error));
         } finally {
           inFlight.current = false;
         }
@@ -345,7 +344,7 @@ export class McpFrontDoor {
           return format(outcome.response);
         } catch (error) {
           if (extra.signal.aborted) throw error;
-          return errorResult(message(error));
+          return errorResult(messageOf(error));
         }
       }
       throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${request.params.name}`);
@@ -355,7 +354,9 @@ export class McpFrontDoor {
     await server.connect(transport);
     // The session opens now, while the client initializes, rather than on the first exec's path; a
     // failure is reported by that exec, which tries again.
-    void openSession().catch((error) => this.#log.warn(`MCP session could not be opened: ${message(error)}`));
+    void openSession().catch((error) =>
+      this.#log.warn(`MCP session could not be opened: ${messageOf(error)}`)
+    );
     return connection;
   }
 

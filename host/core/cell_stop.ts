@@ -32,6 +32,17 @@ const STOP_CONFIRM_SHARE = 50;
  */
 const SETTLED_SHARE = 5;
 
+/**
+ * A hard stop of a cell that did not confirm its stop (SPEC §4.5): its runtime is replaced;
+ * `answerFirst`: the cell ends at once, and the kill and the replacement wait a moment
+ * (`SessionRuntime.replaceRuntime`).
+ */
+export interface HardStop {
+  kind: "stop";
+  cellId: string;
+  answerFirst?: boolean;
+}
+
 /** The session runtime a cell is stopped in (`SessionRuntime`). */
 export interface StoppingRuntime {
   /** The runtime the session's cells run on. */
@@ -39,8 +50,7 @@ export interface StoppingRuntime {
   /** Set while a replacement is obtained. */
   readonly restarting: Promise<void> | undefined;
   post(message: HostToWorker): void;
-  /** A hard stop (`SessionRuntime.replaceRuntime`; `answerFirst`: the cell ends before the kill). */
-  replaceRuntime(reason: { kind: "stop"; cellId: string; answerFirst?: boolean }): void;
+  replaceRuntime(reason: HardStop): void;
 }
 
 /** What {@link stopCell} reads of the session. */

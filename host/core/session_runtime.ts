@@ -34,7 +34,7 @@ import {
   type RuntimeTransport,
 } from "../runtime/runtime_transport.ts";
 import type { StoreUpdate } from "./stored_values.ts";
-import { stopCell } from "./cell_stop.ts";
+import { type HardStop, stopCell } from "./cell_stop.ts";
 import { messageOf } from "./errors.ts";
 
 /**
@@ -55,11 +55,8 @@ function crashLabel(end: RuntimeEnd): CrashLabel {
 
 /** Why {@link SessionRuntime.replaceRuntime} replaces a session's runtime. */
 export type RuntimeReplacement =
-  /**
-   * A hard stop of a cell that did not confirm its stop (SPEC §4.5); `answerFirst`: the kill and
-   * the replacement wait {@link ANSWER_FIRST_MS} (see {@link SessionRuntime.replaceRuntime}).
-   */
-  | { kind: "stop"; cellId: string; answerFirst?: boolean }
+  /** A hard stop; with `answerFirst` the kill and the replacement wait {@link ANSWER_FIRST_MS}. */
+  | HardStop
   /** The runtime kept burning CPU while none of its session's cells ran, `cpuPercent` of a core. */
   | { kind: "idleCpu"; cpuPercent: number };
 
@@ -297,7 +294,8 @@ export class SessionRuntime implements RuntimeHandover {
 
   /**
    * Takes a runtime back (`runtimeHandover`: the session it was handed to closed) when the session
-   * has none ({@link SessionRuntime.canAdopt}, checked by the caller): attached as after a restart (its `Configure` and stored values), idle.
+   * has none ({@link SessionRuntime.canAdopt}, checked by the caller): attached as after a
+   * restart (its `Configure` and stored values), idle.
    *
    * @param runtime a live runtime with no cell of another session, its stored values cleared
    * @returns whether it was taken (not when it has ended)

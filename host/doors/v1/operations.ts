@@ -21,6 +21,7 @@ import type {
 import type { Permits } from "../../core/permits.ts";
 import type { Logger } from "../../ops/log.ts";
 import { wireError } from "../wire_errors.ts";
+import { messageOf } from "../../core/errors.ts";
 import type { Request } from "./client_messages.ts";
 import type { DelegateTable } from "./delegates.ts";
 import { error, ok, oversizeStandIn, runtimeResponse, waitOutcome } from "./host_messages.ts";
@@ -224,7 +225,7 @@ export class V1Operations {
   #closeFailed(sessionId: string, cause: unknown): void {
     this.#o.log.debug("code-mode V1 session not closed", {
       session_id: sessionId,
-      error: cause instanceof Error ? cause.message : String(cause),
+      error: messageOf(cause),
     });
   }
 
