@@ -1,6 +1,7 @@
 import assert from "node:assert/strict";
 import { MessageChannel, type MessagePort, Worker } from "node:worker_threads";
 import {
+  CELL_STOPPED,
   CELL_WORDS,
   type CellControl,
   type CellCredit,
@@ -338,6 +339,15 @@ Deno.test("stop while the cell awaits forever answers stopped and never posts a 
   assert.ok(rest.every((m) => m.t === "stopped" || (m.t === "text" && m.text === "timer")));
   // A tool result after stop is not dispatched: no consumed, no text, no result.
   cell.send({ t: "toolResult", id: (call as ToolCallOutput).id, json: "{}" });
+  await cell.assertQuiet();
+});
+
+Deno.test("a stop that overtook the start (its stop word set) stops the cell before any of its code runs", async () => {
+  await using cell = await CellHarness.open();
+  Atomics.store(cell.words, CREDIT_STOP, 1);
+  cell.start('text("ran")');
+  assert.deepEqual(await cell.next(), { t: "stopped" });
+  assert.equal(Atomics.load(cell.words, CELL_STOPPED), 1);
   await cell.assertQuiet();
 });
 

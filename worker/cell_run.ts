@@ -201,6 +201,13 @@ export class CellRun {
       description: String(tool.description),
     }));
     this.#controller!.configure(JSON.stringify(tools), start.maxMessageBytes, start.maxStoredValueBytes);
+    if (Atomics.load(credit.words, CREDIT_STOP) !== 0) {
+      // Stopped before it ran: the runtime's `stop` overtook this start (a parked spare turns its
+      // event loop between two waits, and a message event can come before the park takes the start)
+      // and was dropped as naming no cell of this worker. The stop word, set before it, still tells.
+      this.control({ t: "stop", cell: start.cellId });
+      return;
+    }
     // `started` leaves with the cell's first output (one message, one frame write).
     this.#outbox.holdStarted();
     const run = () => {

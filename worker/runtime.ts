@@ -232,8 +232,9 @@ export class Runtime {
       case "shutdown":
         return this.#background(this.#shutdown(), "failed to shut down");
       case "ping":
-        // Liveness: answered by this thread at once, whatever the cells do.
-        return this.#output.send({ pong: { seq: message.ping!.seq ?? 0 } });
+        // Liveness: answered by this thread, whatever the cells do; after a StopCell, once the
+        // stopped cell confirmed unless it runs code (see `CellRuns.answer`).
+        return this.#runs.answer(() => this.#output.send({ pong: { seq: message.ping!.seq ?? 0 } }));
       default:
         // A message of a newer host that this runtime does not know.
         return;

@@ -46,6 +46,14 @@ const NOTE_WAIT_MS = 50;
  */
 const STOP_WAIT_MS = 1;
 /**
+ * How long the runtime holds its answers to the host's pings for a stopped cell that is not
+ * running code but has not confirmed yet (see {@link CellRuns.answer}): on a loaded machine its
+ * thread waits for a core (3–50 ms measured), and an answer sent meanwhile would have the host
+ * restart the runtime of a cell that stops by itself. Below the host's `cooperativeStopMs`
+ * (100 ms by default).
+ */
+const STOP_HOLD_MS = 40;
+/**
  * How often the running cells' busy stretches are looked at (`cell_busy.ts`): a stretch seen at two
  * looks in a row has lasted this long at least, and is reported to the host (`busy`).
  */
@@ -82,6 +90,8 @@ export class CellRuns {
   readonly #stopsWhileWaiting = new Set<string>();
   /** The next look at the busy stretches, while cells run. */
   #busyTimer: unknown;
+  /** A stopped cell that is not running code and has not confirmed yet (see {@link CellRuns.answer}). */
+  #unconfirmed: { run: CellRun; until: number; held: (() => void)[] } | undefined;
 
   /** @param options see {@link CellRunsOptions} */
   constructor(options: CellRunsOptions) {
@@ -306,6 +316,51 @@ export class CellRuns {
       // polling
     }
     this.#drain(run);
+    // Between two stretches of its code (idle, awaiting): its thread waits for a core, and the
+    // confirmation follows (see `answer`).
+    const words = run.worker.words;
+    if (!run.finished && (Atomics.load(words, CELL_BUSY) & 1) === 0) {
+      this.#release();
+      this.#unconfirmed = { run, until: performance.now() + STOP_WAIT_MS + STOP_HOLD_MS, held: [] };
+    }
+  }
+
+  /**
+   * Answers a host ping (`answer` sends the pong). The host takes a stopped cell that has not
+   * confirmed by the answer to the ping after its StopCell for a cell running code, and restarts
+   * the runtime; so while a stopped cell that was not running code has not confirmed, the answer
+   * waits for its confirmation, for it to enter its code, or {@link STOP_HOLD_MS}, whichever comes
+   * first. A cell that runs code is answered for at once.
+   */
+  answer(send: () => void): void {
+    const waiting = this.#unconfirmed;
+    if (!waiting) return send();
+    const first = waiting.held.length === 0;
+    waiting.held.push(send);
+    if (first) this.#watchUnconfirmed();
+  }
+
+  #watchUnconfirmed = (): void => {
+    const waiting = this.#unconfirmed;
+    if (!waiting) return;
+    const { run } = waiting;
+    if (!run.finished) this.#drain(run);
+    const words = run.worker.words;
+    if (
+      run.finished || run.worker.dead || (Atomics.load(words, CELL_BUSY) & 1) === 1 ||
+      performance.now() >= waiting.until
+    ) {
+      return this.#release();
+    }
+    // Like the bound, the CPU's time, not a rule of the injected clock (see `stop`).
+    setTimeout(this.#watchUnconfirmed, 1);
+  };
+
+  /** Sends the answers held for an unconfirmed stop. */
+  #release(): void {
+    const waiting = this.#unconfirmed;
+    this.#unconfirmed = undefined;
+    for (const send of waiting?.held ?? []) send();
   }
 
   /** A host `Credit`: the cell's next `events` counted outputs are acknowledged (it settles them). */

@@ -11,6 +11,7 @@ import { MIB } from "../proto/bytes.ts";
 import { createWorkerCodec, type HostToWorker, type WorkerToHost } from "../proto/worker_codec.ts";
 import { DEFAULT_MAX_FRAME_BYTES } from "./cell_events.ts";
 import {
+  CELL_BUSY,
   CELL_PROGRESS,
   CELL_RESULT,
   type CellControl,
@@ -499,6 +500,45 @@ Deno.test("StopCell of a started cell sets its stop word, then asks it to stop; 
   assert.deepEqual(cell.posted.at(-1), { t: "stop", cell: "1" });
   await settle();
   assert.deepEqual(h.events("1"), [STARTED, { event: "exited", exited: { reason: "normal" } }]);
+});
+
+Deno.test("A ping after a StopCell is answered once the stopped cell confirms, when the cell was not running code", async () => {
+  const h = harness();
+  const cell = await started(h);
+  // Its thread has not taken the stop yet (on a loaded machine: it waits for a core).
+  cell.answers = false;
+  h.runtime.receive({ message: "stopCell", stopCell: { cellId: "1" } });
+  h.runtime.receive({ message: "ping", ping: { seq: 7 } });
+  await settle(2);
+  assert.deepEqual(h.frames.filter((f) => f.pong), [], "held while the cell has not confirmed");
+  cell.output({ t: "stopped" });
+  for (let i = 0; i < 20 && !h.frames.some((f) => f.pong); i++) await settle(1);
+  const exited = h.frames.findIndex((f) => f.cellEvent?.exited);
+  const pong = h.frames.findIndex((f) => f.pong);
+  assert.ok(exited >= 0 && pong > exited, "the cell's exit comes before the answer");
+  assert.equal(h.frames[pong].pong!.seq, 7);
+});
+
+Deno.test("A ping after a StopCell is answered at once for a cell running code, and within the bound for a silent one", async () => {
+  const h = harness();
+  const cell = await started(h);
+  cell.answers = false;
+  Atomics.store(cell.words!, CELL_BUSY, 1); // inside a stretch of its code
+  h.runtime.receive({ message: "stopCell", stopCell: { cellId: "1" } });
+  h.runtime.receive({ message: "ping", ping: { seq: 1 } });
+  await Promise.resolve(); // the frame's flush
+  assert.equal(h.frames.filter((f) => f.pong).length, 1, "answered at once");
+
+  const g = harness();
+  const silent = await started(g);
+  silent.answers = false;
+  g.runtime.receive({ message: "stopCell", stopCell: { cellId: "1" } });
+  const asked = performance.now();
+  g.runtime.receive({ message: "ping", ping: { seq: 2 } });
+  while (!g.frames.some((f) => f.pong)) await new Promise((resolve) => setTimeout(resolve, 1));
+  const waited = performance.now() - asked;
+  assert.ok(waited >= 30, `held ${waited} ms`);
+  assert.ok(!g.frames.some((f) => f.cellEvent?.exited), "the cell is left to the host");
 });
 
 Deno.test("StopCell of a cell whose Worker still boots is confirmed at once; the Worker is discarded", async () => {

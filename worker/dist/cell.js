@@ -2652,6 +2652,13 @@ var CellRun = class {
       description: String(tool.description)
     }));
     this.#controller.configure(JSON.stringify(tools), start.maxMessageBytes, start.maxStoredValueBytes);
+    if (Atomics.load(credit.words, CREDIT_STOP) !== 0) {
+      this.control({
+        t: "stop",
+        cell: start.cellId
+      });
+      return;
+    }
     this.#outbox.holdStarted();
     const run = () => {
       this.#evaluate();

@@ -1451,6 +1451,7 @@ import { setImmediate } from "node:timers";
 import { receiveMessageOnPort } from "node:worker_threads";
 var NOTE_WAIT_MS = 50;
 var STOP_WAIT_MS = 1;
+var STOP_HOLD_MS = 40;
 var BUSY_LOOK_MS = 5;
 var CellRuns = class {
   #clock;
@@ -1464,6 +1465,8 @@ var CellRuns = class {
   #stopsWhileWaiting = /* @__PURE__ */ new Set();
   /** The next look at the busy stretches, while cells run. */
   #busyTimer;
+  /** A stopped cell that is not running code and has not confirmed yet (see {@link CellRuns.answer}). */
+  #unconfirmed;
   /** @param options see {@link CellRunsOptions} */
   constructor(options) {
     this.#clock = options.clock;
@@ -1675,6 +1678,46 @@ var CellRuns = class {
     while (Atomics.load(run.worker.words, CELL_STOPPED) === 0 && performance.now() < until) {
     }
     this.#drain(run);
+    const words = run.worker.words;
+    if (!run.finished && (Atomics.load(words, CELL_BUSY) & 1) === 0) {
+      this.#release();
+      this.#unconfirmed = {
+        run,
+        until: performance.now() + STOP_WAIT_MS + STOP_HOLD_MS,
+        held: []
+      };
+    }
+  }
+  /**
+   * Answers a host ping (`answer` sends the pong). The host takes a stopped cell that has not
+   * confirmed by the answer to the ping after its StopCell for a cell running code, and restarts
+   * the runtime; so while a stopped cell that was not running code has not confirmed, the answer
+   * waits for its confirmation, for it to enter its code, or {@link STOP_HOLD_MS}, whichever comes
+   * first. A cell that runs code is answered for at once.
+   */
+  answer(send) {
+    const waiting = this.#unconfirmed;
+    if (!waiting) return send();
+    const first = waiting.held.length === 0;
+    waiting.held.push(send);
+    if (first) this.#watchUnconfirmed();
+  }
+  #watchUnconfirmed = () => {
+    const waiting = this.#unconfirmed;
+    if (!waiting) return;
+    const { run } = waiting;
+    if (!run.finished) this.#drain(run);
+    const words = run.worker.words;
+    if (run.finished || run.worker.dead || (Atomics.load(words, CELL_BUSY) & 1) === 1 || performance.now() >= waiting.until) {
+      return this.#release();
+    }
+    setTimeout(this.#watchUnconfirmed, 1);
+  };
+  /** Sends the answers held for an unconfirmed stop. */
+  #release() {
+    const waiting = this.#unconfirmed;
+    this.#unconfirmed = void 0;
+    for (const send of waiting?.held ?? []) send();
   }
   /** A host `Credit`: the cell's next `events` counted outputs are acknowledged (it settles them). */
   credit(cellId, events) {
@@ -2107,11 +2150,11 @@ var Runtime = class {
       case "shutdown":
         return this.#background(this.#shutdown(), "failed to shut down");
       case "ping":
-        return this.#output.send({
+        return this.#runs.answer(() => this.#output.send({
           pong: {
             seq: message2.ping.seq ?? 0
           }
-        });
+        }));
       default:
         return;
     }
