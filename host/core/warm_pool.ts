@@ -10,8 +10,12 @@
  *   seen over the last {@link WARM_RATE_WINDOW_MS}; never above `warmRuntimesMax` (the limit; a
  *   floor above it wins).
  * - No more acquisitions within the window than the floor holds (and a single one) is no burst: the
- *   target stays at the floor. Once no runtime was taken for a window, it falls back to the floor,
- *   and the manager stops the surplus.
+ *   target stays at the floor. A burst is over once no runtime was taken for
+ *   {@link BURST_OVER_GAPS} of its mean gaps between acquisitions (at least {@link MIN_SPAN_MS}):
+ *   the target is the floor again, and no spawn starts for a demand that has stopped (8 sessions
+ *   opened within 0.2 s went on growing the pool for 0.4 s, three runtimes that were never taken
+ *   and whose ~250 ms of start-up CPU each fell into the cells that followed: `bench:compare`'s
+ *   8-session rate lost ~15%). Once no runtime was taken for a window, the manager stops the surplus.
  * - Spawns that have not reached `Ready` are bounded by `runtimeSpawnConcurrency` (0: the number of
  *   cores): starting runtimes share the cores, and more at once only makes each later.
  *
@@ -26,6 +30,9 @@ const INITIAL_READY_MS = 150;
 
 /** The shortest span a rate is measured over (two takes 1 ms apart are no rate of 2,000/s), ms. */
 const MIN_SPAN_MS = 100;
+
+/** A burst is over after this many of its mean gaps between takes with no take (see the module doc). */
+const BURST_OVER_GAPS = 3;
 
 /** The spawns a host may have starting at once: `runtimeSpawnConcurrency`, or the cores when 0. */
 export function spawnConcurrency(limit: number, cores = navigator.hardwareConcurrency ?? 1): number {
@@ -76,7 +83,11 @@ export class WarmPoolSizer {
     const n = this.#takes.length;
     // `--warm-sessions 0` is no pool at all: every runtime is spawned when it is needed.
     if (floor === 0 || n <= Math.max(1, floor) || this.max <= floor) return floor;
-    const span = Math.max(MIN_SPAN_MS, this.now() - this.#takes[0]);
+    const first = this.#takes[0];
+    const last = this.#takes[n - 1];
+    const meanGap = (last - first) / (n - 1);
+    if (this.now() - last > Math.max(MIN_SPAN_MS, BURST_OVER_GAPS * meanGap)) return floor;
+    const span = Math.max(MIN_SPAN_MS, this.now() - first);
     const demand = Math.ceil((n / span) * this.#readyMs);
     return Math.min(this.max, floor + demand);
   }

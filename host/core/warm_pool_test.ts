@@ -26,6 +26,30 @@ Deno.test("WarmPoolSizer: no more takes than the floor holds is no burst; a burs
   assert.equal(sizer.recentTakes, 0);
 });
 
+Deno.test("WarmPoolSizer: a burst is over after three of its mean gaps with no take: the floor again, within the window", () => {
+  let now = 0;
+  const sizer = new WarmPoolSizer(16, () => now);
+  // 8 takes 30 ms apart (8 sessions opened back to back).
+  for (let i = 0; i < 8; i++, now += 30) sizer.took();
+  now -= 30;
+  assert.ok(sizer.target(2) > 2, "grows while the burst goes on");
+  now += 100;
+  assert.ok(sizer.target(2) > 2, "at three mean gaps (and MIN_SPAN_MS) it still goes on");
+  now += 1;
+  assert.equal(sizer.target(2), 2, "over");
+  assert.equal(sizer.recentTakes, 8, "still inside the rate window");
+  // Takes 60 ms apart: the burst goes on for 180 ms after the last.
+  const slow = new WarmPoolSizer(16, () => now);
+  for (let i = 0; i < 6; i++, now += 60) slow.took();
+  now += 120 - 60;
+  assert.ok(slow.target(2) > 2);
+  now += 61;
+  assert.equal(slow.target(2), 2);
+  // A take after the pause starts a burst again.
+  slow.took();
+  assert.ok(slow.target(2) > 2);
+});
+
 Deno.test("WarmPoolSizer: a limit at or below the floor turns growth off", () => {
   let now = 0;
   const sizer = new WarmPoolSizer(2, () => now);
