@@ -43,6 +43,26 @@ export class TimeSlice {
     return performance.now() - this.#start >= this.#budgetMs;
   }
 
+  /**
+   * Starts a new slice without yielding: the work waited meanwhile (for input), and its event loop
+   * ran others then.
+   *
+   * @example
+   * ```ts
+   * import assert from "node:assert/strict";
+   * import { TimeSlice } from "./time_slice.ts";
+   * const slice = new TimeSlice(5);
+   * const until = performance.now() + 6;
+   * while (performance.now() < until) continue; // work
+   * assert.equal(slice.over, true);
+   * slice.restart();
+   * assert.equal(slice.over, false);
+   * ```
+   */
+  restart(): void {
+    this.#start = performance.now();
+  }
+
   /** Yields to the event loop for one macrotask, then starts a new slice. */
   async next(): Promise<void> {
     await new Promise<void>((resolve) => setTimeout(resolve, 0));

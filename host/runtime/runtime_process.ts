@@ -90,6 +90,12 @@ export type RuntimeFactory = (options: RuntimeProcessOptions) => RuntimeTranspor
  */
 const PINGS_PER_LIMIT = 4;
 
+/**
+ * A wait this long for the runtime's next frame (ms) means the reader waited for the pipe (its
+ * event loop ran others meanwhile), not that the read settled at once: its time slice starts anew.
+ */
+const WAITED_MS = 1;
+
 let nextId = 0;
 
 /** `ready`'s rejection is for whoever awaits it; this marks it handled for a runtime nobody asked. */
@@ -414,9 +420,14 @@ class RuntimeProcess implements RuntimeTransport {
   async #readFrames(): Promise<void> {
     try {
       // A burst of frames (a cell's stored writes, say) is read as fast as the pipe gives it, and
-      // its reads may settle without a turn of the event loop: yield one every slice.
+      // its reads may settle without a turn of the event loop: yield one every slice. A frame that
+      // the reader waited for starts a new slice: the slice is the burst's, not the time since the
+      // last yield (which made every cell 10 ms after one yield through a 0 ms timer, ~1 ms on
+      // Deno 2.9.6: back-to-back cells ran ~12% slower).
       const slice = new TimeSlice();
+      let waitingSince = performance.now();
       for await (const frame of readFrames(this.#child.stdout, this.#options.maxWorkerFrameBytes)) {
+        if (performance.now() - waitingSince >= WAITED_MS) slice.restart();
         let message: WorkerToHost;
         try {
           message = this.#options.codec.decodeWorkerToHost(frame);
@@ -428,6 +439,7 @@ class RuntimeProcess implements RuntimeTransport {
           this.#lastFrameAt = performance.now();
           await slice.next();
         }
+        waitingSince = performance.now();
       }
       // Orderly EOF. If the host did not ask for it, wait briefly for the status.
       if (!this.#stopping && !this.#failure && !(await this.#exitsWithin(500))) {
