@@ -17,6 +17,7 @@
  */
 import type { ExecutionOutcome, Lease, LeaseEvent, ToolCallSubscription } from "../../core/code_mode_core.ts";
 import type { Logger } from "../../ops/log.ts";
+import { setImmediate } from "node:timers";
 import type { Delegate, DelegateTable } from "./delegates.ts";
 import { encodeFrame, frameTooLarge } from "./framing.ts";
 import { toolInvoke, wireId } from "./host_messages.ts";
@@ -25,7 +26,11 @@ import { messageOf } from "../../core/errors.ts";
 
 type Gates = Map<string, PromiseWithResolvers<void>>;
 
-const macrotask = () => new Promise<void>((resolve) => setTimeout(resolve, 0));
+/**
+ * One macrotask: `setImmediate`, not a 0 ms timer, which Deno 2.9.6 fires ~1 ms later, and every
+ * outcome waits for it (see `#leaseSettled`).
+ */
+const macrotask = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** Construction options of a {@link V1Session}. */
 export interface V1SessionOptions {
