@@ -347,6 +347,11 @@ Deno.test("a stop that overtook the start (its stop word set) stops the cell bef
   Atomics.store(cell.words, CREDIT_STOP, 1);
   cell.start('text("ran")');
   assert.deepEqual(await cell.next(), { t: "stopped" });
+  // The cell posts `stopped`, then sets its word: this thread may read the message first.
+  const until = performance.now() + WAIT_LIMIT_MS;
+  while (Atomics.load(cell.words, CELL_STOPPED) !== 1 && performance.now() < until) {
+    await new Promise((resolve) => setTimeout(resolve, 1));
+  }
   assert.equal(Atomics.load(cell.words, CELL_STOPPED), 1);
   await cell.assertQuiet();
 });
