@@ -211,9 +211,12 @@ export class SessionRuntime implements RuntimeHandover {
   /**
    * Whether cells run (the runtime's liveness is checked while they do). A session that has no
    * running cell for `idleRuntimeReleaseMs` gives its runtime back.
+   *
+   * @param active whether cells run
+   * @param settleMs the runtime's idle CPU is judged only this long after it became idle
    */
-  setActive(active: boolean): void {
-    this.#current.setActive?.(active);
+  setActive(active: boolean, settleMs?: number): void {
+    this.#current.setActive?.(active, settleMs);
     const { clock, limits } = this.#options;
     this.#cancelRelease();
     this.#idleSince = active ? undefined : clock.now();

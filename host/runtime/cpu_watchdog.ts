@@ -85,8 +85,15 @@ export function processesCpuMs(pids: readonly (number | string)[]): number | und
 
 /** One watched runtime (see {@link IdleCpuWatchdog.watch}). */
 export interface IdleCpuWatch {
-  /** Whether none of the runtime's session's cells runs: only then is it judged. */
-  setIdle(idle: boolean): void;
+  /**
+   * Whether none of the runtime's session's cells runs: only then is it judged.
+   *
+   * @param idle whether it is idle now
+   * @param settleMs judged only this long after it became idle (a runtime that tears down a cell
+   *   Worker ended by its heap limit: V8's last collections before the end run on, ~1 s on a
+   *   loaded machine)
+   */
+  setIdle(idle: boolean, settleMs?: number): void;
   /** Stops watching (idempotent). */
   stop(): void;
 }
@@ -133,6 +140,8 @@ interface Watched {
   percent: number;
   stop: () => void;
   idle: boolean;
+  /** Not judged before this time (see {@link IdleCpuWatch.setIdle}'s `settleMs`). */
+  judgeFrom: number;
   /** The last sample: when, and the tree's CPU time then. */
   last: { at: number; cpuMs: number } | undefined;
   /** Quiet samples in a row (see {@link QUIET_SAMPLES}). */
@@ -230,6 +239,7 @@ export class IdleCpuWatchdog {
       percent,
       stop: () => {},
       idle: false,
+      judgeFrom: 0,
       last: undefined,
       quiet: 0,
       streak: 0,
@@ -252,9 +262,10 @@ export class IdleCpuWatchdog {
       }
     };
     return {
-      setIdle: (idle) => {
-        if (entry.idle === idle) return;
+      setIdle: (idle, settleMs = 0) => {
+        if (entry.idle === idle && settleMs <= 0) return;
         entry.idle = idle;
+        entry.judgeFrom = idle && settleMs > 0 ? this.#now() + settleMs : 0;
         entry.last = undefined;
         entry.streak = entry.quiet = 0;
       },
@@ -269,6 +280,8 @@ export class IdleCpuWatchdog {
     const slowTick = tick % SLOW_EVERY === 0;
     for (const entry of this.#watched) {
       if (!entry.idle || entry.fired) continue;
+      // Settling: the first sample after it is the baseline.
+      if (entry.judgeFrom > 0 && this.#now() < entry.judgeFrom) continue;
       if (entry.quiet >= QUIET_SAMPLES && !slowTick) continue;
       const cpuMs = entry.read(walk);
       const at = this.#now();

@@ -54,6 +54,22 @@ Deno.test("a runtime with a live cell is not judged, and each change of idleness
   assert.deepEqual(f.reports, [100]);
 });
 
+Deno.test("a runtime idle with settleMs is judged only after it: the first sample then is the baseline", () => {
+  using f = fake();
+  f.watch.setIdle(true, 5 * CPU_WATCH_INTERVAL_MS);
+  for (let i = 0; i < 4; i++) f.tick(100); // settling: a dying Worker's collections
+  f.tick(100); // the baseline, as the settling ends
+  for (let i = 0; i < BUSY_SAMPLES - 1; i++) f.tick(100);
+  assert.deepEqual(f.reports, [], "not judged while settling");
+  f.tick(100);
+  assert.deepEqual(f.reports, [100], "a burn that goes on is reported after the settling");
+  // Without settleMs the same burn is reported BUSY_SAMPLES samples after the baseline.
+  using g = fake();
+  g.watch.setIdle(true);
+  for (let i = 0; i < BUSY_SAMPLES + 1; i++) g.tick(100);
+  assert.deepEqual(g.reports, [100]);
+});
+
 Deno.test("a burst (a new spare cell worker, a collection) is not a burn: one quiet sample resets the count", () => {
   using f = fake();
   f.watch.setIdle(true);

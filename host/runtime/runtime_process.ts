@@ -281,9 +281,9 @@ class RuntimeProcess implements RuntimeTransport {
     await this.stop();
   }
 
-  setActive(active: boolean): void {
+  setActive(active: boolean, settleMs?: number): void {
     this.#active = active;
-    this.#cpuWatch?.setIdle(!active);
+    this.#cpuWatch?.setIdle(!active, settleMs);
     if (active) this.#armPing();
   }
 

@@ -92,8 +92,10 @@ export interface RuntimeTransport extends AsyncDisposable {
   /**
    * Whether the runtime has cells running (the session says so as cells start and end): while it
    * has, its liveness is checked (`runtimeUnresponsiveMs`); an idle runtime is not pinged.
+   * `settleMs`: its idle CPU is judged only this long after it became idle (see
+   * {@link RuntimeTransport.watchIdleCpu}).
    */
-  setActive?(active: boolean): void;
+  setActive?(active: boolean, settleMs?: number): void;
   /**
    * Judges the runtime's CPU use while it is not active ({@link RuntimeTransport.setActive}): a
    * runtime that keeps burning CPU then (a Worker thread its cell left spinning, which Deno cannot
