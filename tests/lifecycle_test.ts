@@ -381,7 +381,7 @@ Deno.test("An awaiting cell stops cooperatively without replacing the runtime (s
 
 Deno.test("A cell stopped before its isolate began is not hard-stopped while the runtime is busy; the other cells live on", async () => {
   // No warm pool (its replacement spawns would compete for the 2 cores just as cell 2 begins) and a
-  // 150 ms cooperative deadline: an unstarted cell then gets 750 ms, a begun one 150–300 ms more to
+  // 150 ms cooperative deadline: an unstarted cell then gets 900 ms, a begun one 150–300 ms more to
   // confirm, which a loaded CI machine needs; the SPEC's single deadline alone would still restart.
   await using h = await startHost({
     runtimeFiles: await faultRuntimeFiles(),
@@ -402,7 +402,7 @@ Deno.test("A cell stopped before its isolate began is not hard-stopped while the
   // The runtime's main thread is busy for 300 ms as cell 2's StartCell arrives (as creating a
   // Worker on a loaded machine keeps it): cell 2's start and StopCell wait behind that, so cell 2 has
   // not begun when stopped. Its stop is confirmed ~300 ms plus at most one Worker creation after
-  // StopCell, inside the 750 ms an unstarted cell gets (one 150 ms deadline alone would restart).
+  // StopCell, inside the 900 ms an unstarted cell gets (one 150 ms deadline alone would restart).
   const late = await execute(h.client, s.id, faultSource({ blockMainMs: 300 }, FOREVER), { yieldTimeMs: 1 });
   assert.equal(late.started.cellId, "2");
   const started = performance.now();

@@ -15,9 +15,20 @@ import type { HostToWorker } from "../../proto/worker_codec.ts";
 
 /**
  * Cooperative-stop deadlines a cell whose isolate has not begun gets before its runtime is
- * restarted: 5 × `cooperativeStopMs` (500 ms), inside Terminate's 1 s bound (SPEC §4.5).
+ * restarted: at least this many `cooperativeStopMs`, and as many as fit in
+ * {@link UNSTARTED_STOP_MS}.
  */
 const UNSTARTED_STOP_ROUNDS = 5;
+
+/**
+ * How long a cell whose isolate has not begun may take to confirm its stop, ms, inside Terminate's
+ * 1 s bound (SPEC §4.5) with the default `cooperativeStopMs` (9 deadlines of 100 ms). A runtime that
+ * has just sent `Ready` creates its first spare, rehearses and collects its start-up garbage before
+ * it reads its next frames: on a loaded machine a session's first cell, stopped at once, was
+ * confirmed 325 ms later, or not within 500 ms (5 deadlines), and the restart then ended the
+ * session's next cell.
+ */
+const UNSTARTED_STOP_MS = 900;
 
 /**
  * The session's only running cell has `cooperativeStopMs` / this (2 ms by default) from the StopCell,
@@ -84,7 +95,8 @@ export interface StoppingSession {
  * - Else, and as the backstop of a runtime that does not answer, the cell gets
  *   `cooperativeStopMs`; a cell whose isolate has not begun cannot be running code (its runtime
  *   is busy: creating a Worker blocks it ~30 ms, more on a loaded machine), and a restart would
- *   end the session's other cells, so it gets up to {@link UNSTARTED_STOP_ROUNDS} deadlines.
+ *   end the session's other cells, so it gets up to {@link UNSTARTED_STOP_MS} (at least
+ *   {@link UNSTARTED_STOP_ROUNDS} deadlines).
  *
  * @param cell the cell to stop
  * @param target the session's runtime
@@ -152,9 +164,10 @@ function stopInRounds(cell: Cell, target: StoppingRuntime, session: StoppingSess
   // Began before the stop, or seen begun one deadline ago: it had its full deadline.
   let hadDeadline = began;
   let rounds = 0;
+  const unstartedRounds = Math.max(UNSTARTED_STOP_ROUNDS, Math.floor(UNSTARTED_STOP_MS / stopMs));
   const check = () => {
     if (!cell.running || !session.isOpen()) return;
-    if (hadDeadline || ++rounds >= UNSTARTED_STOP_ROUNDS) {
+    if (hadDeadline || ++rounds >= unstartedRounds) {
       if (target.current.hardStop === false) return abandon(cell, target, session);
       return target.replaceRuntime({ kind: "stop", cellId: cell.id });
     }
