@@ -48,12 +48,7 @@ export {
 export { NOTIFICATION_FLUSH_MS } from "./session_notifications.ts";
 
 const CLOSED_MESSAGE = "code-mode session is closed";
-
-/**
- * How long after a cell that its heap limit ended the runtime's idle CPU is not judged
- * (`host/runtime/cpu_watchdog.ts`), ms: the dying Worker's last collections ran on for ~1 s at
- * 60% of a core on a loaded CI machine, and the runtime was replaced as burning CPU.
- */
+/** Idle CPU is not judged this long after a heap-limit cell, ms: its Worker's last collections run ~1 s. */
 const HEAP_LIMIT_SETTLE_MS = 3_000;
 /** Host-side state of one session. */
 export class Session {
@@ -430,10 +425,8 @@ export class Session {
 
   #cellClosed(cell: Cell): void {
     this.#cellTelemetry.closed(cell, this.#crashed);
-    if (this.#running.delete(cell.id) && this.#running.size === 0) {
-      // A cell Worker ended by its heap limit: V8's last collections in it run on for a while.
-      this.#runtime.setActive(false, cell.endReason?.kind === "heapLimit" ? HEAP_LIMIT_SETTLE_MS : 0);
-    }
+    const settleMs = cell.endReason?.kind === "heapLimit" ? HEAP_LIMIT_SETTLE_MS : 0;
+    if (this.#running.delete(cell.id) && this.#running.size === 0) this.#runtime.setActive(false, settleMs);
     this.touch();
     const permits = this.#cellPermits.get(cell) ?? [];
     this.#cellPermits.delete(cell);
