@@ -380,4 +380,61 @@ export const V1_SCENARIOS: Scenario[] = [
       ]);
     },
   ),
+  v1Case(
+    "a cell's result waits until the client answered each of its notifications; a yield does not",
+    "CODEX-0.171 (Codex drops a notification it handles after the cell's result)",
+    async ({ conn, request }) => {
+      await request({ method: "session/open", sessionId: "s1" });
+      const cell = (id: number, source: string, yieldTimeMs: number) =>
+        conn.send({
+          type: "operation/request",
+          id,
+          request: {
+            method: "session/execute",
+            sessionId: "s1",
+            request: {
+              tool_call_id: "c",
+              enabled_tools: [],
+              source,
+              yield_time_ms: yieldTimeMs,
+              max_output_tokens: null,
+            },
+          },
+        });
+      const delivered = (d: Json) =>
+        conn.send({
+          type: "delegate/response",
+          id: d?.id,
+          result: { status: "ok", value: { type: "notification/delivered" } },
+        });
+      // A completed cell: its result only after both notifications are answered (the second with an error).
+      const id = conn.nextId();
+      const two = conn.next((m) => m.type === "delegate/request" && m.request?.text === "b");
+      const initial = conn.next((m) => m.type === "execute/initialResponse" && m.id === id);
+      await cell(id, `notify("a"); notify("b"); text("done")`, 20_000);
+      const b = await two;
+      await pause(300);
+      conn.received.push({ observed: "300 ms later, neither notification answered" });
+      await delivered(conn.received.find((m) => m.type === "delegate/request" && m.request?.text === "a"));
+      await pause(300);
+      conn.received.push({ observed: "300 ms after the first answer" });
+      await conn.send({
+        type: "delegate/response",
+        id: b?.id,
+        result: { status: "error", message: "not shown" },
+      });
+      await initial;
+      await Promise.race([
+        conn.next((m) => m.type === "cell/closed", conn.received.length - 1),
+        pause(2_000),
+      ]);
+      // A yielding cell: its yield goes out with its notification unanswered.
+      const id2 = conn.nextId();
+      const yielded = conn.next((m) => m.type === "execute/initialResponse" && m.id === id2);
+      await cell(id2, `notify("c"); text("before"); await new Promise((r) => setTimeout(r, 5_000))`, 200);
+      await yielded;
+      await request({ method: "session/terminate", sessionId: "s1", cellId: "2" });
+      await Promise.race([conn.next((m) => m.type === "cell/closed" && m.cellId === "2"), pause(2_000)]);
+    },
+  ),
 ];

@@ -680,6 +680,13 @@ Deno.test("V1Connection: a notification and a tool cancel the core produced come
     yield { type: "outcome", outcome: outcome("completed", "done") };
   };
   await execute(c, 2);
+  // The client answers the notification: the result waits for that (the next test).
+  const sent = await c.next((m) => m.type === "delegate/request" && m.request.type === "notification/send");
+  await c.send({
+    type: "delegate/response",
+    id: sent.id,
+    result: { status: "ok", value: { type: "notification/delivered" } },
+  });
   const answer = await c.next(initial(2));
   const types = c.received.map((m) => m.type === "delegate/request" ? m.request.type : m.type);
   assert.deepEqual(types.slice(types.indexOf("tool/invoke")), [
@@ -689,6 +696,35 @@ Deno.test("V1Connection: a notification and a tool cancel the core produced come
     "execute/initialResponse",
   ]);
   assert.ok(answer.result.value.Result);
+  await c.end();
+  await c.ended;
+});
+
+Deno.test("V1Connection: a cell's final outcome waits until each of its notifications is answered (a yield is not: the next test)", async () => {
+  const core = new FakeCore();
+  const cell = scripted(core);
+  const c = connect(core);
+  await ready(c);
+  await opened(c);
+  const session = core.sessions.get("s1")!;
+  await execute(c, 2);
+  await c.next(response(2));
+  session.lease.push(notification("n-1"));
+  session.lease.push(notification("n-2"));
+  await c.next((m) => m.type === "delegate/request" && m.id === 2);
+  cell.finish(outcome("completed", "done"));
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal(c.received.some((m) => m.type === "execute/initialResponse"), false, "held: nothing answered");
+  await c.send({ type: "delegate/response", id: 2, result: { status: "error", message: "failed" } });
+  await new Promise((r) => setTimeout(r, 50));
+  assert.equal(c.received.some((m) => m.type === "execute/initialResponse"), false, "held: one left");
+  await c.send({
+    type: "delegate/response",
+    id: 1,
+    result: { status: "ok", value: { type: "notification/delivered" } },
+  });
+  const answer = await c.next(initial(2));
+  assert.equal(answer.result.value.Result.content_items[0].text, "done");
   await c.end();
   await c.ended;
 });

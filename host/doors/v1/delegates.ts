@@ -6,6 +6,8 @@
  * - A late `delegate/response` (cancelled, answered, or never sent) is ignored.
  * - A notification's delivery ends with its response, its cancellation, or the connection's end;
  *   a failed delivery is logged as Codex's host logs it, and the core is told either way.
+ * - A cell's final outcome waits for the end of every delivery of its notifications
+ *   ({@link DelegateTable.notificationsDelivered}), as on Codex's host.
  *
  * @module
  */
@@ -34,6 +36,8 @@ export class DelegateTable {
   readonly #core: CodeModeCore;
   readonly #log: Logger;
   readonly #delegates = new Map<bigint, Delegate>();
+  /** Resolved (and replaced) whenever a request is forgotten. */
+  #forgotten = Promise.withResolvers<void>();
   #next = 1n;
 
   /**
@@ -76,7 +80,25 @@ export class DelegateTable {
    * @param id the delegate ID
    */
   delete(id: bigint): void {
-    this.#delegates.delete(id);
+    if (!this.#delegates.delete(id)) return;
+    this.#forgotten.resolve();
+    this.#forgotten = Promise.withResolvers();
+  }
+
+  /**
+   * Resolves once no notification of a session's cell is being delivered any more (answered,
+   * failed, cancelled, or its session or connection gone).
+   *
+   * Codex's own host holds a cell's final outcome (an Execute's result, a Wait's) until then: a
+   * V1 client records a notification before it answers it, so it has every notification of the
+   * cell before the result. Codex 0.171 drops a notification it handles after the cell's result.
+   * A yielded outcome and a termination are not held.
+   *
+   * @param sessionId the session
+   * @param cellId the cell
+   */
+  async notificationsDelivered(sessionId: string, cellId: string): Promise<void> {
+    while (this.notificationsOf(sessionId, cellId).length > 0) await this.#forgotten.promise;
   }
 
   /**
@@ -101,7 +123,7 @@ export class DelegateTable {
    */
   dropSession(sessionId: string): void {
     for (const [id, delegate] of this.#delegates) {
-      if (delegate.sessionId === sessionId) this.#delegates.delete(id);
+      if (delegate.sessionId === sessionId) this.delete(id);
     }
   }
 
@@ -149,7 +171,7 @@ export class DelegateTable {
   respond(id: bigint, result: DelegateResult, answered: (tool: Delegate & { kind: "tool" }) => void): void {
     const delegate = this.#delegates.get(id);
     if (!delegate) return; // cancelled, finished, or never sent: a late response is ignored
-    this.#delegates.delete(id);
+    this.delete(id);
     if (delegate.kind === "tool") {
       answered(delegate);
       this.complete(
@@ -177,7 +199,7 @@ export class DelegateTable {
   closeNotifications(): void {
     for (const [id, delegate] of this.#delegates) {
       if (delegate.kind !== "notification") continue;
-      this.#delegates.delete(id);
+      this.delete(id);
       this.acknowledge(delegate, "code-mode client connection closed");
     }
   }

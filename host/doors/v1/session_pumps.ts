@@ -6,8 +6,9 @@
  *   delegate requests (tool calls, notifications, cancels) as they happen, then its initial
  *   response, then `cell/closed` (after the initial response and the final outcome).
  * - Before any outcome of the session is written, every lease event the core had already produced
- *   (a notification, a tool call's cancel) is written first; before a termination, a
- *   `delegate/cancel` goes for each of the cell's notifications still being delivered.
+ *   (a notification, a tool call's cancel) is written first; a cell's final outcome (not a yield)
+ *   waits until the client has answered each of the cell's notifications, as on Codex's host;
+ *   before a termination, a `delegate/cancel` goes for each of them still being delivered.
  * - A tool call goes after the notifications its cell made before it; a cancel that comes before
  *   its `tool/invoke` was written follows it.
  * - A Wait pending when the session closes is answered with the cell's Terminated outcome before
@@ -189,12 +190,17 @@ export class V1Session {
   }
 
   /**
-   * What must precede an outcome: the session's earlier lease events; before a termination, a
-   * `delegate/cancel` for each of the cell's notifications still being delivered (as Codex's host
-   * does, newest first).
+   * What must precede an outcome: the session's earlier lease events; before a final outcome, the
+   * end of every delivery of the cell's notifications; before a termination, a `delegate/cancel` for
+   * each of the cell's notifications still being delivered instead (as Codex's host does, newest
+   * first).
    */
   async #beforeOutcome(outcome: ExecutionOutcome): Promise<void> {
     await this.#leaseSettled();
+    if (outcome.kind === "completed") {
+      await this.#delegates.notificationsDelivered(this.sessionId, outcome.cellId);
+      return;
+    }
     if (outcome.kind !== "terminated") return;
     for (const [delegateId, delegate] of this.#delegates.notificationsOf(this.sessionId, outcome.cellId)) {
       this.#delegates.delete(delegateId);
