@@ -26,6 +26,11 @@ const DEBIAN_PACKAGES = ["python3-grpcio", "python3-protobuf", "protobuf-compile
 export const REPO = new URL("..", import.meta.url).pathname.replace(/\/$/, "");
 /** The checkout whose host is measured. */
 export const HOST_DIR = Deno.env.get("BENCH_HOST_DIR") ?? REPO;
+/**
+ * `BENCH_FLOOR=1`: "ours" is `_stack_floor.ts`, the host's gRPC stack with nothing behind it, in
+ * place of this host (its rows that need cells, memory or a Terminate are left out).
+ */
+export const FLOOR = Deno.env.get("BENCH_FLOOR") === "1";
 
 export const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -160,6 +165,9 @@ export async function codexHostPath(): Promise<string> {
 export async function hostArgv(kind: HostKind, transport: "tcp" | "stdio", extra: string[] = []) {
   const listen = transport === "tcp" ? ["--listen", "grpc://127.0.0.1:0"] : ["--listen", "grpc+stdio://"];
   if (kind === "codex") return [await codexHostPath(), ...listen, ...extra];
+  if (FLOOR) {
+    return [Deno.execPath(), "run", "--allow-all", join(REPO, "bench", "_stack_floor.ts"), ...listen];
+  }
   if (transport === "stdio") return [join(HOST_DIR, "bin", "codex-code-mode-host"), ...listen, ...extra];
   return [Deno.execPath(), "run", "--allow-all", hostEntry(), ...listen, ...extra];
 }

@@ -31,13 +31,15 @@
  * and rate rows, split on spaces); `BENCH_ONLY=key,...` runs only those rows (`b2b`, `rate1`,
  * `gap`, `store`, `tool`, `large`, `terminate`, `open`, `first`, `rate8`, `pss`, `pss-release`,
  * `cold-stdio`, `cold-tcp`; a prefix before `-` selects all its rows, e.g. `cold`); `BENCH_HOST_DIR`
- * measures the host of another checkout. No assertions on times: figures only; every cell's outcome
+ * measures the host of another checkout; `BENCH_FLOOR=1` measures `_stack_floor.ts` (the host's gRPC
+ * stack with nothing behind it) in its place, without the PSS and Terminate rows. No assertions on times: figures only; every cell's outcome
  * is checked, and a wrong one stops the run.
  *
  * @module
  */
 import {
   acceptsLimit,
+  FLOOR,
   HOST_DIR,
   hostArgv,
   hostCommit,
@@ -138,7 +140,8 @@ const ROWS: Row[] = [
 ];
 
 const selected = ROWS.filter((row) =>
-  ONLY === undefined || ONLY.some((key) => row.key === key || row.key.startsWith(`${key}-`))
+  (ONLY === undefined || ONLY.some((key) => row.key === key || row.key.startsWith(`${key}-`))) &&
+  !(FLOOR && (row.kind === "pss" || row.key === "terminate"))
 );
 if (selected.length === 0) throw new Error(`BENCH_ONLY=${ONLY} selects no row`);
 
@@ -288,7 +291,9 @@ const loadAtEnd = loadAverage();
 const digits = (unit: Row["unit"]) => unit === "ms" ? 2 : 1;
 const json: Record<string, unknown> = {};
 const table = [
-  "| figure | this host | Codex's host | ratio |",
+  `| figure | ${
+    FLOOR ? "the gRPC stack alone (bench/_stack_floor.ts)" : "this host"
+  } | Codex's host | ratio |`,
   "| --- | ---: | ---: | ---: |",
 ];
 for (const row of rows) {
@@ -353,7 +358,9 @@ for (const row of rows) {
 }
 
 console.log(
-  `bench:reference, ${date}, host commit ${commit}, ${ROUNDS} rounds, load average ${loadAtStart} at the start and ${loadAtEnd} at the end ` +
+  `bench:reference${
+    FLOOR ? " (BENCH_FLOOR=1)" : ""
+  }, ${date}, host commit ${commit}, ${ROUNDS} rounds, load average ${loadAtStart} at the start and ${loadAtEnd} at the end ` +
     `(${Deno.build.target}, ${navigator.hardwareConcurrency} cores, Deno ${Deno.version.deno}, Codex's host 0.171.0)\n`,
 );
 console.log(table.join("\n"));
