@@ -385,21 +385,16 @@ export const V1_SCENARIOS: Scenario[] = [
     "CODEX-0.171 (Codex drops a notification it handles after the cell's result)",
     async ({ conn, request }) => {
       await request({ method: "session/open", sessionId: "s1" });
+      const inner = (source: string, yieldTimeMs: number) => ({
+        ...EXECUTE_BASE,
+        source,
+        yield_time_ms: yieldTimeMs,
+      });
       const cell = (id: number, source: string, yieldTimeMs: number) =>
         conn.send({
           type: "operation/request",
           id,
-          request: {
-            method: "session/execute",
-            sessionId: "s1",
-            request: {
-              tool_call_id: "c",
-              enabled_tools: [],
-              source,
-              yield_time_ms: yieldTimeMs,
-              max_output_tokens: null,
-            },
-          },
+          request: { method: "session/execute", sessionId: "s1", request: inner(source, yieldTimeMs) },
         });
       const delivered = (d: Json) =>
         conn.send({

@@ -700,7 +700,8 @@ Deno.test("V1Connection: a notification and a tool cancel the core produced come
   await c.ended;
 });
 
-Deno.test("V1Connection: a cell's final outcome waits until each of its notifications is answered (a yield is not: the next test)", async () => {
+/** A session whose cell 1 (Execute 2, started) sent notifications n-1 and n-2 (delegates 1 and 2). */
+async function cellWithTwoNotifications() {
   const core = new FakeCore();
   const cell = scripted(core);
   const c = connect(core);
@@ -712,6 +713,11 @@ Deno.test("V1Connection: a cell's final outcome waits until each of its notifica
   session.lease.push(notification("n-1"));
   session.lease.push(notification("n-2"));
   await c.next((m) => m.type === "delegate/request" && m.id === 2);
+  return { core, cell, c, session };
+}
+
+Deno.test("V1Connection: a cell's final outcome waits until each of its notifications is answered (a yield is not: the next test)", async () => {
+  const { cell, c, session } = await cellWithTwoNotifications();
   cell.finish(outcome("completed", "done"));
   await new Promise((r) => setTimeout(r, 50));
   assert.equal(c.received.some((m) => m.type === "execute/initialResponse"), false, "held: nothing answered");
@@ -764,17 +770,7 @@ Deno.test("V1Connection: notifications produced after an outcome do not hold it 
 });
 
 Deno.test("V1Connection: a termination cancels the cell's notifications still being delivered, newest first", async () => {
-  const core = new FakeCore();
-  const cell = scripted(core);
-  const c = connect(core);
-  await ready(c);
-  await opened(c);
-  const session = core.sessions.get("s1")!;
-  await execute(c, 2);
-  await c.next(response(2));
-  session.lease.push(notification("n-1"));
-  session.lease.push(notification("n-2"));
-  await c.next((m) => m.type === "delegate/request" && m.id === 2);
+  const { core, cell, c, session } = await cellWithTwoNotifications();
   cell.finish(outcome("yielded"));
   await c.next(initial(2));
   await c.send({
