@@ -328,7 +328,10 @@ export const NEUTRAL_SCENARIOS: Scenario[] = [
         ...echoTools,
       });
       const call = await s.toolCall();
-      ctx.rec("spinning", (await foreverCell(s, SPIN)).outcome);
+      // Terminated once it spins: a stop that comes before its code begins (its Worker still
+      // booting, on a loaded machine) ends it without a restart on this host too.
+      ctx.rec("spinning", (await foreverCell(s, `notify("spinning"); ${SPIN}`)).outcome);
+      await s.notifications.arrived("spinning");
       ctx.rec("terminate spinning", await s.terminate("3"));
       ctx.rec("answer", await call.succeed({}));
       ctx.rec("blocked cell", await blocked.outcome);
