@@ -23,9 +23,10 @@
 import { createServer, ServerError, Status } from "nice-grpc";
 import { codeModeHostDefinition } from "../proto/loader.ts";
 import { relayConnection } from "../host/doors/grpc/local_transports.ts";
+import { MIB } from "../proto/bytes.ts";
 
 const listen = Deno.args[Deno.args.indexOf("--listen") + 1] ?? "grpc://127.0.0.1:0";
-const LIMIT = 64 * 1024 * 1024;
+const LIMIT = 64 * MIB;
 
 // deno-lint-ignore no-explicit-any
 type Any = any;

@@ -32,8 +32,8 @@
  * `gap`, `store`, `tool`, `large`, `terminate`, `open`, `first`, `rate8`, `pss`, `pss-release`,
  * `cold-stdio`, `cold-tcp`; a prefix before `-` selects all its rows, e.g. `cold`); `BENCH_HOST_DIR`
  * measures the host of another checkout; `BENCH_FLOOR=1` measures `_stack_floor.ts` (the host's gRPC
- * stack with nothing behind it) in its place, without the PSS and Terminate rows. No assertions on times: figures only; every cell's outcome
- * is checked, and a wrong one stops the run.
+ * stack with nothing behind it) in its place, without the PSS and Terminate rows. No assertions on
+ * times: figures only; every cell's outcome is checked, and a wrong one stops the run.
  *
  * @module
  */

@@ -717,7 +717,7 @@ async function cellWithTwoNotifications() {
 }
 
 Deno.test("V1Connection: a cell's final outcome waits until each of its notifications is answered (a yield is not: the next test)", async () => {
-  const { cell, c, session } = await cellWithTwoNotifications();
+  const { cell, c } = await cellWithTwoNotifications();
   cell.finish(outcome("completed", "done"));
   await new Promise((r) => setTimeout(r, 50));
   assert.equal(c.received.some((m) => m.type === "execute/initialResponse"), false, "held: nothing answered");

@@ -36,8 +36,11 @@ export class DelegateTable {
   readonly #core: CodeModeCore;
   readonly #log: Logger;
   readonly #delegates = new Map<bigint, Delegate>();
-  /** Resolved (and replaced) whenever a request is forgotten. */
-  #forgotten = Promise.withResolvers<void>();
+  /**
+   * While a final outcome waits ({@link DelegateTable.notificationsDelivered}): resolved as a
+   * request is forgotten.
+   */
+  #forgotten: PromiseWithResolvers<void> | undefined;
   #next = 1n;
 
   /**
@@ -81,8 +84,8 @@ export class DelegateTable {
    */
   delete(id: bigint): void {
     if (!this.#delegates.delete(id)) return;
-    this.#forgotten.resolve();
-    this.#forgotten = Promise.withResolvers();
+    this.#forgotten?.resolve();
+    this.#forgotten = undefined;
   }
 
   /**
@@ -98,7 +101,18 @@ export class DelegateTable {
    * @param cellId the cell
    */
   async notificationsDelivered(sessionId: string, cellId: string): Promise<void> {
-    while (this.notificationsOf(sessionId, cellId).length > 0) await this.#forgotten.promise;
+    while (this.#delivering(sessionId, cellId)) {
+      this.#forgotten ??= Promise.withResolvers();
+      await this.#forgotten.promise;
+    }
+  }
+
+  /** Whether a notification of the session's cell is being delivered. */
+  #delivering(sessionId: string, cellId: string): boolean {
+    for (const d of this.#delegates.values()) {
+      if (d.kind === "notification" && d.cellId === cellId && d.sessionId === sessionId) return true;
+    }
+    return false;
   }
 
   /**
