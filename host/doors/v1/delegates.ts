@@ -99,12 +99,17 @@ export class DelegateTable {
    *
    * @param sessionId the session
    * @param cellId the cell
+   * @returns a promise to await first, or `undefined` when none is being delivered (no extra turn:
+   *   a tool call's cancel the core makes meanwhile would otherwise go out before the outcome)
    */
-  async notificationsDelivered(sessionId: string, cellId: string): Promise<void> {
-    while (this.#delivering(sessionId, cellId)) {
-      this.#forgotten ??= Promise.withResolvers();
-      await this.#forgotten.promise;
-    }
+  notificationsDelivered(sessionId: string, cellId: string): Promise<void> | undefined {
+    if (!this.#delivering(sessionId, cellId)) return undefined;
+    return (async () => {
+      while (this.#delivering(sessionId, cellId)) {
+        this.#forgotten ??= Promise.withResolvers();
+        await this.#forgotten.promise;
+      }
+    })();
   }
 
   /** Whether a notification of the session's cell is being delivered. */

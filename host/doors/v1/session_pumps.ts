@@ -198,7 +198,8 @@ export class V1Session {
   async #beforeOutcome(outcome: ExecutionOutcome): Promise<void> {
     await this.#leaseSettled();
     if (outcome.kind === "completed") {
-      await this.#delegates.notificationsDelivered(this.sessionId, outcome.cellId);
+      const delivered = this.#delegates.notificationsDelivered(this.sessionId, outcome.cellId);
+      if (delivered) await delivered;
       return;
     }
     if (outcome.kind !== "terminated") return;
