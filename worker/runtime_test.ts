@@ -366,6 +366,20 @@ Deno.test("Reuse: a start that overtakes the note of the last cell's result stil
   assert.equal(h.cells.length, 1, "no Worker was created");
 });
 
+Deno.test("Reuse: a Configure that comes before the runtime read its last cell's result (a handover) creates no Worker; that cell's Worker is the spare", async () => {
+  const h = harness();
+  const cell = await started(h);
+  cell.output({ t: "result", writes: [] }); // written to the host; not yet read by the runtime
+  h.runtime.receive({ message: "configure", configure: { ...CONFIGURE, sessionId: "t" } });
+  await settle();
+  await complete(cell);
+  h.clock.advance(1_000);
+  await settle();
+  assert.equal(h.cells.length, 1, "no Worker was created");
+  assert.ok(!cell.terminated, "the recycled Worker was kept");
+  assert.equal(await startNext(h, "2"), cell);
+});
+
 Deno.test("Reuse: a start that comes before the note of a result already written waits for it", async () => {
   const h = harness();
   const cell = await started(h);

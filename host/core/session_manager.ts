@@ -44,6 +44,13 @@ function loadSession(): Promise<typeof import("./session.ts")> {
 const REFILL_DELAY_MS = 250;
 /** A deferred refill's delay once pulled forward: after the outcome's reply has been written. */
 const PULLED_REFILL_DELAY_MS = 5;
+/**
+ * While idle sessions hand their runtimes over (`runtimeHandover`), a refill of a pool that still
+ * holds a runtime waits until no handover came for this long: the handovers serve the new sessions,
+ * and a runtime's start (~250 ms of CPU) during them slowed each of them (bench:scale's turn in
+ * every session, where one runtime passes from session to session).
+ */
+const HANDOVER_QUIET_MS = 100;
 
 /** How session runtimes are made. */
 export interface RuntimeFactoryOptions {
@@ -265,6 +272,8 @@ export class SessionManager implements AsyncDisposable {
   #refillTimer: ReturnType<typeof setTimeout> | undefined;
   /** Whether the deferred refill was already pulled forward (by a first outcome or a closure). */
   #refillPulled = false;
+  /** When a runtime was last handed over ({@link HANDOVER_QUIET_MS}). */
+  #lastHandoverAt = -Infinity;
 
   /**
    * Starts a deferred refill soon: the session whose open deferred it (`timer`) has its first
@@ -281,6 +290,8 @@ export class SessionManager implements AsyncDisposable {
     this.#refillPulled = pulled;
     this.#refillTimer = setTimeout(() => {
       this.#refillTimer = undefined;
+      const quiet = this.#lastHandoverAt + HANDOVER_QUIET_MS - this.#options.clock.now();
+      if (quiet > 0 && this.#warm.length > 0) return this.#scheduleRefill(quiet, true);
       this.#refill();
     }, delayMs);
   }
@@ -370,6 +381,7 @@ export class SessionManager implements AsyncDisposable {
     }
     const runtime = donor?.handover.handOver();
     if (runtime) {
+      this.#lastHandoverAt = this.#options.clock.now();
       this.telemetry.metrics.runtimeHandedOver();
       this.#lentBy.set(runtime, donor!);
     }

@@ -17,6 +17,7 @@ import { type Limits, resolveLimits } from "./limits.ts";
 import { Logger } from "../ops/log.ts";
 import { OUTPUT_CLIENT, type Session } from "./session.ts";
 import { SessionManager } from "./session_manager.ts";
+import { CodeModeCore } from "./code_mode_core.ts";
 
 function setup(
   options: {
@@ -141,6 +142,39 @@ Deno.test("SessionManager: a deferred refill starts soon after the taking sessio
   await second.close();
   await settled();
   assert.equal(manager.spawnCount, 6, "the replacements followed the closure");
+  await manager.drain();
+});
+
+Deno.test("SessionManager: while idle sessions hand their runtimes over, a refill of a pool that still holds one waits until no handover came for 100 ms", async () => {
+  const clock = new FakeClock();
+  const spawner = fakeSpawner({ onStartCell: (cell) => void cell.started().complete() });
+  const manager = new SessionManager({
+    limits: resolveLimits({ runtimeHandover: 2 }),
+    log: new Logger("error", () => {}),
+    clock,
+    runtime: { deno: "unused", runtimeDir: "unused", workParent: "unused" },
+    warmSessions: 2,
+    spawn: spawner.spawn,
+  });
+  const core = new CodeModeCore({ manager });
+  const run = async (sessionId: string) => {
+    for await (
+      const _ of core.execute({ sessionId, executionId: crypto.randomUUID(), toolCallId: "c", source: "" })
+    );
+  };
+  const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  const a = await core.openSession({});
+  assert.equal(manager.spawnCount, 2, "deferred while another warm runtime remains");
+  await run(a.sessionId); // its first outcome pulls the refill forward (5 ms)
+  const b = await core.openSession({});
+  assert.equal(manager.sessions.get(b.sessionId)!.runtime, spawner.runtimes[0], "a's runtime, handed over");
+  await pause(60);
+  assert.equal(manager.spawnCount, 2, "no start while runtimes are handed over");
+  assert.equal(manager.warmCount, 1);
+  clock.advance(100);
+  await pause(150);
+  assert.equal(manager.spawnCount, 3, "the replacement once the handovers stopped");
+  assert.equal(manager.warmCount, 2);
   await manager.drain();
 });
 

@@ -1158,8 +1158,8 @@ var SPARE_WHILE_RUNNING_MS = 1e3;
 var PREWARM_IDLE_MS = 50;
 var CellWorkerPool = class {
   #options;
-  /** Whether {@link CellWorkerPoolOptions.rehearse} has run. */
-  #rehearsed = false;
+  /** Whether the first spare was prepared (and {@link CellWorkerPoolOptions.rehearse} run). */
+  #firstPrepared = false;
   #clock;
   #createThread;
   #spare;
@@ -1187,15 +1187,26 @@ var CellWorkerPool = class {
   armPrewarm() {
     this.#prewarming = this.#clock.setTimeout(() => this.#prepareFirstSpare(), PREWARM_IDLE_MS);
   }
-  /** A `Configure` arrived: a spare of another heap limit is replaced, the first spare created. */
+  /**
+   * A `Configure` arrived: a spare of another heap limit is replaced, the first spare created. A
+   * runtime that made its first spare already (one handed over to another session) gets its next
+   * spare by the usual rules: its last cell's worker is recycled, or a new one comes a turn later.
+   * That cell wrote its result itself, so this Configure can come before this thread has read the
+   * result (the host hands the runtime over as soon as the result reaches its client); creating a
+   * spare here then blocked this thread for a Worker's start (100–200 ms) and retired the recycled
+   * worker (bench:scale's turns across 100 sessions: two or three such stalls per 100 turns).
+   */
   configured() {
     this.#clock.clearTimeout(this.#prewarming);
     const heapMb = this.#options.config().heapMb;
-    if (this.#spare && this.#spare.heapMb !== heapMb) {
+    const replaced = this.#spare !== void 0 && this.#spare.heapMb !== heapMb;
+    if (replaced) {
       this.discard(this.#spare);
       this.#spare = void 0;
     }
-    this.#prepareFirstSpare();
+    if (!this.#firstPrepared) return this.#prepareFirstSpare();
+    if (replaced) return this.#refillSpare();
+    if (!this.#spare && !this.#options.anyRunning()) this.scheduleSpare();
   }
   /** Ends the spare and the prewarm (the in-process runtime's end). */
   dispose() {
@@ -1414,8 +1425,8 @@ var CellWorkerPool = class {
     if (this.#spare) return;
     if (this.#options.collectGarbage) collectGarbage();
     this.#refillSpare();
-    if (this.#rehearsed) return;
-    this.#rehearsed = true;
+    if (this.#firstPrepared) return;
+    this.#firstPrepared = true;
     this.#options.rehearse?.();
   }
 };
