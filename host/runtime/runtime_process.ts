@@ -104,6 +104,78 @@ function reportedByReady(_error: unknown): void {}
 /** A failed write is reported to its sender (`send` returns it); the write chain goes on. */
 function reportedToSender(_error: unknown): void {}
 
+/** A batch of {@link FrameBatches} larger than this is written frame by frame, not copied into one. */
+const BATCH_COPY_MAX_BYTES = 256 * 1024;
+
+/**
+ * Writes frames in order, those sent while the last write was under way or in the same turn as
+ * one write: a handover's frames (the old session's reset, the new one's `Configure` and stored
+ * values) and the `StartCell` that follows were a pipe write each, every one a system call on the
+ * host's thread and a wake-up of the runtime's reader.
+ *
+ * @example
+ * ```ts
+ * import assert from "node:assert/strict";
+ * import { FrameBatches } from "./runtime_process.ts";
+ * const writes: number[][] = [];
+ * const frames = new FrameBatches((bytes) => {
+ *   writes.push([...bytes]);
+ *   return Promise.resolve();
+ * });
+ * await Promise.all([frames.write(new Uint8Array([1])), frames.write(new Uint8Array([2, 3]))]);
+ * assert.deepEqual(writes, [[1, 2, 3]]);
+ * ```
+ */
+export class FrameBatches {
+  #write: (bytes: Uint8Array) => Promise<void>;
+  /** The frames of the batch not yet begun, and the promise its senders wait for. */
+  #next: { frames: Uint8Array[]; bytes: number; done: Promise<void> } | undefined;
+  #chain: Promise<void> = Promise.resolve();
+
+  /** @param write writes bytes (the runtime's stdin); each call waits for the one before */
+  constructor(write: (bytes: Uint8Array) => Promise<void>) {
+    this.#write = write;
+  }
+
+  /**
+   * Queues a frame.
+   *
+   * @param frame an encoded frame
+   * @returns settles when its batch is written; rejects with that write's failure
+   */
+  write(frame: Uint8Array): Promise<void> {
+    let batch = this.#next;
+    if (!batch) {
+      const gathering = { frames: [] as Uint8Array[], bytes: 0, done: Promise.resolve() };
+      // The next batch waits for this one, not for its success: its senders see the failure.
+      gathering.done = this.#chain.then(() => {
+        if (this.#next === gathering) this.#next = undefined;
+        return this.#flush(gathering.frames, gathering.bytes);
+      });
+      this.#chain = gathering.done.catch(reportedToSender);
+      batch = this.#next = gathering;
+    }
+    batch.frames.push(frame);
+    batch.bytes += frame.length;
+    return batch.done;
+  }
+
+  async #flush(frames: Uint8Array[], bytes: number): Promise<void> {
+    if (frames.length === 1) return await this.#write(frames[0]);
+    if (bytes > BATCH_COPY_MAX_BYTES) {
+      for (const frame of frames) await this.#write(frame);
+      return;
+    }
+    const joined = new Uint8Array(bytes);
+    let at = 0;
+    for (const frame of frames) {
+      joined.set(frame, at);
+      at += frame.length;
+    }
+    await this.#write(joined);
+  }
+}
+
 /** Keeps the last `capacity` bytes written to it. */
 class TailBuffer {
   #chunks: Uint8Array[] = [];
@@ -150,7 +222,7 @@ class RuntimeProcess implements RuntimeTransport {
   #options: RuntimeProcessOptions;
   #child: Deno.ChildProcess;
   #writer: WritableStreamDefaultWriter<Uint8Array>;
-  #writeChain: Promise<void> = Promise.resolve();
+  #frames: FrameBatches;
   #stderr: TailBuffer;
   #workDir: string;
   #stopping = false;
@@ -204,6 +276,7 @@ class RuntimeProcess implements RuntimeTransport {
       stderr: "piped",
     }).spawn();
     this.#writer = this.#child.stdin.getWriter();
+    this.#frames = new FrameBatches((bytes) => this.#writer.write(bytes));
     const watchdog = options.memoryWatchdog;
     if (watchdog) {
       this.#unwatch = watchdog.watch(this.#child.pid, () => {
@@ -239,10 +312,7 @@ class RuntimeProcess implements RuntimeTransport {
       this.#options.codec.encodeHostToWorker(message),
       this.#options.maxWorkerFrameBytes,
     );
-    const write = this.#writeChain.then(() => this.#writer.write(frame));
-    // The next frame waits for this one, not for its success: its sender sees the failure.
-    this.#writeChain = write.catch(reportedToSender);
-    return write;
+    return this.#frames.write(frame);
   }
 
   async stop(): Promise<RuntimeEnd> {

@@ -12,7 +12,7 @@ import { resolveLimits } from "../core/limits.ts";
 import type { MemoryWatchdog } from "./memory_watchdog.ts";
 import { crashReason, type RuntimeTransport } from "./runtime_transport.ts";
 import { prepareRuntimeDirectory } from "./runtime_files.ts";
-import { type RuntimeProcessOptions, spawnRuntimeProcess } from "./runtime_process.ts";
+import { FrameBatches, type RuntimeProcessOptions, spawnRuntimeProcess } from "./runtime_process.ts";
 
 const codec = createWorkerCodec();
 const limits = resolveLimits({});
@@ -382,4 +382,45 @@ Deno.test("frames sent before the runtime reads them are written in order, and a
   const end = await runtime.stop();
   const shutdown = codec.encodeHostToWorker({ shutdown: {} }).length;
   assert.equal(end.stderrTail, [...lengths, shutdown].join(",") + ",");
+});
+
+Deno.test("FrameBatches: frames of one turn, and those sent while a write is under way, leave as one write, in order; a large batch frame by frame", async () => {
+  const writes: number[][] = [];
+  let release: (() => void) | undefined;
+  const frames = new FrameBatches((bytes) => {
+    writes.push([...bytes]);
+    return new Promise<void>((resolve) => release = resolve);
+  });
+  const first = frames.write(new Uint8Array([1]));
+  await Promise.resolve();
+  assert.deepEqual(writes, [[1]], "the first frame leaves at once");
+  const later = [frames.write(new Uint8Array([2])), frames.write(new Uint8Array([3, 4]))];
+  release!();
+  await first;
+  await new Promise((r) => setTimeout(r, 0));
+  assert.deepEqual(writes, [[1], [2, 3, 4]], "what came meanwhile: one write");
+  release!();
+  await Promise.all(later);
+  const big = new Uint8Array(200 * 1024).fill(7);
+  const both = [frames.write(big), frames.write(big)];
+  await new Promise((r) => setTimeout(r, 0));
+  assert.equal(writes.length, 3, "over 256 KiB: not copied into one");
+  assert.equal(writes[2].length, big.length);
+  release!();
+  await new Promise((r) => setTimeout(r, 0));
+  assert.equal(writes.length, 4);
+  release!();
+  await Promise.all(both);
+});
+
+Deno.test("FrameBatches: a failed write fails its batch's senders only; the next batch is written", async () => {
+  const writes: number[][] = [];
+  const frames = new FrameBatches((bytes) => {
+    writes.push([...bytes]);
+    return bytes[0] === 1 ? Promise.reject(new Error("pipe closed")) : Promise.resolve();
+  });
+  const failed = [frames.write(new Uint8Array([1])), frames.write(new Uint8Array([2]))];
+  for (const sent of failed) await assert.rejects(sent, /pipe closed/);
+  await frames.write(new Uint8Array([3]));
+  assert.deepEqual(writes, [[1, 2], [3]]);
 });
