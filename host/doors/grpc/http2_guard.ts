@@ -311,7 +311,8 @@ export interface CorkableSocket {
  * `writev`: it writes each frame on its own (a 16 MiB message is 1,024 DATA frames of 16 KiB, one
  * `sendto` and one trip through the stream machinery each; a small unary response is three: its
  * headers, its message and its trailers). The first write of a turn corks the socket and the end
- * of the turn (`process.nextTick`) uncorks it: one `writev` of everything written meanwhile.
+ * of the turn uncorks it (`process.nextTick`, twice: Deno writes a stream's DATA a tick after its
+ * headers): one `writev` of everything written meanwhile (an Execute's headers and `started`).
  *
  * @param socket a server session's socket (left as it is when it cannot cork)
  * @returns stops coalescing (what is corked leaves now; every later write leaves on its own)
@@ -326,11 +327,14 @@ export function coalesceWrites(socket: CorkableSocket): () => void {
     corked = false;
     socket.uncork();
   };
+  // One tick later than the first write's: a stream's DATA leaves in a tick of its own (Deno
+  // defers it with `process.nextTick`), queued after the headers' write began the turn.
+  const uncorkSoon = () => process.nextTick(uncork);
   socket.write = function (this: CorkableSocket, ...args: unknown[]) {
     if (!corked && !stopped) {
       corked = true;
       this.cork();
-      process.nextTick(uncork);
+      process.nextTick(uncorkSoon);
     }
     return write.apply(this, args);
   };

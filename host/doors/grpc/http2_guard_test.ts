@@ -1,4 +1,5 @@
 import assert from "node:assert/strict";
+import process from "node:process";
 import { Buffer } from "node:buffer";
 import http2 from "node:http2";
 import { coalesceWrites, goawayFilter, ResetBudget, withGoawayGuard } from "./http2_guard.ts";
@@ -190,6 +191,15 @@ Deno.test("coalesceWrites: the writes of one turn leave in one corked batch, unc
     assert.deepEqual(calls.slice(4), ["uncork"]);
     assert.equal(state.corks, 0);
   }
+});
+
+Deno.test("coalesceWrites: a stream's DATA, which Deno writes a tick after its headers, leaves with them", async () => {
+  const { calls, socket } = recordingSocket();
+  coalesceWrites(socket);
+  socket.write(new Uint8Array(14)); // the response's HEADERS
+  process.nextTick(() => socket.write(new Uint8Array(30))); // its first DATA frame, deferred
+  await new Promise((resolve) => setTimeout(resolve, 0));
+  assert.deepEqual(calls, ["write 14 corked", "write 30 corked", "uncork"]);
 });
 
 Deno.test("coalesceWrites: once stopped (a GOAWAY is about to leave), what is corked leaves at once and later writes leave on their own", () => {
