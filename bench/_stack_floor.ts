@@ -12,7 +12,8 @@
  * - `Execute`: `started`, then a completed outcome: the text `x`; for `text(await tools.echo({}))`
  *   the tool call goes out on the session's `SubscribeToToolCalls` stream first and its
  *   `CompleteToolCall` output is the text; for `"x".repeat(N)` a text of N `x`; for the store cell
- *   a counter per session.
+ *   a counter per session; bench:scale's `store("v", K); text("x")` the text `x`, and its
+ *   `text(load("v"))` that K.
  * - `CloseSession`, `CompleteToolCall`: empty answers.
  *
  * Usage: `deno run --allow-all bench/_stack_floor.ts --listen grpc://127.0.0.1:0` (prints
@@ -31,6 +32,8 @@ const LIMIT = 64 * MIB;
 // deno-lint-ignore no-explicit-any
 type Any = any;
 const toolWaiters = new Map<string, (text: string) => void>();
+/** Each session's `store("v", K)` of bench:scale. */
+const stored = new Map<string, string>();
 const subscribers = new Map<string, (call: Any) => void>();
 const counters = new Map<string, number>();
 let sessions = 0;
@@ -101,6 +104,12 @@ const implementation = {
       yield completed(cellId, await answered);
     } else if (repeat) {
       yield completed(cellId, "x".repeat(Number(repeat[1])));
+    } else if (/store\("v", \d+\)/.test(source)) {
+      // bench:scale's first cell: its value, read back by the session's next cell.
+      stored.set(request.sessionId, /store\("v", (\d+)\)/.exec(source)![1]);
+      yield completed(cellId, "x");
+    } else if (source.includes('load("v")')) {
+      yield completed(cellId, stored.get(request.sessionId) ?? "");
     } else if (source.includes('load("n")')) {
       const n = (counters.get(request.sessionId) ?? 0) + 1;
       counters.set(request.sessionId, n);
