@@ -108,10 +108,28 @@ function reportedToSender(_error: unknown): void {}
 const BATCH_COPY_MAX_BYTES = 256 * 1024;
 
 /**
+ * How long {@link FrameBatches} holds a frame that takes effect only with the runtime's next cell
+ * (`Configure`, `StoreUpdate`) when no other frame follows it.
+ */
+export const HOLD_MS = 10;
+
+/** One write of {@link FrameBatches}: its frames, and the promise their senders wait for. */
+interface Batch {
+  frames: Uint8Array[];
+  bytes: number;
+  done: PromiseWithResolvers<void>;
+  /** Whether its write is queued (it may still gather frames until the write begins). */
+  queued: boolean;
+  timer: ReturnType<typeof setTimeout> | undefined;
+}
+
+/**
  * Writes frames in order, those sent while the last write was under way or in the same turn as
- * one write: a handover's frames (the old session's reset, the new one's `Configure` and stored
- * values) and the `StartCell` that follows were a pipe write each, every one a system call on the
- * host's thread and a wake-up of the runtime's reader.
+ * one write. A frame sent with `hold` waits for the next frame without it, or {@link HOLD_MS}: a
+ * handover's frames (the old session's reset, the new one's `Configure` and stored values) then
+ * leave with the new session's first `StartCell`. Each was a pipe write of its own, a system call
+ * on the host's thread (~0.2 ms on the 2-core VM of bench/README.md) and a wake-up of the
+ * runtime's reader.
  *
  * @example
  * ```ts
@@ -122,14 +140,15 @@ const BATCH_COPY_MAX_BYTES = 256 * 1024;
  *   writes.push([...bytes]);
  *   return Promise.resolve();
  * });
- * await Promise.all([frames.write(new Uint8Array([1])), frames.write(new Uint8Array([2, 3]))]);
+ * const held = frames.write(new Uint8Array([1]), true);
+ * await Promise.all([held, frames.write(new Uint8Array([2, 3]))]);
  * assert.deepEqual(writes, [[1, 2, 3]]);
  * ```
  */
 export class FrameBatches {
   #write: (bytes: Uint8Array) => Promise<void>;
-  /** The frames of the batch not yet begun, and the promise its senders wait for. */
-  #next: { frames: Uint8Array[]; bytes: number; done: Promise<void> } | undefined;
+  /** The batch whose write has not begun: frames sent now join it. */
+  #next: Batch | undefined;
   #chain: Promise<void> = Promise.resolve();
 
   /** @param write writes bytes (the runtime's stdin); each call waits for the one before */
@@ -141,23 +160,35 @@ export class FrameBatches {
    * Queues a frame.
    *
    * @param frame an encoded frame
+   * @param hold the frame may wait for the next one (at most {@link HOLD_MS})
    * @returns settles when its batch is written; rejects with that write's failure
    */
-  write(frame: Uint8Array): Promise<void> {
-    let batch = this.#next;
-    if (!batch) {
-      const gathering = { frames: [] as Uint8Array[], bytes: 0, done: Promise.resolve() };
-      // The next batch waits for this one, not for its success: its senders see the failure.
-      gathering.done = this.#chain.then(() => {
-        if (this.#next === gathering) this.#next = undefined;
-        return this.#flush(gathering.frames, gathering.bytes);
-      });
-      this.#chain = gathering.done.catch(reportedToSender);
-      batch = this.#next = gathering;
-    }
+  write(frame: Uint8Array, hold = false): Promise<void> {
+    const batch = this.#next ??= {
+      frames: [],
+      bytes: 0,
+      done: Promise.withResolvers<void>(),
+      queued: false,
+      timer: undefined,
+    };
     batch.frames.push(frame);
     batch.bytes += frame.length;
-    return batch.done;
+    if (!hold) this.#queue(batch);
+    else if (!batch.queued) batch.timer ??= setTimeout(() => this.#queue(batch), HOLD_MS);
+    return batch.done.promise;
+  }
+
+  #queue(batch: Batch): void {
+    if (batch.queued) return;
+    batch.queued = true;
+    clearTimeout(batch.timer);
+    const written = this.#chain.then(() => {
+      if (this.#next === batch) this.#next = undefined;
+      return this.#flush(batch.frames, batch.bytes);
+    });
+    written.then(batch.done.resolve, batch.done.reject);
+    // The next batch waits for this one, not for its success: its senders see the failure.
+    this.#chain = written.catch(reportedToSender);
   }
 
   async #flush(frames: Uint8Array[], bytes: number): Promise<void> {
@@ -312,7 +343,9 @@ class RuntimeProcess implements RuntimeTransport {
       this.#options.codec.encodeHostToWorker(message),
       this.#options.maxWorkerFrameBytes,
     );
-    return this.#frames.write(frame);
+    // A `Configure` or a `StoreUpdate` takes effect with the runtime's next cell: it may wait
+    // for that cell's `StartCell` (or any other frame).
+    return this.#frames.write(frame, message.configure !== undefined || message.storeUpdate !== undefined);
   }
 
   async stop(): Promise<RuntimeEnd> {

@@ -12,7 +12,7 @@ import { resolveLimits } from "../core/limits.ts";
 import type { MemoryWatchdog } from "./memory_watchdog.ts";
 import { crashReason, type RuntimeTransport } from "./runtime_transport.ts";
 import { prepareRuntimeDirectory } from "./runtime_files.ts";
-import { FrameBatches, type RuntimeProcessOptions, spawnRuntimeProcess } from "./runtime_process.ts";
+import { FrameBatches, HOLD_MS, type RuntimeProcessOptions, spawnRuntimeProcess } from "./runtime_process.ts";
 
 const codec = createWorkerCodec();
 const limits = resolveLimits({});
@@ -423,4 +423,25 @@ Deno.test("FrameBatches: a failed write fails its batch's senders only; the next
   for (const sent of failed) await assert.rejects(sent, /pipe closed/);
   await frames.write(new Uint8Array([3]));
   assert.deepEqual(writes, [[1, 2], [3]]);
+});
+
+Deno.test("FrameBatches: a held frame leaves with the next frame sent without hold, or alone after HOLD_MS", async () => {
+  const writes: number[][] = [];
+  const frames = new FrameBatches((bytes) => {
+    writes.push([...bytes]);
+    return Promise.resolve();
+  });
+  const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  const configure = frames.write(new Uint8Array([1]), true);
+  const replica = frames.write(new Uint8Array([2]), true);
+  await pause(HOLD_MS / 2);
+  assert.deepEqual(writes, [], "held");
+  await frames.write(new Uint8Array([3])); // a StartCell
+  await Promise.all([configure, replica]);
+  assert.deepEqual(writes, [[1, 2, 3]]);
+  const alone = frames.write(new Uint8Array([4]), true);
+  await pause(HOLD_MS / 2);
+  assert.equal(writes.length, 1);
+  await alone;
+  assert.deepEqual(writes, [[1, 2, 3], [4]], "written once HOLD_MS passed");
 });
