@@ -88,6 +88,8 @@ const implementation = {
     yield { started: { executionId: request.executionId, cellId } };
     const source: string = request.source ?? "";
     const repeat = /"x"\.repeat\((\d+)\)/.exec(source);
+    // bench:scale's first cell stores its K; the session's next cell reads it back.
+    const storedK = /store\("v", (\d+)\)/.exec(source);
     if (source.includes("tools.echo")) {
       const invocationId = `inv-${++invocations}`;
       const answered = new Promise<string>((resolve) => toolWaiters.set(invocationId, resolve));
@@ -104,9 +106,8 @@ const implementation = {
       yield completed(cellId, await answered);
     } else if (repeat) {
       yield completed(cellId, "x".repeat(Number(repeat[1])));
-    } else if (/store\("v", \d+\)/.test(source)) {
-      // bench:scale's first cell: its value, read back by the session's next cell.
-      stored.set(request.sessionId, /store\("v", (\d+)\)/.exec(source)![1]);
+    } else if (storedK) {
+      stored.set(request.sessionId, storedK[1]);
       yield completed(cellId, "x");
     } else if (source.includes('load("v")')) {
       yield completed(cellId, stored.get(request.sessionId) ?? "");

@@ -127,9 +127,10 @@ export class CellWorkerPool {
   configured(): void {
     this.#clock.clearTimeout(this.#prewarming);
     const heapMb = this.#options.config().heapMb;
-    const replaced = this.#spare !== undefined && this.#spare.heapMb !== heapMb;
+    const spare = this.#spare;
+    const replaced = spare !== undefined && spare.heapMb !== heapMb;
     if (replaced) {
-      this.discard(this.#spare!);
+      this.discard(spare);
       this.#spare = undefined;
     }
     if (!this.#firstPrepared) return this.#prepareFirstSpare();

@@ -1199,9 +1199,10 @@ var CellWorkerPool = class {
   configured() {
     this.#clock.clearTimeout(this.#prewarming);
     const heapMb = this.#options.config().heapMb;
-    const replaced = this.#spare !== void 0 && this.#spare.heapMb !== heapMb;
+    const spare = this.#spare;
+    const replaced = spare !== void 0 && spare.heapMb !== heapMb;
     if (replaced) {
-      this.discard(this.#spare);
+      this.discard(spare);
       this.#spare = void 0;
     }
     if (!this.#firstPrepared) return this.#prepareFirstSpare();
