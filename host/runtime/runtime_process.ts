@@ -111,7 +111,7 @@ const BATCH_COPY_MAX_BYTES = 256 * 1024;
  * How long {@link FrameBatches} holds a frame that takes effect only with the runtime's next cell
  * (`Configure`, `StoreUpdate`) when no other frame follows it.
  */
-export const HOLD_MS = 10;
+const HOLD_MS = 10;
 
 /** One write of {@link FrameBatches}: its frames, and the promise their senders wait for. */
 interface Batch {

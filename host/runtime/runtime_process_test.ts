@@ -12,7 +12,7 @@ import { resolveLimits } from "../core/limits.ts";
 import type { MemoryWatchdog } from "./memory_watchdog.ts";
 import { crashReason, type RuntimeTransport } from "./runtime_transport.ts";
 import { prepareRuntimeDirectory } from "./runtime_files.ts";
-import { FrameBatches, HOLD_MS, type RuntimeProcessOptions, spawnRuntimeProcess } from "./runtime_process.ts";
+import { FrameBatches, type RuntimeProcessOptions, spawnRuntimeProcess } from "./runtime_process.ts";
 
 const codec = createWorkerCodec();
 const limits = resolveLimits({});
@@ -431,16 +431,20 @@ Deno.test("FrameBatches: a held frame leaves with the next frame sent without ho
     writes.push([...bytes]);
     return Promise.resolve();
   });
-  const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+  // Microtask turns only: no timer can fire meanwhile, however loaded the machine (a 5 ms pause
+  // outlasted HOLD_MS in a loaded CI run).
+  const turns = async () => {
+    for (let i = 0; i < 5; i++) await Promise.resolve();
+  };
   const configure = frames.write(new Uint8Array([1]), true);
   const replica = frames.write(new Uint8Array([2]), true);
-  await pause(HOLD_MS / 2);
+  await turns();
   assert.deepEqual(writes, [], "held");
   await frames.write(new Uint8Array([3])); // a StartCell
   await Promise.all([configure, replica]);
   assert.deepEqual(writes, [[1, 2, 3]]);
   const alone = frames.write(new Uint8Array([4]), true);
-  await pause(HOLD_MS / 2);
+  await turns();
   assert.equal(writes.length, 1);
   await alone;
   assert.deepEqual(writes, [[1, 2, 3], [4]], "written once HOLD_MS passed");
